@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Run one RoundTrip client program built by tests/clients/build.sh.
+#
+# Usage: tests/clients/run.sh CLIENT --bootstrap HOST:PORT --topic T --partitions P --records N
+#   CLIENT: java-4        kafka-clients $JAVA_CLIENT_4   (default 4.1.1)
+#           java-3.9      kafka-clients $JAVA_CLIENT_39  (default 3.9.1)
+#           java-X.Y.Z    kafka-clients X.Y.Z (build it with JAVA_CLIENT_VERSIONS=X.Y.Z build.sh java)
+#           go            franz-go
+# The last stdout line is "RESULT ok produced=N consumed=N" (exit 0) or
+# "RESULT fail <reason>" (exit 1).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+bin="$(cd "$here/.." && pwd)/.cache/bin"
+# shellcheck source=versions.sh
+source "$here/versions.sh"
+
+client="${1:-}"
+[[ -n "$client" ]] || { sed -n '2,11p' "$0" >&2; exit 2; }
+shift
+case "$client" in
+    java-4) v="$JAVA_CLIENT_4" ;;
+    java-3.9) v="$JAVA_CLIENT_39" ;;
+    java-[0-9]*) v="${client#java-}" ;;
+    go|franz-go)
+        [[ -x "$bin/roundtrip-go" ]] || { echo "run.sh: $bin/roundtrip-go missing; run tests/clients/build.sh" >&2; exit 2; }
+        exec "$bin/roundtrip-go" "$@" ;;
+    *) echo "run.sh: unknown client $client" >&2; exit 2 ;;
+esac
+jar="$bin/roundtrip-java-$v.jar"
+[[ -f "$jar" ]] || { echo "run.sh: $jar missing; run tests/clients/build.sh" >&2; exit 2; }
+exec java -XX:+UseSerialGC -jar "$jar" "$@"

@@ -1,0 +1,380 @@
+// roundtrip: produce N keyed records with franz-go (idempotent, acks=all),
+// then read them back by direct partition assignment (no consumer group) and
+// check what a user depends on: every record exactly once, offsets contiguous
+// from 0 in every partition, per-key order, headers intact, acknowledged
+// offsets equal to consumed offsets, high watermarks equal to record counts.
+//
+// Usage: roundtrip --bootstrap HOST:PORT --topic T --partitions P --records N
+// Last line of stdout: "RESULT ok produced=N consumed=N" (exit 0) or
+// "RESULT fail <reason>" (exit 1). Client logs go to stderr at level warn;
+// set ROUNDTRIP_LOG=info or debug for more.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const (
+	keys              = 97
+	topicReadyTimeout = 30 * time.Second
+	produceTimeout    = 90 * time.Second
+	consumeTimeout    = 60 * time.Second
+	pad               = "abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz01"
+)
+
+type failure struct{ reason string }
+
+func (f failure) Error() string { return f.reason }
+
+func fail(format string, args ...any) error { return failure{fmt.Sprintf(format, args...)} }
+
+func main() {
+	bootstrap := flag.String("bootstrap", "", "HOST:PORT")
+	topic := flag.String("topic", "", "topic to create")
+	partitions := flag.Int("partitions", 0, "partitions")
+	records := flag.Int("records", 0, "records to produce")
+	flag.Parse()
+	var err error
+	if *bootstrap == "" || *topic == "" || *partitions < 1 || *records < 1 || flag.NArg() > 0 {
+		err = fail("usage: --bootstrap HOST:PORT --topic T --partitions P --records N")
+	} else {
+		err = run(*bootstrap, *topic, int32(*partitions), *records)
+	}
+	if err != nil {
+		var f failure
+		if errors.As(err, &f) {
+			fmt.Printf("RESULT fail %s\n", f.reason)
+		} else {
+			fmt.Printf("RESULT fail error %v\n", err)
+		}
+		os.Exit(1)
+	}
+	fmt.Printf("RESULT ok produced=%d consumed=%d\n", *records, *records)
+}
+
+// logOpt sends franz-go's log to stderr, at warn unless ROUNDTRIP_LOG says otherwise.
+func logOpt() kgo.Opt {
+	level := kgo.LogLevelWarn
+	switch strings.ToLower(os.Getenv("ROUNDTRIP_LOG")) {
+	case "error":
+		level = kgo.LogLevelError
+	case "info":
+		level = kgo.LogLevelInfo
+	case "debug":
+		level = kgo.LogLevelDebug
+	}
+	return kgo.WithLogger(kgo.BasicLogger(os.Stderr, level, nil))
+}
+
+func value(i int) string { return "value-" + strconv.Itoa(i) + "|" + pad }
+
+func indexOfValue(v string) (int, error) {
+	bar := strings.IndexByte(v, '|')
+	if !strings.HasPrefix(v, "value-") || bar < 0 {
+		return 0, fail("malformed value %q", v)
+	}
+	i, err := strconv.Atoi(v[6:bar])
+	if err != nil {
+		return 0, fail("malformed value %q", v)
+	}
+	return i, nil
+}
+
+func run(bootstrap, topic string, partitions int32, n int) error {
+	t0 := time.Now()
+	if err := createTopic(bootstrap, topic, partitions); err != nil {
+		return err
+	}
+	t1 := time.Now()
+	fmt.Printf("topic %s created with %d partitions in %d ms\n", topic, partitions, t1.Sub(t0).Milliseconds())
+
+	// ---- produce ----
+	ackPartition := make([]int32, n)
+	ackOffset := make([]int64, n)
+	producer, err := kgo.NewClient(
+		kgo.SeedBrokers(bootstrap),
+		kgo.ClientID("roundtrip-go-producer"),
+		logOpt(),
+		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence is franz-go's default and needs acks=all
+		kgo.RecordDeliveryTimeout(60*time.Second),
+	)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex
+	var produceErr error
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithTimeout(context.Background(), produceTimeout)
+	for i := 0; i < n; i++ {
+		i := i
+		r := &kgo.Record{
+			Topic:   topic,
+			Key:     []byte("k" + strconv.Itoa(i%keys)),
+			Value:   []byte(value(i)),
+			Headers: []kgo.RecordHeader{{Key: "idx", Value: []byte(strconv.Itoa(i))}},
+		}
+		wg.Add(1)
+		producer.Produce(ctx, r, func(r *kgo.Record, err error) {
+			defer wg.Done()
+			if err != nil {
+				mu.Lock()
+				if produceErr == nil {
+					produceErr = fail("send of record %d failed: %v", i, err)
+				}
+				mu.Unlock()
+				return
+			}
+			ackPartition[i] = r.Partition
+			ackOffset[i] = r.Offset
+		})
+	}
+	flushErr := producer.Flush(ctx)
+	wg.Wait()
+	cancel()
+	producer.Close()
+	if produceErr != nil {
+		return produceErr
+	}
+	if flushErr != nil {
+		return fail("flush: %v", flushErr)
+	}
+	t2 := time.Now()
+	fmt.Printf("produced %d records in %d ms\n", n, t2.Sub(t1).Milliseconds())
+
+	// Acknowledged positions must be distinct and, per partition, exactly 0..count-1.
+	ackCount := make([]int64, partitions)
+	for i := 0; i < n; i++ {
+		if ackPartition[i] < 0 || ackPartition[i] >= partitions {
+			return fail("record %d acknowledged on partition %d", i, ackPartition[i])
+		}
+		ackCount[ackPartition[i]]++
+	}
+	ackSeen := make([][]bool, partitions)
+	for p := range ackSeen {
+		ackSeen[p] = make([]bool, ackCount[p])
+	}
+	for i := 0; i < n; i++ {
+		p, o := ackPartition[i], ackOffset[i]
+		if o < 0 || o >= ackCount[p] {
+			return fail("record %d acknowledged at p%d@%d outside 0..%d", i, p, o, ackCount[p]-1)
+		}
+		if ackSeen[p][o] {
+			return fail("two records acknowledged at the same position p%d@%d", p, o)
+		}
+		ackSeen[p][o] = true
+	}
+
+	// ---- consume (direct assignment, no group) ----
+	assign := map[int32]kgo.Offset{}
+	for p := int32(0); p < partitions; p++ {
+		assign[p] = kgo.NewOffset().AtStart()
+	}
+	consumer, err := kgo.NewClient(
+		kgo.SeedBrokers(bootstrap),
+		kgo.ClientID("roundtrip-go-consumer"),
+		logOpt(),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
+	)
+	if err != nil {
+		return err
+	}
+	defer consumer.Close()
+	st := &state{
+		topic:          topic,
+		partitions:     partitions,
+		n:              n,
+		nextOffset:     make([]int64, partitions),
+		seenPartition:  make([]int32, n),
+		seenOffset:     make([]int64, n),
+		lastIdxOfKey:   make([]int, keys),
+		partitionOfKey: make([]int32, keys),
+	}
+	for i := range st.seenOffset {
+		st.seenOffset[i] = -1
+	}
+	for k := 0; k < keys; k++ {
+		st.lastIdxOfKey[k] = -1
+		st.partitionOfKey[k] = -1
+	}
+	consumed := 0
+	cctx, ccancel := context.WithTimeout(context.Background(), consumeTimeout)
+	defer ccancel()
+	for consumed < n {
+		fetches := consumer.PollFetches(cctx)
+		if cctx.Err() != nil {
+			return fail("timeout: consumed %d of %d records in %d s; next offsets %v acknowledged counts %v",
+				consumed, n, int(consumeTimeout.Seconds()), st.nextOffset, ackCount)
+		}
+		if fetches.IsClientClosed() {
+			return fail("consumer closed")
+		}
+		for _, fe := range fetches.Errors() {
+			// Fetch errors that franz-go surfaces are not retried internally.
+			return fail("fetch error on %s-%d: %v", fe.Topic, fe.Partition, fe.Err)
+		}
+		var checkErr error
+		fetches.EachRecord(func(r *kgo.Record) {
+			consumed++
+			if checkErr == nil {
+				checkErr = st.check(r)
+			}
+		})
+		if checkErr != nil {
+			return checkErr
+		}
+	}
+	t3 := time.Now()
+	fmt.Printf("consumed %d records in %d ms\n", consumed, t3.Sub(t2).Milliseconds())
+
+	// High watermarks, asked for with ListOffsets.
+	adm := kadm.NewClient(consumer)
+	ectx, ecancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ecancel()
+	ends, err := adm.ListEndOffsets(ectx, topic)
+	if err != nil {
+		return fail("list end offsets: %v", err)
+	}
+
+	// ---- compare ----
+	for i := 0; i < n; i++ {
+		if st.seenOffset[i] < 0 {
+			return fail("record %d never consumed", i)
+		}
+		if st.seenPartition[i] != ackPartition[i] || st.seenOffset[i] != ackOffset[i] {
+			return fail("record %d acknowledged at p%d@%d but consumed at p%d@%d",
+				i, ackPartition[i], ackOffset[i], st.seenPartition[i], st.seenOffset[i])
+		}
+	}
+	for p := int32(0); p < partitions; p++ {
+		if st.nextOffset[p] != ackCount[p] {
+			return fail("partition %d: consumed %d records, acknowledged %d", p, st.nextOffset[p], ackCount[p])
+		}
+		end, ok := ends.Lookup(topic, p)
+		if !ok || end.Err != nil || end.Offset != ackCount[p] {
+			return fail("partition %d: high watermark %d (present %v, error %v) but %d records written",
+				p, end.Offset, ok, end.Err, ackCount[p])
+		}
+	}
+	return nil
+}
+
+type state struct {
+	topic          string
+	partitions     int32
+	n              int
+	nextOffset     []int64
+	seenPartition  []int32
+	seenOffset     []int64
+	lastIdxOfKey   []int
+	partitionOfKey []int32
+}
+
+func (s *state) check(r *kgo.Record) error {
+	p := r.Partition
+	if r.Topic != s.topic || p < 0 || p >= s.partitions {
+		return fail("record from unexpected %s-%d", r.Topic, p)
+	}
+	if r.Offset != s.nextOffset[p] {
+		return fail("partition %d: expected offset %d got %d", p, s.nextOffset[p], r.Offset)
+	}
+	s.nextOffset[p]++
+	i, err := indexOfValue(string(r.Value))
+	if err != nil {
+		return err
+	}
+	if i < 0 || i >= s.n {
+		return fail("value index %d out of range at p%d@%d", i, p, r.Offset)
+	}
+	if s.seenOffset[i] >= 0 {
+		return fail("record %d consumed twice: p%d@%d and p%d@%d", i, s.seenPartition[i], s.seenOffset[i], p, r.Offset)
+	}
+	s.seenPartition[i] = p
+	s.seenOffset[i] = r.Offset
+	key := "k" + strconv.Itoa(i%keys)
+	if string(r.Key) != key {
+		return fail("record %d has key %q, expected %s", i, r.Key, key)
+	}
+	var idx []byte
+	found := false
+	for _, h := range r.Headers {
+		if h.Key == "idx" {
+			idx, found = h.Value, true
+		}
+	}
+	if !found {
+		return fail("record %d has no idx header", i)
+	}
+	if string(idx) != strconv.Itoa(i) {
+		return fail("record %d has idx header %q", i, idx)
+	}
+	k := i % keys
+	if s.partitionOfKey[k] >= 0 && s.partitionOfKey[k] != p {
+		return fail("key %s seen in partitions %d and %d", key, s.partitionOfKey[k], p)
+	}
+	s.partitionOfKey[k] = p
+	if i <= s.lastIdxOfKey[k] {
+		return fail("key %s out of order: record %d after record %d", key, i, s.lastIdxOfKey[k])
+	}
+	s.lastIdxOfKey[k] = i
+	return nil
+}
+
+func createTopic(bootstrap, topic string, partitions int32) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ClientID("roundtrip-go-admin"), logOpt())
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, partitions, 1, nil, topic)
+	if err != nil {
+		return fail("create topic %s: %v", topic, err)
+	}
+	if resp.Err != nil {
+		return fail("create topic %s: %v %s", topic, resp.Err, resp.ErrMessage)
+	}
+	// Wait until metadata shows every partition with a leader.
+	deadline := time.Now().Add(topicReadyTimeout)
+	last := "no answer"
+	for {
+		details, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			last = err.Error()
+		} else if td, ok := details[topic]; !ok {
+			last = "topic missing from metadata"
+		} else if td.Err != nil {
+			last = td.Err.Error()
+		} else {
+			withLeader := 0
+			for _, pd := range td.Partitions {
+				if pd.Err == nil && pd.Leader >= 0 {
+					withLeader++
+				}
+			}
+			if int32(len(td.Partitions)) > partitions {
+				return fail("topic %s has %d partitions, created with %d", topic, len(td.Partitions), partitions)
+			}
+			if int32(len(td.Partitions)) == partitions && int32(withLeader) == partitions {
+				return nil
+			}
+			last = fmt.Sprintf("%d partitions, %d with a leader", len(td.Partitions), withLeader)
+		}
+		if time.Now().After(deadline) {
+			return fail("topic %s not ready after %d s: %s", topic, int(topicReadyTimeout.Seconds()), last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
