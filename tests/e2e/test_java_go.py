@@ -1,0 +1,77 @@
+# What this proves: rutomq serves the official Java client (kafka-clients 4.x
+# and 3.9.x) and franz-go end to end: CreateTopics, an idempotent acks=all
+# producer, and a consumer without a group (direct assignment) reading from the
+# start, with every record exactly once, offsets contiguous from 0 per
+# partition, per-key order, headers intact, acknowledged offsets equal to
+# consumed offsets, and high watermarks equal to the records written.
+# How: tests/clients/build.sh builds the RoundTrip programs (tests/java,
+# tests/go) once per session; each test runs one of them against a fresh agent
+# on its own topic (8 partitions, 3000 records) and asserts its final line
+# "RESULT ok produced=3000 consumed=3000". The same programs pass against a
+# real Apache Kafka 4.x broker (benches/kafka/start-kafka.sh).
+
+import os
+import subprocess
+
+import pytest
+
+from kafkautil import unique_topic
+
+REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD_SH = os.path.join(REPO_ROOT, "tests", "clients", "build.sh")
+RUN_SH = os.path.join(REPO_ROOT, "tests", "clients", "run.sh")
+
+PARTITIONS = 8
+RECORDS = 3000
+RUN_TIMEOUT_S = 180
+BUILD_TIMEOUT_S = 1200  # cold: Maven and Go module downloads plus two shaded jars
+
+
+def _text(b):
+    if b is None:
+        return ""
+    return b.decode("utf-8", "replace") if isinstance(b, bytes) else b
+
+
+def _tail(text, n):
+    lines = text.splitlines()
+    return "\n".join(lines[-n:])
+
+
+@pytest.fixture(scope="session")
+def roundtrip_clients():
+    """Builds the RoundTrip client programs once per session (idempotent)."""
+    try:
+        res = subprocess.run(["bash", BUILD_SH], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"tests/clients/build.sh did not finish in {BUILD_TIMEOUT_S} s\n"
+                    f"stdout:\n{_text(e.stdout)}\nstderr:\n{_tail(_text(e.stderr), 200)}", pytrace=False)
+    if res.returncode != 0:
+        pytest.fail(f"tests/clients/build.sh failed with exit code {res.returncode}\n"
+                    f"stdout:\n{res.stdout}\nstderr:\n{_tail(res.stderr, 200)}", pytrace=False)
+    return RUN_SH
+
+
+@pytest.mark.parametrize("client", ["java-4", "java-3.9", "go"])
+def test_roundtrip(client, agent, request):
+    # Resolved here, after `agent`, so a missing broker binary skips before any build.
+    run_sh = request.getfixturevalue("roundtrip_clients")
+    topic = unique_topic(f"rt-{client.replace('.', '')}")
+    cmd = ["bash", run_sh, client, "--bootstrap", agent.bootstrap, "--topic", topic,
+           "--partitions", str(PARTITIONS), "--records", str(RECORDS)]
+    try:
+        res = subprocess.run(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True,
+                             text=True, timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"{client} RoundTrip did not finish in {RUN_TIMEOUT_S} s: {' '.join(cmd)}\n"
+                    f"--- stdout ---\n{_text(e.stdout)}\n"
+                    f"--- stderr (last 200 lines) ---\n{_tail(_text(e.stderr), 200)}", pytrace=False)
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    last = lines[-1] if lines else "<no output>"
+    expected = f"RESULT ok produced={RECORDS} consumed={RECORDS}"
+    assert last == expected and res.returncode == 0, (
+        f"{client} RoundTrip against {agent.bootstrap} topic {topic}: {last} (exit {res.returncode})\n"
+        f"command: {' '.join(cmd)}\n"
+        f"--- stdout ---\n{res.stdout}\n"
+        f"--- stderr (last 200 lines) ---\n{_tail(res.stderr, 200)}")
