@@ -45,9 +45,10 @@ fetch() {
     fi
     echo "start-kafka: fetching kafka_2.13 $KAFKA_VERSION into $KAFKA_LIBS" >&2
     rm -rf "$KAFKA_LIBS"
+    local log="$(dirname "$KAFKA_LIBS")/fetch-$KAFKA_VERSION.log"
     mvn -B -q -Dstyle.color=never -f "$here/pom.xml" dependency:copy-dependencies \
-        -Dkafka.version="$KAFKA_VERSION" -DoutputDirectory="$KAFKA_LIBS" >&2 \
-        || die "mvn dependency:copy-dependencies failed"
+        -Dkafka.version="$KAFKA_VERSION" -DoutputDirectory="$KAFKA_LIBS" >"$log" 2>&1 \
+        || { cat "$log" >&2; die "mvn dependency:copy-dependencies failed"; }
     ls "$KAFKA_LIBS"/kafka_2.13-"$KAFKA_VERSION".jar >/dev/null || die "kafka_2.13 jar missing after fetch"
     echo "$KAFKA_VERSION" >"$KAFKA_LIBS/.version"
     exec 9>&-
