@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# rutomq full test run (run from anywhere; works as root and as non-root):
+#   1. make sure PostgreSQL server binaries exist (the e2e suite starts its own cluster)
+#   2. cargo build --release --workspace   (the e2e suite runs target/release/rutomq)
+#   3. cargo test --release --workspace
+#   4. create/refresh .venv from tests/requirements.txt (skipped when unchanged)
+#   5. pytest tests/e2e  (extra arguments to this script are passed to pytest)
+# Exits non-zero if any step fails. Environment:
+#   RUTOMQ_SKIP_CARGO=1    skip steps 2-3 (iterate on the e2e suite with an existing binary)
+#   RUTOMQ_BIN=path        broker binary for the e2e suite (default target/release/rutomq)
+#   RUTOMQ_TEST_PG_URL=url use this PostgreSQL instead of starting a private cluster
+#   PYTHON=python3         interpreter used to create the venv
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+ROOT=$(pwd)
+PYTHON=${PYTHON:-python3}
+VENV=$ROOT/.venv
+REQ=$ROOT/tests/requirements.txt
+status=0
+
+log() { echo "==> [$(date +%H:%M:%S)] $*"; }
+
+is_root() { [ "$(id -u)" = 0 ]; }
+
+apt_install() {
+    local sudo=()
+    if ! is_root; then
+        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+            sudo=(sudo -n)
+        else
+            echo "error: need root (or passwordless sudo) to apt-get install $*" >&2
+            return 1
+        fi
+    fi
+    log "apt-get install $*"
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"
+}
+
+have_pg_server() {
+    local d
+    for d in "$(pg_config --bindir 2>/dev/null || true)" "$(dirname "$(command -v initdb 2>/dev/null || echo /nonexistent/x)")" /usr/lib/postgresql/*/bin; do
+        [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && [ -x "$d/postgres" ] && return 0
+    done
+    return 1
+}
+
+# ---- 1. PostgreSQL server binaries ------------------------------------------
+if ! have_pg_server; then
+    apt_install postgresql
+    have_pg_server || { echo "error: PostgreSQL server binaries still not found" >&2; exit 1; }
+fi
+
+# ---- 2-3. Rust ----------------------------------------------------------------
+if [ "${RUTOMQ_SKIP_CARGO:-0}" != 1 ]; then
+    if ! command -v cargo >/dev/null 2>&1 && [ -x "$HOME/.cargo/bin/cargo" ]; then
+        PATH=$HOME/.cargo/bin:$PATH
+    fi
+    log "cargo build --release --workspace"
+    cargo build --release --workspace
+    log "cargo test --release --workspace"
+    if ! cargo test --release --workspace; then
+        echo "error: cargo test failed (continuing with the e2e suite)" >&2
+        status=1
+    fi
+fi
+
+# ---- 4. Python venv -----------------------------------------------------------
+want_hash=$( { cat "$REQ"; "$PYTHON" -c 'import sys; print(sys.version)'; } | sha256sum | cut -d' ' -f1)
+stamp=$VENV/.requirements.sha256
+if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import sys' 2>/dev/null \
+        && [ "$(cat "$stamp" 2>/dev/null || true)" = "$want_hash" ]; then
+    log "venv $VENV is up to date"
+else
+    log "creating venv $VENV from $REQ"
+    probe=$(mktemp -d)
+    if ! "$PYTHON" -m venv "$probe/v" >/dev/null 2>&1; then
+        apt_install python3-venv
+    fi
+    rm -rf "$probe"
+    rm -rf "$VENV"
+    "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$REQ"
+    echo "$want_hash" > "$stamp"
+fi
+
+# ---- 5. e2e suite -------------------------------------------------------------
+pytest_args=(-q tests/e2e)
+if "$VENV/bin/python" -c 'import pytest_timeout' 2>/dev/null; then
+    pytest_args+=(--timeout=300)
+fi
+log "pytest ${pytest_args[*]} $*"
+if ! "$VENV/bin/python" -m pytest "${pytest_args[@]}" "$@"; then
+    status=1
+fi
+
+if [ "$status" != 0 ]; then
+    log "FAILED"
+else
+    log "all tests passed"
+fi
+exit "$status"

@@ -1,0 +1,321 @@
+# What this proves: rutomq's network front end speaks the Kafka wire protocol
+# correctly at the byte level and defends itself against malformed or hostile
+# input, without relying on any client library's leniency:
+#  - ApiVersions v0..v3 (v3 = flexible request header v2 with tagged fields; the
+#    response header stays v0) answer error 0 and list Produce, Fetch, ListOffsets,
+#    Metadata, ApiVersions and CreateTopics; the response frame is consumed exactly;
+#  - ApiVersions with an unknown version (99) answers UNSUPPORTED_VERSION (35) in
+#    the v0 layout and still lists the table, and the connection stays usable;
+#  - pipelined requests are answered in order; a request dribbled byte by byte works;
+#  - negative / > 100 MiB frame lengths, HTTP garbage and an unknown api key close
+#    the connection, without the broker allocating the claimed size, and the
+#    broker keeps serving other clients;
+#  - a stalled half-frame client does not delay others; 300 idle connections are fine;
+#  - Produce validates every batch: a wrong CRC32C gives CORRUPT_MESSAGE (2) for
+#    that partition while another partition of the same request succeeds; a batch
+#    whose record count claims more records than it holds gives CORRUPT_MESSAGE (2)
+#    or INVALID_RECORD (87); nothing of a rejected batch becomes visible (high
+#    watermark unchanged); an unknown topic with auto-create off gives
+#    UNKNOWN_TOPIC_OR_PARTITION (3); offsets are assigned contiguously.
+# How: plain sockets and the hand-written codec in kwire.py (itself checked
+# byte-for-byte against kafka-python in test_harness.py).
+
+import os
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+import kwire
+from kafkautil import create_topic, unique_topic, watermarks
+
+REQUIRED_KEYS = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "ApiVersions",
+                 19: "CreateTopics"}
+
+
+def connect(agent, timeout=10.0):
+    return kwire.KafkaConn("127.0.0.1", agent.port, timeout)
+
+
+def assert_serves(agent, within=2.0):
+    """A fresh connection gets an ApiVersions v3 answer within `within` seconds."""
+    t0 = time.monotonic()
+    with connect(agent, timeout=within + 1) as c:
+        res = c.api_versions(3)
+    took = time.monotonic() - t0
+    assert res.error_code == 0, f"ApiVersions error {res.error_code}"
+    assert took < within, f"ApiVersions took {took:.2f}s (limit {within}s)"
+    return res
+
+
+def check_table(res, version):
+    missing = {k: n for k, n in REQUIRED_KEYS.items() if k not in res.versions}
+    assert not missing, f"ApiVersions v{version} table lacks {missing}; got keys {sorted(res.versions)}"
+    for k, (mn, mx) in res.versions.items():
+        assert 0 <= mn <= mx, f"api key {k}: bad version range {mn}..{mx}"
+    assert res.versions[18][1] >= 3, f"ApiVersions max version {res.versions[18][1]} < 3"
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+def test_api_versions(agent, version):
+    with connect(agent) as c:
+        cid = 0x1234_5678 + version
+        c.send(kwire.api_versions_request(version, cid))
+        res = kwire.parse_api_versions_response(c.recv_frame(), version)
+        assert res.correlation_id == cid
+        assert res.error_code == 0, f"ApiVersions v{version} returned error {res.error_code}"
+        check_table(res, version)
+        if version >= 1:
+            assert res.throttle_time_ms == 0
+        # the same connection keeps working
+        res2 = c.api_versions(version)
+        assert res2.versions == res.versions
+
+
+def test_api_versions_unsupported_version_answers_v0_layout(agent):
+    with connect(agent) as c:
+        c.send(kwire.api_versions_request(99, 4242, flexible=True))
+        payload = c.recv_frame()
+        res = kwire.parse_api_versions_response(payload, 0)  # strict: v0 layout, exact length
+        assert res.correlation_id == 4242
+        assert res.error_code == kwire.ERR_UNSUPPORTED_VERSION, (
+            f"ApiVersions v99 gave error {res.error_code}, want 35 UNSUPPORTED_VERSION")
+        check_table(res, 0)
+        # a client retries with a lower version on the same connection
+        res3 = c.api_versions(3)
+        assert res3.error_code == 0 and res3.versions == res.versions
+
+
+def test_pipelined_requests_answered_in_order(agent):
+    with connect(agent) as c:
+        c.send(b"".join(kwire.api_versions_request(v, 100 + i) for i, v in enumerate([3, 0, 2, 3, 1])))
+        for i, v in enumerate([3, 0, 2, 3, 1]):
+            res = kwire.parse_api_versions_response(c.recv_frame(), v)
+            assert res.correlation_id == 100 + i, f"response {i} has correlation id {res.correlation_id}"
+            assert res.error_code == 0
+
+
+def test_request_split_into_single_bytes(agent):
+    req = kwire.api_versions_request(3, 77)
+    with connect(agent) as c:
+        for b in req:
+            c.send(bytes([b]))
+            time.sleep(0.005)
+        res = kwire.parse_api_versions_response(c.recv_frame(), 3)
+        assert res.correlation_id == 77 and res.error_code == 0
+
+
+def _status_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"{field} not in /proc/{pid}/status")
+
+
+@pytest.mark.parametrize("claimed", [-1, -0x7FFFFFFF, 100 * 1024 * 1024 + 1, 0x7FFFFFFF],
+                         ids=["minus1", "int32min+1", "100MiB+1", "2GiB"])
+def test_bad_frame_length_closes_connection(agent, claimed):
+    with connect(agent) as c:
+        try:
+            c.send(struct.pack(">i", claimed) + os.urandom(4096))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        kwire.wait_closed(c.sock, timeout=5)
+    assert_serves(agent)
+
+
+def test_huge_frame_is_not_buffered(agent):
+    """Claim ~2 GiB and keep sending (up to 192 MiB, 10 s): a broker that
+    allocates the claimed size and reads into it (or buffers until the frame is
+    complete) shows it in its peak resident memory (VmHWM)."""
+    before = _status_kib(agent.pid, "VmHWM")
+    sent = 0
+    with connect(agent) as c:
+        chunk = b"\x00" * (1 << 20)
+        deadline = time.monotonic() + 10
+        try:
+            c.send(struct.pack(">i", 0x7FFF_FFF0))
+            while sent < 192 * (1 << 20) and time.monotonic() < deadline:
+                c.send(chunk)
+                sent += len(chunk)
+        except (BrokenPipeError, ConnectionResetError, socket.timeout):
+            pass
+        kwire.wait_closed(c.sock, timeout=5)
+    grew = _status_kib(agent.pid, "VmHWM") - before
+    assert grew < 96 * 1024, (
+        f"broker peak RSS grew by {grew // 1024} MiB while a client sent {sent >> 20} MiB of a "
+        f"frame claiming 2 GiB: it must reject the length before reading the body")
+    assert_serves(agent)
+
+
+@pytest.mark.parametrize("payload", [
+    b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",                                     # length 0x47455420
+    struct.pack(">i", 3) + b"\x00\x12\x00",                                   # frame shorter than a header
+    struct.pack(">i", 10) + struct.pack(">hhih", 18, 0, 5, 100),               # client_id runs past frame
+    kwire.frame(kwire.request_header(9999, 0, 7)),                            # unknown api key
+    kwire.frame(kwire.request_header(-5, 0, 7)),                              # negative api key
+], ids=["http", "short-frame", "truncated-header", "api-key-9999", "api-key-negative"])
+def test_garbage_closes_connection(agent, payload):
+    with connect(agent) as c:
+        try:
+            c.send(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        kwire.wait_closed(c.sock, timeout=5)
+    assert_serves(agent)
+
+
+def test_stalled_half_frame_does_not_block_others(agent):
+    stalled = []
+    try:
+        # one client stalls inside the length prefix, one inside the body
+        s1 = socket.create_connection(("127.0.0.1", agent.port), timeout=5)
+        s1.sendall(b"\x00\x00")
+        stalled.append(s1)
+        s2 = socket.create_connection(("127.0.0.1", agent.port), timeout=5)
+        s2.sendall(kwire.api_versions_request(3, 1)[:9])
+        stalled.append(s2)
+        time.sleep(0.2)
+        for _ in range(5):
+            assert_serves(agent, within=1.0)
+        # concurrently from several threads too
+        errors = []
+
+        def worker():
+            try:
+                assert_serves(agent, within=1.0)
+            except BaseException as e:  # noqa: BLE001 - reported below
+                errors.append(repr(e))
+        ts = [threading.Thread(target=worker) for _ in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(timeout=10)
+        assert not errors, f"concurrent ApiVersions failed while two clients stall: {errors}"
+        # the stalled body, once completed, is answered normally
+        s2.sendall(kwire.api_versions_request(3, 1)[9:])
+        conn = kwire.KafkaConn.wrap(s2, timeout=5)
+        res = kwire.parse_api_versions_response(conn.recv_frame(), 3)
+        assert res.correlation_id == 1 and res.error_code == 0
+    finally:
+        for s in stalled:
+            s.close()
+
+
+def test_300_idle_connections(agent):
+    idle = []
+    try:
+        for i in range(300):
+            idle.append(socket.create_connection(("127.0.0.1", agent.port), timeout=5))
+        time.sleep(0.5)
+        assert_serves(agent, within=2.0)
+        # and idle ones still work when they finally speak
+        for i in (0, 150, 299):
+            conn = kwire.KafkaConn.wrap(idle[i], timeout=5)
+            conn.send(kwire.api_versions_request(3, 500 + i))
+            res = kwire.parse_api_versions_response(conn.recv_frame(), 3)
+            assert res.correlation_id == 500 + i and res.error_code == 0
+    finally:
+        for s in idle:
+            s.close()
+    assert_serves(agent)
+
+
+# --------------------------------------------------------------------------
+# Produce validation
+
+
+def produce_version(agent):
+    with connect(agent) as c:
+        res = c.api_versions(3)
+    mn, mx = res.versions.get(0, (None, None))
+    assert mn is not None, "broker does not list Produce"
+    v = min(mx, kwire.PRODUCE_MAX_SUPPORTED_HERE)
+    assert v >= max(mn, kwire.PRODUCE_MIN_SUPPORTED_HERE), (
+        f"broker Produce versions {mn}..{mx} do not overlap v3..v8 that this test speaks")
+    return v
+
+
+def records(n, tag):
+    return [(b"k%d" % i, b"%s-%d" % (tag, i), [("h", b"%d" % i)]) for i in range(n)]
+
+
+def test_produce_assigns_contiguous_offsets(agent):
+    topic = unique_topic("raw")
+    create_topic(agent.bootstrap, topic, 1)
+    v = produce_version(agent)
+    with connect(agent) as c:
+        r1 = c.produce(v, {topic: {0: kwire.encode_record_batch(records(3, b"a"))}})[topic][0]
+        r2 = c.produce(v, {topic: {0: kwire.encode_record_batch(records(2, b"b"))}})[topic][0]
+    assert (r1.error_code, r1.base_offset) == (0, 0), f"first batch: {r1}"
+    assert (r2.error_code, r2.base_offset) == (0, 3), f"second batch: {r2}"
+    assert watermarks(agent.bootstrap, topic, [0]) == {0: (0, 5)}
+
+
+def test_produce_bad_crc_is_rejected_per_partition(agent):
+    topic = unique_topic("raw-crc")
+    create_topic(agent.bootstrap, topic, 2)
+    v = produce_version(agent)
+    good = kwire.encode_record_batch(records(4, b"good"))
+    bad = bytearray(kwire.encode_record_batch(records(4, b"bad")))
+    crc_pos = 8 + 4 + 4 + 1
+    bad[crc_pos:crc_pos + 4] = struct.pack(">I", struct.unpack(">I", bad[crc_pos:crc_pos + 4])[0] ^ 0x1)
+    with connect(agent) as c:
+        res = c.produce(v, {topic: {0: bytes(bad), 1: good}})
+    assert set(res) == {topic} and set(res[topic]) == {0, 1}, f"response covers {res}"
+    assert res[topic][0].error_code == kwire.ERR_CORRUPT_MESSAGE, (
+        f"bad-CRC batch: {res[topic][0]} (want error 2 CORRUPT_MESSAGE)")
+    assert res[topic][1].error_code == 0 and res[topic][1].base_offset == 0, (
+        f"good batch in the same request: {res[topic][1]}")
+    assert watermarks(agent.bootstrap, topic, [0, 1]) == {0: (0, 0), 1: (0, 4)}, (
+        "the corrupt batch must not be appended and the good one must be")
+
+
+@pytest.mark.parametrize("claimed", [3, 1_000_000, -1], ids=["one-more", "million", "negative"])
+def test_produce_record_count_mismatch_is_rejected(agent, claimed):
+    topic = unique_topic("raw-cnt")
+    create_topic(agent.bootstrap, topic, 2)
+    v = produce_version(agent)
+    lying = kwire.encode_record_batch(records(2, b"liar"), claimed_count=claimed)  # CRC is valid
+    good = kwire.encode_record_batch(records(2, b"ok"))
+    with connect(agent) as c:
+        res = c.produce(v, {topic: {0: lying, 1: good}})
+    assert res[topic][0].error_code in (kwire.ERR_CORRUPT_MESSAGE, kwire.ERR_INVALID_RECORD), (
+        f"batch claiming {claimed} records but holding 2: {res[topic][0]} (want error 2 or 87)")
+    assert res[topic][1].error_code == 0, f"good batch in the same request: {res[topic][1]}"
+    assert watermarks(agent.bootstrap, topic, [0, 1]) == {0: (0, 0), 1: (0, 2)}
+    assert_serves(agent)
+
+
+def test_produce_truncated_batch_is_rejected(agent):
+    topic = unique_topic("raw-trunc")
+    create_topic(agent.bootstrap, topic, 1)
+    v = produce_version(agent)
+    batch = kwire.encode_record_batch(records(3, b"t"))
+    with connect(agent) as c:
+        res = c.produce(v, {topic: {0: batch[:-5]}})  # batchLength now overstates the bytes present
+    assert res[topic][0].error_code in (kwire.ERR_CORRUPT_MESSAGE, kwire.ERR_INVALID_RECORD), (
+        f"truncated batch: {res[topic][0]}")
+    assert watermarks(agent.bootstrap, topic, [0]) == {0: (0, 0)}
+
+
+def test_produce_unknown_topic_without_auto_create(start_agent):
+    a = start_agent(auto_create_topics=False)
+    topic = unique_topic("raw-nope")
+    v = produce_version(a)
+    with connect(a) as c:
+        res = c.produce(v, {topic: {0: kwire.encode_record_batch(records(1, b"x"))}})
+    assert res[topic][0].error_code == kwire.ERR_UNKNOWN_TOPIC_OR_PARTITION, (
+        f"produce to a missing topic with auto-create off: {res[topic][0]} (want 3)")
+
+
+def test_http_endpoints(agent):
+    status, body = agent.http("/health/ready")
+    assert status == 200, f"/health/ready: {status} {body[:200]!r}"
+    m = agent.metrics()
+    assert m.samples, f"/metrics has no samples:\n{m.raw[:2000]}"
+    status, _ = agent.http("/no-such-endpoint")
+    assert status == 404, f"unknown HTTP path returned {status}, want 404"
