@@ -1,1 +1,637 @@
+//! Ordered metadata in PostgreSQL: topics, partitions, spans, producer state,
+//! live agents.
+//!
+//! A dedicated thread runs a tokio runtime with three connections: one for
+//! window commits (strictly in the order they are submitted, several queued
+//! windows group-committed in one transaction), one shared by every other
+//! query (tokio-postgres pipelines concurrent queries on it), and one that
+//! `LISTEN`s for high-watermark changes committed by any agent.
+//!
+//! Callers on any runtime (glommio shards included) talk to it through
+//! [`Meta`], whose methods are `Send` futures over bounded channels.
 
+pub mod commit;
+pub mod producer;
+mod sql;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::channel::oneshot;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use tokio::sync::mpsc;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{AsyncMessage, NoTls};
+use uuid::Uuid;
+
+pub use commit::{
+    BatchOutcome, BatchRef, CommitResult, ObjectCommit, PartitionAppend, ProducerFields,
+};
+
+/// Commits queued but not yet started; submitters wait when it is full.
+pub const COMMIT_QUEUE_MAX: usize = 1024;
+/// Windows merged into one transaction at most.
+pub const GROUP_COMMIT_WINDOWS_MAX: usize = 64;
+/// Other queries queued at most.
+pub const QUERY_QUEUE_MAX: usize = 4096;
+/// Spans returned by one fetch lookup at most.
+pub const FETCH_SPANS_MAX: i64 = 256;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MetaError {
+    #[error("postgres: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    #[error("metadata thread is gone")]
+    Closed,
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl MetaError {
+    /// True when retrying later may succeed (connection trouble), as opposed
+    /// to a request that can never succeed.
+    pub fn is_retriable(&self) -> bool {
+        !matches!(self, MetaError::Invalid(_))
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicRecord {
+    pub topic_id: Uuid,
+    pub name: String,
+    pub partitions: i32,
+    pub configs: Vec<(String, String)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentRecord {
+    pub agent_id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+}
+
+#[derive(Clone, Debug)]
+pub struct SpanRecord {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub object_key: String,
+    pub byte_start: u64,
+    pub byte_len: u32,
+    pub batch_count: i32,
+    pub max_timestamp: i64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionOffsets {
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub max_timestamp: i64,
+}
+
+#[derive(Debug)]
+pub enum CreateTopicError {
+    AlreadyExists,
+}
+
+/// A high watermark change seen on `LISTEN` (from any agent).
+pub type WatermarkListener = Box<dyn Fn(&[(Uuid, i32, i64)]) + Send + Sync>;
+
+/// Counters for `/metrics`.
+#[derive(Default, Debug)]
+pub struct MetaStats {
+    pub commit_transactions: AtomicU64,
+    pub committed_windows: AtomicU64,
+    pub committed_spans: AtomicU64,
+    pub commit_failures: AtomicU64,
+    pub queries: AtomicU64,
+}
+
+/// What a query job runs with on the metadata thread.
+#[derive(Clone)]
+struct Ctx {
+    /// Shared by concurrent queries (tokio-postgres pipelines them).
+    query: Arc<tokio_postgres::Client>,
+    /// Transactions for topic DDL, one at a time.
+    ddl: Arc<tokio::sync::Mutex<tokio_postgres::Client>>,
+}
+
+type Job = Box<dyn FnOnce(Ctx) -> BoxFuture<'static, ()> + Send>;
+
+struct CommitJob {
+    object: ObjectCommit,
+    reply: oneshot::Sender<Result<(CommitResultForObject, HashMap<(Uuid, i32), (i64, i64)>), Arc<MetaError>>>,
+}
+
+/// Outcomes of one object's appends, in append order.
+pub type CommitResultForObject = Vec<Vec<BatchOutcome>>;
+
+/// Handle to the metadata thread. Cheap to clone; `Send`.
+#[derive(Clone)]
+pub struct Meta {
+    jobs: mpsc::Sender<Job>,
+    commits: mpsc::Sender<CommitJob>,
+    pub stats: Arc<MetaStats>,
+}
+
+/// Applies the versioned migrations under `meta/sql/` that are not applied yet.
+pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaError> {
+    const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../sql/0001_init.sql"))];
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (
+                 version integer PRIMARY KEY,
+                 applied_at timestamptz NOT NULL DEFAULT now())",
+        )
+        .await?;
+    let tx = client.transaction().await?;
+    // One migrator at a time across agents.
+    tx.batch_execute("SELECT pg_advisory_xact_lock(724_617_001)")
+        .await?;
+    let applied: Vec<i32> = tx
+        .query("SELECT version FROM schema_migrations", &[])
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    for (version, text) in MIGRATIONS {
+        if applied.contains(version) {
+            continue;
+        }
+        tracing::info!(version, "applying migration");
+        tx.batch_execute(text).await?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version) VALUES ($1)",
+            &[version],
+        )
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Connects one client and drives its connection on the current runtime.
+pub async fn connect(url: &str) -> Result<tokio_postgres::Client, MetaError> {
+    let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!(error = %e, "postgres connection ended");
+        }
+    });
+    Ok(client)
+}
+
+impl Meta {
+    /// Starts the metadata thread: connects, migrates, listens. Returns once
+    /// it is ready or failed.
+    pub fn start(
+        url: String,
+        on_watermarks: WatermarkListener,
+    ) -> Result<(Meta, std::thread::JoinHandle<()>), MetaError> {
+        let (job_tx, mut job_rx) = mpsc::channel::<Job>(QUERY_QUEUE_MAX);
+        let (commit_tx, commit_rx) = mpsc::channel::<CommitJob>(COMMIT_QUEUE_MAX);
+        let stats = Arc::new(MetaStats::default());
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), MetaError>>();
+        let thread_stats = stats.clone();
+        let join = std::thread::Builder::new()
+            .name("meta".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("tokio runtime");
+                rt.block_on(async move {
+                    let setup = async {
+                        let mut commit_client = connect(&url).await?;
+                        migrate(&mut commit_client).await?;
+                        let ctx = Ctx {
+                            query: Arc::new(connect(&url).await?),
+                            ddl: Arc::new(tokio::sync::Mutex::new(connect(&url).await?)),
+                        };
+                        Ok::<_, MetaError>((commit_client, ctx))
+                    };
+                    let (commit_client, ctx) = match setup.await {
+                        Ok(c) => c,
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    if let Err(e) = start_listener(&url, on_watermarks).await {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                    let _ = ready_tx.send(Ok(()));
+                    let committer = tokio::spawn(run_committer(
+                        url.clone(),
+                        commit_client,
+                        commit_rx,
+                        thread_stats.clone(),
+                    ));
+                    while let Some(job) = job_rx.recv().await {
+                        thread_stats.queries.fetch_add(1, Ordering::Relaxed);
+                        tokio::spawn(job(ctx.clone()));
+                    }
+                    // All handles dropped: finish queued commits, then exit.
+                    let _ = committer.await;
+                });
+            })
+            .map_err(|e| MetaError::Invalid(format!("cannot start meta thread: {e}")))?;
+        ready_rx.recv().map_err(|_| MetaError::Closed)??;
+        Ok((
+            Meta {
+                jobs: job_tx,
+                commits: commit_tx,
+                stats,
+            },
+            join,
+        ))
+    }
+
+    /// Runs `f` with the shared query client on the metadata thread.
+    async fn run<T, F, Fut>(&self, f: F) -> Result<T, MetaError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<tokio_postgres::Client>) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, MetaError>> + Send + 'static,
+    {
+        self.run_ctx(move |ctx| f(ctx.query)).await
+    }
+
+    async fn run_ctx<T, F, Fut>(&self, f: F) -> Result<T, MetaError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Ctx) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, MetaError>> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let job: Job = Box::new(move |ctx| {
+            async move {
+                let _ = tx.send(f(ctx).await);
+            }
+            .boxed()
+        });
+        self.jobs.send(job).await.map_err(|_| MetaError::Closed)?;
+        rx.await.map_err(|_| MetaError::Closed)?
+    }
+
+    /// Queues an object's commit. Commits run in submission order; the
+    /// returned outcomes follow the object's append and batch order.
+    pub async fn commit(
+        &self,
+        object: ObjectCommit,
+    ) -> Result<(CommitResultForObject, HashMap<(Uuid, i32), (i64, i64)>), Arc<MetaError>> {
+        let (tx, rx) = oneshot::channel();
+        self.commits
+            .send(CommitJob { object, reply: tx })
+            .await
+            .map_err(|_| Arc::new(MetaError::Closed))?;
+        rx.await.map_err(|_| Arc::new(MetaError::Closed))?
+    }
+
+    pub async fn load_topics(&self, names: Option<Vec<String>>) -> Result<Vec<TopicRecord>, MetaError> {
+        self.run(move |c| async move {
+            let rows = match names {
+                None => c.query(sql::LOAD_TOPICS, &[]).await?,
+                Some(names) => c.query(sql::LOAD_TOPICS_BY_NAME, &[&names]).await?,
+            };
+            Ok(rows.iter().map(topic_from_row).collect())
+        })
+        .await
+    }
+
+    pub async fn load_topic_by_id(&self, topic_id: Uuid) -> Result<Option<TopicRecord>, MetaError> {
+        self.run(move |c| async move {
+            let rows = c.query(sql::LOAD_TOPIC_BY_ID, &[&topic_id]).await?;
+            Ok(rows.first().map(topic_from_row))
+        })
+        .await
+    }
+
+    /// Creates a topic with `partitions` partitions in one transaction.
+    pub async fn create_topic(
+        &self,
+        name: String,
+        partitions: i32,
+        configs: Vec<(String, String)>,
+    ) -> Result<Result<TopicRecord, CreateTopicError>, MetaError> {
+        self.run_ctx(move |ctx| async move {
+            let mut c = ctx.ddl.lock().await;
+            let tx = c.transaction().await?;
+            let topic_id = Uuid::new_v4();
+            let json = serde_json::Value::Object(
+                configs
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                    .collect(),
+            )
+            .to_string();
+            let n = tx
+                .execute(sql::CREATE_TOPIC, &[&topic_id, &name, &partitions, &json])
+                .await?;
+            if n == 0 {
+                return Ok(Err(CreateTopicError::AlreadyExists));
+            }
+            tx.execute(sql::CREATE_PARTITIONS, &[&topic_id, &0i32, &partitions])
+                .await?;
+            tx.commit().await?;
+            Ok(Ok(TopicRecord {
+                topic_id,
+                name,
+                partitions,
+                configs,
+            }))
+        })
+        .await
+    }
+
+    /// Deletes a topic and its partitions and spans; returns its id if it
+    /// existed. Its objects are left for the orphan collector.
+    pub async fn delete_topic(&self, name: String) -> Result<Option<Uuid>, MetaError> {
+        self.run_ctx(move |ctx| async move {
+            let c = ctx.ddl.lock().await;
+            Ok(c.query_opt(sql::DELETE_TOPIC, &[&name]).await?.map(|r| r.get(0)))
+        })
+        .await
+    }
+
+    /// Grows a topic to `count` partitions. `Ok(Err(current))` when `count`
+    /// is not larger than the current count; `Ok(Ok(None))` when it does not exist.
+    pub async fn create_partitions(
+        &self,
+        name: String,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<Result<Option<Uuid>, i32>, MetaError> {
+        self.run_ctx(move |ctx| async move {
+            let mut c = ctx.ddl.lock().await;
+            let tx = c.transaction().await?;
+            let Some(row) = tx.query_opt(sql::LOCK_TOPIC, &[&name]).await? else {
+                return Ok(Ok(None));
+            };
+            let topic_id: Uuid = row.get(0);
+            let current: i32 = row.get(1);
+            if count <= current {
+                return Ok(Err(current));
+            }
+            if !validate_only {
+                tx.execute(sql::SET_TOPIC_PARTITIONS, &[&topic_id, &count])
+                    .await?;
+                tx.execute(sql::CREATE_PARTITIONS, &[&topic_id, &current, &count])
+                    .await?;
+                tx.commit().await?;
+            }
+            Ok(Ok(Some(topic_id)))
+        })
+        .await
+    }
+
+    pub async fn fetch_spans(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        from_offset: i64,
+        spans_max: i64,
+    ) -> Result<(Option<PartitionOffsets>, Vec<SpanRecord>), MetaError> {
+        self.run(move |c| async move {
+            let spans_max = spans_max.clamp(1, FETCH_SPANS_MAX);
+            let offsets_params: [&(dyn ToSql + Sync); 2] = [&topic_id, &partition];
+            let spans_params: [&(dyn ToSql + Sync); 4] =
+                [&topic_id, &partition, &from_offset, &spans_max];
+            let (offsets, spans) = futures::join!(
+                c.query_opt(sql::PARTITION_OFFSETS, &offsets_params),
+                c.query(sql::FETCH_SPANS, &spans_params)
+            );
+            let offsets = offsets?.map(|r| offsets_from_row(&r));
+            Ok((offsets, spans?.iter().map(span_from_row).collect()))
+        })
+        .await
+    }
+
+    pub async fn partition_offsets(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+    ) -> Result<Option<PartitionOffsets>, MetaError> {
+        self.run(move |c| async move {
+            Ok(c.query_opt(sql::PARTITION_OFFSETS, &[&topic_id, &partition])
+                .await?
+                .map(|r| offsets_from_row(&r)))
+        })
+        .await
+    }
+
+    /// The first span holding a record with timestamp >= `timestamp`.
+    pub async fn span_by_timestamp(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        timestamp: i64,
+    ) -> Result<Option<SpanRecord>, MetaError> {
+        self.run(move |c| async move {
+            Ok(c.query_opt(sql::SPAN_BY_TIMESTAMP, &[&topic_id, &partition, &timestamp])
+                .await?
+                .map(|r| span_from_row(&r)))
+        })
+        .await
+    }
+
+    /// The span holding the partition's largest timestamp.
+    pub async fn span_max_timestamp(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+    ) -> Result<Option<SpanRecord>, MetaError> {
+        self.run(move |c| async move {
+            Ok(c.query_opt(sql::SPAN_MAX_TIMESTAMP, &[&topic_id, &partition])
+                .await?
+                .map(|r| span_from_row(&r)))
+        })
+        .await
+    }
+
+    pub async fn next_producer_id(&self) -> Result<i64, MetaError> {
+        self.run(|c| async move { Ok(c.query_one(sql::NEXT_PRODUCER_ID, &[]).await?.get(0)) })
+            .await
+    }
+
+    pub async fn register_agent(
+        &self,
+        host: String,
+        port: i32,
+        rack: Option<String>,
+        lease: Duration,
+    ) -> Result<i32, MetaError> {
+        self.run(move |c| async move {
+            let secs = lease.as_secs_f64();
+            Ok(c.query_one(sql::REGISTER_AGENT, &[&host, &port, &rack, &secs])
+                .await?
+                .get(0))
+        })
+        .await
+    }
+
+    pub async fn renew_agent(&self, agent_id: i32, lease: Duration) -> Result<bool, MetaError> {
+        self.run(move |c| async move {
+            let secs = lease.as_secs_f64();
+            Ok(c.execute(sql::RENEW_AGENT, &[&agent_id, &secs]).await? == 1)
+        })
+        .await
+    }
+
+    pub async fn deregister_agent(&self, agent_id: i32) -> Result<(), MetaError> {
+        self.run(move |c| async move {
+            c.execute(sql::DEREGISTER_AGENT, &[&agent_id]).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn live_agents(&self) -> Result<Vec<AgentRecord>, MetaError> {
+        self.run(|c| async move {
+            Ok(c.query(sql::LIVE_AGENTS, &[])
+                .await?
+                .iter()
+                .map(|r| AgentRecord {
+                    agent_id: r.get(0),
+                    host: r.get(1),
+                    port: r.get(2),
+                    rack: r.get(3),
+                })
+                .collect())
+        })
+        .await
+    }
+
+    /// Checks that PostgreSQL answers (for `/health/ready`).
+    pub async fn ping(&self) -> Result<(), MetaError> {
+        self.run(|c| async move {
+            c.simple_query("SELECT 1").await?;
+            Ok(())
+        })
+        .await
+    }
+}
+
+fn topic_from_row(r: &tokio_postgres::Row) -> TopicRecord {
+    let configs: String = r.get(3);
+    let configs = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&configs)
+        .map(|m| {
+            m.into_iter()
+                .map(|(k, v)| (k, v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    TopicRecord {
+        topic_id: r.get(0),
+        name: r.get(1),
+        partitions: r.get(2),
+        configs,
+    }
+}
+
+fn offsets_from_row(r: &tokio_postgres::Row) -> PartitionOffsets {
+    PartitionOffsets {
+        high_watermark: r.get(0),
+        log_start_offset: r.get(1),
+        max_timestamp: r.get(2),
+    }
+}
+
+fn span_from_row(r: &tokio_postgres::Row) -> SpanRecord {
+    SpanRecord {
+        base_offset: r.get(0),
+        last_offset: r.get(1),
+        object_key: r.get(2),
+        byte_start: r.get::<_, i64>(3) as u64,
+        byte_len: r.get::<_, i32>(4) as u32,
+        batch_count: r.get(5),
+        max_timestamp: r.get(6),
+    }
+}
+
+async fn start_listener(url: &str, on_watermarks: WatermarkListener) -> Result<(), MetaError> {
+    let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
+    let (ntx, mut nrx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(m) = messages.next().await {
+            match m {
+                Ok(AsyncMessage::Notification(n)) => {
+                    if ntx.send(n.payload().to_owned()).is_err() {
+                        break;
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, "LISTEN connection failed; cross-agent long polls fall back to their timeouts");
+                    break;
+                }
+            }
+        }
+    });
+    client.batch_execute("LISTEN rutomq_watermarks").await?;
+    tokio::spawn(async move {
+        let _keep = client;
+        while let Some(payload) = nrx.recv().await {
+            on_watermarks(&commit::parse_watermark_payload(&payload));
+        }
+    });
+    Ok(())
+}
+
+/// Pops queued commits in order and runs up to `GROUP_COMMIT_WINDOWS_MAX` of
+/// them in one transaction. A failed transaction fails every object in it (their
+/// uploads become orphans, collected later); the client retries.
+async fn run_committer(
+    url: String,
+    mut client: tokio_postgres::Client,
+    mut rx: mpsc::Receiver<CommitJob>,
+    stats: Arc<MetaStats>,
+) {
+    let mut jobs = Vec::with_capacity(GROUP_COMMIT_WINDOWS_MAX);
+    while rx.recv_many(&mut jobs, GROUP_COMMIT_WINDOWS_MAX).await > 0 {
+        let objects: Vec<ObjectCommit> = jobs.iter().map(|j| j.object.clone()).collect();
+        let result = commit::execute(&mut client, &objects).await;
+        match result {
+            Ok(mut r) => {
+                stats.commit_transactions.fetch_add(1, Ordering::Relaxed);
+                stats
+                    .committed_windows
+                    .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+                let outcomes = std::mem::take(&mut r.outcomes);
+                for (job, outcome) in jobs.drain(..).zip(outcomes) {
+                    let _ = job.reply.send(Ok((outcome, r.watermarks.clone())));
+                }
+            }
+            Err(e) => {
+                stats.commit_failures.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(error = %e, windows = jobs.len(), "window commit failed");
+                let e = Arc::new(e);
+                for job in jobs.drain(..) {
+                    let _ = job.reply.send(Err(e.clone()));
+                }
+                if client.is_closed() {
+                    // Reconnect with a bounded backoff; queued commits wait.
+                    let mut backoff = Duration::from_millis(50);
+                    loop {
+                        match connect(&url).await {
+                            Ok(c) => {
+                                client = c;
+                                break;
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "reconnecting commit connection");
+                                tokio::time::sleep(backoff).await;
+                                backoff = (backoff * 2).min(Duration::from_secs(2));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,1 +1,356 @@
+//! The thread-per-core runtime of rutomq.
+//!
+//! One glommio executor per shard, each pinned to its own core, each with its
+//! own `SO_REUSEPORT` listener on the same address so the kernel spreads
+//! connections across shards. A connection lives on the shard that accepted it
+//! for its whole life. This crate is the only one that touches glommio: the
+//! engine supplies a [`Service`] (built inside each shard by a factory) and uses
+//! [`spawn`], [`sleep`] and [`yield_if_needed`] from here.
+//!
+//! Framing: a Kafka frame is a big-endian `i32` size followed by that many
+//! bytes. A size that is negative, zero or above `frame_bytes_max` closes the
+//! connection before anything is allocated for it. Each frame must be admitted
+//! by the shard's memory budget (`shard_memory_bytes_max`) before its buffer is
+//! allocated; the permit is held until the response has been written, so a
+//! shard under memory pressure stops reading its sockets (TCP back-pressure)
+//! instead of growing.
+//!
+//! Requests on one connection are admitted in order ([`Service::call`] is
+//! awaited before the next frame is read), then complete concurrently, and
+//! responses are written in request order, as Kafka requires.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures::channel::{mpsc, oneshot};
+use futures::future::{Either, LocalBoxFuture};
+use futures::io::{AsyncReadExt, AsyncWriteExt};
+use futures::{FutureExt, SinkExt, StreamExt};
+use glommio::net::{TcpListener, TcpStream};
+use glommio::sync::Semaphore;
+use glommio::{LocalExecutorBuilder, Placement};
+
+/// What a request turns into once it has been admitted in connection order.
+pub enum Reply {
+    /// The response is known now (`None`: the request gets no response).
+    Now(Option<Bytes>),
+    /// The response comes later (durable produce, long-poll fetch).
+    Later(LocalBoxFuture<'static, Option<Bytes>>),
+}
+
+/// Why a connection is closed instead of answered.
+#[derive(Debug)]
+pub struct Close(pub &'static str);
+
+/// The engine's per-shard request handler.
+///
+/// `call` receives one frame without its size prefix. It runs in connection
+/// order: the next frame of the same connection is not read until the future
+/// it returns resolves, so anything order-sensitive (appending produce batches)
+/// happens before it resolves. Returned frames must include the size prefix.
+pub trait Service: 'static {
+    fn call(self: Rc<Self>, frame: Bytes) -> LocalBoxFuture<'static, Result<Reply, Close>>;
+}
+
+/// Limits and placement of the shard runtime.
+#[derive(Clone, Debug)]
+pub struct ShardConfig {
+    pub shards: usize,
+    pub listen: SocketAddr,
+    /// Pin shard `i` to core `i % cores`.
+    pub pin: bool,
+    /// A frame larger than this closes the connection.
+    pub frame_bytes_max: usize,
+    /// Requests admitted but not yet answered, per connection.
+    pub inflight_requests_per_connection_max: usize,
+    /// Request bytes admitted but not yet answered, per shard.
+    pub shard_memory_bytes_max: usize,
+    /// Connections per shard; past this, new connections are closed at once.
+    pub connections_per_shard_max: usize,
+    /// Memory glommio registers for io_uring buffers, per shard.
+    pub io_memory_bytes: usize,
+}
+
+/// Counters the engine exports on `/metrics`.
+#[derive(Default, Debug)]
+pub struct ShardStats {
+    pub connections_open: AtomicUsize,
+    pub connections_accepted: AtomicUsize,
+    pub connections_closed_bad_frame: AtomicUsize,
+    pub requests: AtomicUsize,
+}
+
+/// Runs a future on the current shard.
+pub fn spawn<F: Future<Output = ()> + 'static>(fut: F) {
+    glommio::spawn_local(fut).detach();
+}
+
+/// Sleeps on the current shard's timer.
+pub async fn sleep(duration: Duration) {
+    glommio::timer::sleep(duration).await
+}
+
+/// Yields if the shard's task queue has used up its time slice.
+pub async fn yield_if_needed() {
+    glommio::yield_if_needed().await
+}
+
+/// Handle to running shards: stop them and wait for them to finish.
+pub struct Shards {
+    stop_txs: Vec<oneshot::Sender<()>>,
+    joins: Vec<glommio::ExecutorJoinHandle<()>>,
+    pub stats: Arc<ShardStats>,
+    pub listen: SocketAddr,
+}
+
+impl Shards {
+    /// Starts `config.shards` executors. `factory(shard_index)` runs inside
+    /// each executor and builds that shard's service. The listeners are bound
+    /// before this returns, so a client may connect as soon as it does.
+    pub fn start<S, F>(config: ShardConfig, factory: F) -> std::io::Result<Shards>
+    where
+        S: Service,
+        F: Fn(usize) -> Rc<S> + Send + Sync + 'static,
+    {
+        assert!(config.shards >= 1);
+        assert!(config.frame_bytes_max >= 1024);
+        assert!(config.shard_memory_bytes_max >= config.frame_bytes_max);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let factory = Arc::new(factory);
+        let stats = Arc::new(ShardStats::default());
+        let mut stop_txs = Vec::new();
+        let mut joins = Vec::new();
+        // The first listener decides the port (the configured one may be 0);
+        // the others bind the same port with SO_REUSEPORT.
+        let mut listen = config.listen;
+        for shard in 0..config.shards {
+            let (bound_tx, bound_rx) = std::sync::mpsc::channel::<std::io::Result<SocketAddr>>();
+            let (stop_tx, stop_rx) = oneshot::channel();
+            let placement = if config.pin {
+                // One executor per core, fixed, so each shard keeps its
+                // caches warm and never migrates between cores.
+                Placement::Fixed(shard % cores)
+            } else {
+                Placement::Unbound
+            };
+            let factory = factory.clone();
+            let stats = stats.clone();
+            let config = config.clone();
+            let addr = listen;
+            let join = LocalExecutorBuilder::new(placement)
+                .name(&format!("shard-{shard}"))
+                .io_memory(config.io_memory_bytes)
+                .spin_before_park(Duration::from_micros(50))
+                .spawn(move || async move {
+                    let listener = match TcpListener::bind(addr) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            let _ = bound_tx.send(Err(e.into()));
+                            return;
+                        }
+                    };
+                    let local = listener.local_addr().expect("bound listener has an address");
+                    let _ = bound_tx.send(Ok(local));
+                    let service = factory(shard);
+                    run_shard(listener, service, config, stats, stop_rx).await;
+                })
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            let bound = bound_rx
+                .recv()
+                .map_err(|_| std::io::Error::other("shard thread died before binding"))??;
+            listen = bound;
+            stop_txs.push(stop_tx);
+            joins.push(join);
+        }
+        Ok(Shards {
+            stop_txs,
+            joins,
+            stats,
+            listen,
+        })
+    }
+
+    /// Stops accepting, lets in-flight requests finish (bounded by `grace`),
+    /// and joins the shard threads.
+    pub fn stop(self, grace: Duration) {
+        let _ = grace;
+        for tx in self.stop_txs {
+            let _ = tx.send(());
+        }
+        for j in self.joins {
+            let _ = j.join();
+        }
+    }
+}
+
+/// Connections still doing work on this shard, for graceful stop.
+struct ShardState {
+    inflight: Cell<usize>,
+    connections: Cell<usize>,
+    stopping: Cell<bool>,
+}
+
+async fn run_shard<S: Service>(
+    listener: TcpListener,
+    service: Rc<S>,
+    config: ShardConfig,
+    stats: Arc<ShardStats>,
+    stop_rx: oneshot::Receiver<()>,
+) {
+    let memory = Rc::new(Semaphore::new(config.shard_memory_bytes_max as u64));
+    let state = Rc::new(ShardState {
+        inflight: Cell::new(0),
+        connections: Cell::new(0),
+        stopping: Cell::new(false),
+    });
+    let mut stop_rx = stop_rx.fuse();
+    loop {
+        let accept = listener.accept().fuse();
+        futures::pin_mut!(accept);
+        futures::select! {
+            _ = stop_rx => break,
+            r = accept => match r {
+                Ok(stream) => {
+                    stats.connections_accepted.fetch_add(1, Ordering::Relaxed);
+                    if state.connections.get() >= config.connections_per_shard_max {
+                        tracing::warn!(max = config.connections_per_shard_max, "connection limit reached; closing new connection");
+                        drop(stream);
+                        continue;
+                    }
+                    let _ = stream.set_nodelay(true);
+                    state.connections.set(state.connections.get() + 1);
+                    stats.connections_open.fetch_add(1, Ordering::Relaxed);
+                    let service = service.clone();
+                    let memory = memory.clone();
+                    let config = config.clone();
+                    let stats2 = stats.clone();
+                    let state2 = state.clone();
+                    glommio::spawn_local(async move {
+                        serve_connection(stream, service, memory, &config, &stats2, &state2).await;
+                        state2.connections.set(state2.connections.get() - 1);
+                        stats2.connections_open.fetch_sub(1, Ordering::Relaxed);
+                    })
+                    .detach();
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    glommio::timer::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
+    }
+    drop(listener);
+    state.stopping.set(true);
+    // Let requests already admitted finish: produce waits for durability.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while state.inflight.get() > 0 && std::time::Instant::now() < deadline {
+        glommio::timer::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+type Pending = (
+    glommio::sync::StaticPermit,
+    Either<Option<Bytes>, glommio::task::JoinHandle<Option<Bytes>>>,
+);
+
+async fn serve_connection<S: Service>(
+    stream: TcpStream,
+    service: Rc<S>,
+    memory: Rc<Semaphore>,
+    config: &ShardConfig,
+    stats: &ShardStats,
+    state: &Rc<ShardState>,
+) {
+    let (mut reader, mut writer) = stream.buffered().split();
+    let (mut tx, mut rx) = mpsc::channel::<Pending>(config.inflight_requests_per_connection_max);
+    let writer_state = state.clone();
+    let queued = Rc::new(Cell::new(0usize));
+    let writer_queued = queued.clone();
+    let writer_task = glommio::spawn_local(async move {
+        while let Some((permit, reply)) = rx.next().await {
+            writer_queued.set(writer_queued.get() - 1);
+            let frame = match reply {
+                Either::Left(frame) => frame,
+                Either::Right(handle) => handle.await.flatten(),
+            };
+            let ok = match frame {
+                Some(frame) => writer.write_all(&frame).await.is_ok(),
+                None => true,
+            };
+            drop(permit);
+            writer_state.inflight.set(writer_state.inflight.get() - 1);
+            if !ok {
+                // The peer is gone; drain so the in-flight count settles.
+                while let Some((_p, _r)) = rx.next().await {
+                    writer_state.inflight.set(writer_state.inflight.get() - 1);
+                }
+                return;
+            }
+            if writer_queued.get() == 0 {
+                let _ = writer.flush().await;
+            }
+        }
+        let _ = writer.flush().await;
+        let _ = writer.close().await;
+    });
+
+    loop {
+        if state.stopping.get() {
+            break;
+        }
+        let mut size_buf = [0u8; 4];
+        if reader.read_exact(&mut size_buf).await.is_err() {
+            break;
+        }
+        let size = i32::from_be_bytes(size_buf);
+        if size <= 0 || size as usize > config.frame_bytes_max {
+            stats
+                .connections_closed_bad_frame
+                .fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(size, "closing connection: frame size out of range");
+            break;
+        }
+        let size = size as usize;
+        // Admission by memory before allocating the frame.
+        let permit = match memory.clone().acquire_static_permit(size as u64).await {
+            Ok(p) => p,
+            Err(_) => break,
+        };
+        let mut buf = BytesMut::zeroed(size);
+        if reader.read_exact(&mut buf).await.is_err() {
+            break;
+        }
+        stats.requests.fetch_add(1, Ordering::Relaxed);
+        state.inflight.set(state.inflight.get() + 1);
+        let reply = match service.clone().call(buf.freeze()).await {
+            Ok(Reply::Now(frame)) => Either::Left(frame),
+            Ok(Reply::Later(fut)) => Either::Right(glommio::spawn_local(fut).detach()),
+            Err(Close(why)) => {
+                state.inflight.set(state.inflight.get() - 1);
+                stats
+                    .connections_closed_bad_frame
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(why, "closing connection");
+                break;
+            }
+        };
+        queued.set(queued.get() + 1);
+        if tx.send((permit, reply)).await.is_err() {
+            break;
+        }
+    }
+    drop(tx);
+    let _ = writer_task.await;
+}
+
+/// Boxes a future for [`Reply::Later`].
+pub fn later<F: Future<Output = Option<Bytes>> + 'static>(fut: F) -> Reply {
+    Reply::Later(fut.boxed_local())
+}
 

@@ -1,1 +1,290 @@
+//! Object storage for rutomq: object naming, the storage thread (a tokio
+//! runtime running `object_store` uploads and range reads) and the bounded
+//! tail cache of objects this agent wrote recently.
+//!
+//! Objects are immutable. A key is unique per upload
+//! (`<prefix>/objects/<agent>/<time>-<uuid>.rtq`), so a retried or
+//! concurrent upload can never overwrite data another span points at.
 
+mod cache;
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures::channel::oneshot;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+
+pub use cache::TailCache;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    #[error("object store: {0}")]
+    Store(#[from] object_store::Error),
+    #[error("bad object store url {0:?}: {1}")]
+    BadUrl(String, String),
+    #[error("storage thread is gone")]
+    Closed,
+    #[error("object {key} is {len} bytes; range {start}..{end} is outside it")]
+    ShortObject {
+        key: String,
+        len: u64,
+        start: u64,
+        end: u64,
+    },
+}
+
+/// Options for `s3://` stores (S3 or an S3-compatible server).
+#[derive(Clone, Debug, Default)]
+pub struct S3Options {
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub access_key_id: Option<String>,
+    pub secret_access_key: Option<String>,
+    pub allow_http: bool,
+}
+
+#[derive(Default, Debug)]
+pub struct StorageStats {
+    pub puts: AtomicU64,
+    pub put_bytes: AtomicU64,
+    pub put_failures: AtomicU64,
+    pub gets: AtomicU64,
+    pub get_bytes: AtomicU64,
+    pub cache_hits: AtomicU64,
+}
+
+/// Opens the store named by `url`: `file:///abs/dir`, `memory://`, or
+/// `s3://bucket[/prefix]`. Returns the store and the key prefix inside it.
+pub fn open_store(url: &str, s3: &S3Options) -> Result<(Arc<dyn ObjectStore>, Path), StorageError> {
+    let bad = |why: &str| StorageError::BadUrl(url.to_owned(), why.to_owned());
+    if let Some(rest) = url.strip_prefix("file://") {
+        if !rest.starts_with('/') {
+            return Err(bad("file:// needs an absolute path, e.g. file:///var/lib/rutomq/objects"));
+        }
+        std::fs::create_dir_all(rest).map_err(|e| bad(&format!("cannot create directory: {e}")))?;
+        let store = object_store::local::LocalFileSystem::new_with_prefix(rest)?;
+        Ok((Arc::new(store), Path::default()))
+    } else if url == "memory://" || url == "memory:///" {
+        Ok((Arc::new(object_store::memory::InMemory::new()), Path::default()))
+    } else if let Some(rest) = url.strip_prefix("s3://") {
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(bad("s3:// needs a bucket, e.g. s3://bucket/prefix"));
+        }
+        let mut b = object_store::aws::AmazonS3Builder::from_env().with_bucket_name(bucket);
+        if let Some(e) = &s3.endpoint {
+            b = b.with_endpoint(e).with_virtual_hosted_style_request(false);
+        }
+        if let Some(r) = &s3.region {
+            b = b.with_region(r);
+        }
+        if let Some(k) = &s3.access_key_id {
+            b = b.with_access_key_id(k);
+        }
+        if let Some(k) = &s3.secret_access_key {
+            b = b.with_secret_access_key(k);
+        }
+        if s3.allow_http {
+            b = b.with_allow_http(true);
+        }
+        let store = b.build()?;
+        Ok((Arc::new(store), Path::from(prefix.trim_matches('/'))))
+    } else {
+        Err(bad("expected file:///path, memory:// or s3://bucket/prefix"))
+    }
+}
+
+/// Handle to the storage thread. Cheap to clone; `Send`; usable from any
+/// runtime (work is spawned onto the storage runtime, answers come back on
+/// oneshots).
+#[derive(Clone)]
+pub struct Storage {
+    rt: tokio::runtime::Handle,
+    store: Arc<dyn ObjectStore>,
+    prefix: Path,
+    cache: Arc<Mutex<TailCache>>,
+    pub stats: Arc<StorageStats>,
+}
+
+/// Owns the storage runtime; dropping it stops the thread.
+pub struct StorageThread {
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    join: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for StorageThread {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(j) = self.join.take() {
+            let _ = j.join();
+        }
+    }
+}
+
+impl Storage {
+    /// Starts the storage thread over `store`, with a tail cache of at most
+    /// `tail_cache_bytes_max` bytes.
+    pub fn start(
+        store: Arc<dyn ObjectStore>,
+        prefix: Path,
+        tail_cache_bytes_max: usize,
+    ) -> std::io::Result<(Storage, StorageThread)> {
+        let (handle_tx, handle_rx) = std::sync::mpsc::channel();
+        let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
+        let join = std::thread::Builder::new()
+            .name("storage".into())
+            .spawn(move || {
+                // Two workers: uploads overlap with range reads and with the
+                // filesystem's blocking calls.
+                let rt = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .thread_name("storage-io")
+                    .enable_all()
+                    .build()
+                    .expect("storage runtime");
+                let _ = handle_tx.send(rt.handle().clone());
+                rt.block_on(async {
+                    let _ = shutdown_rx.await;
+                });
+                rt.shutdown_timeout(std::time::Duration::from_secs(10));
+            })?;
+        let rt = handle_rx
+            .recv()
+            .map_err(|_| std::io::Error::other("storage thread died at start"))?;
+        Ok((
+            Storage {
+                rt,
+                store,
+                prefix,
+                cache: Arc::new(Mutex::new(TailCache::new(tail_cache_bytes_max))),
+                stats: Arc::new(StorageStats::default()),
+            },
+            StorageThread {
+                shutdown: Some(shutdown_tx),
+                join: Some(join),
+            },
+        ))
+    }
+
+    /// Runs a future on the storage runtime.
+    pub fn spawn<F>(&self, fut: F)
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        self.rt.spawn(fut);
+    }
+
+    async fn on_runtime<T, F>(&self, fut: F) -> Result<T, StorageError>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T, StorageError>> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        self.rt.spawn(async move {
+            let _ = tx.send(fut.await);
+        });
+        rx.await.map_err(|_| StorageError::Closed)?
+    }
+
+    /// A new unique object key for this agent.
+    pub fn new_object_key(&self, agent_id: i32) -> String {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let name = format!(
+            "objects/{agent_id}/{:013}-{}.rtq",
+            now.as_millis(),
+            uuid::Uuid::new_v4().simple()
+        );
+        if self.prefix.as_ref().is_empty() {
+            name
+        } else {
+            format!("{}/{name}", self.prefix)
+        }
+    }
+
+    /// Uploads `chunks` as one object (vectored, no copy) and keeps it in the
+    /// tail cache.
+    pub async fn put(&self, key: String, chunks: Vec<Bytes>) -> Result<(), StorageError> {
+        let store = self.store.clone();
+        let cache = self.cache.clone();
+        let stats = self.stats.clone();
+        self.on_runtime(async move {
+            let size: usize = chunks.iter().map(Bytes::len).sum();
+            let payload: PutPayload = chunks.iter().cloned().collect();
+            let path = Path::from(key.as_str());
+            match store.put(&path, payload).await {
+                Ok(_) => {
+                    stats.puts.fetch_add(1, Ordering::Relaxed);
+                    stats.put_bytes.fetch_add(size as u64, Ordering::Relaxed);
+                    cache
+                        .lock()
+                        .expect("tail cache lock")
+                        .insert(key, chunks);
+                    Ok(())
+                }
+                Err(e) => {
+                    stats.put_failures.fetch_add(1, Ordering::Relaxed);
+                    Err(e.into())
+                }
+            }
+        })
+        .await
+    }
+
+    /// Reads `range` of object `key`: from the tail cache when it is there,
+    /// otherwise with a ranged GET.
+    pub async fn get_range(&self, key: String, range: Range<u64>) -> Result<Bytes, StorageError> {
+        if let Some(b) = self
+            .cache
+            .lock()
+            .expect("tail cache lock")
+            .get_range(&key, range.clone())
+        {
+            self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(b);
+        }
+        let store = self.store.clone();
+        let stats = self.stats.clone();
+        self.on_runtime(async move {
+            let path = Path::from(key.as_str());
+            let bytes = store.get_range(&path, range.clone()).await?;
+            if bytes.len() as u64 != range.end - range.start {
+                return Err(StorageError::ShortObject {
+                    key,
+                    len: bytes.len() as u64,
+                    start: range.start,
+                    end: range.end,
+                });
+            }
+            stats.gets.fetch_add(1, Ordering::Relaxed);
+            stats.get_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            Ok(bytes)
+        })
+        .await
+    }
+
+    /// Checks that the object store answers (for `/health/ready`).
+    pub async fn ping(&self) -> Result<(), StorageError> {
+        let store = self.store.clone();
+        let prefix = self.prefix.clone();
+        self.on_runtime(async move {
+            use futures::StreamExt;
+            let mut listing = store.list(Some(&prefix));
+            match listing.next().await {
+                Some(Err(e)) => Err(e.into()),
+                _ => Ok(()),
+            }
+        })
+        .await
+    }
+
+    pub fn cache_bytes(&self) -> usize {
+        self.cache.lock().expect("tail cache lock").bytes()
+    }
+}

@@ -1,0 +1,69 @@
+//! Kafka's error codes, as one enum. Each layer maps its own error into it.
+
+/// The Kafka protocol error codes rutomq returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i16)]
+pub enum ErrorCode {
+    None = 0,
+    OffsetOutOfRange = 1,
+    CorruptMessage = 2,
+    UnknownTopicOrPartition = 3,
+    MessageTooLarge = 10,
+    RequestTimedOut = 7,
+    NotCoordinator = 16,
+    InvalidTopicException = 17,
+    RecordListTooLarge = 18,
+    InvalidRequiredAcks = 21,
+    InvalidTimestamp = 32,
+    UnsupportedVersion = 35,
+    TopicAlreadyExists = 36,
+    InvalidPartitions = 37,
+    InvalidReplicationFactor = 38,
+    InvalidReplicaAssignment = 39,
+    InvalidConfig = 40,
+    InvalidRequest = 42,
+    OutOfOrderSequenceNumber = 45,
+    InvalidProducerEpoch = 47,
+    TransactionalIdAuthorizationFailed = 53,
+    KafkaStorageError = 56,
+    UnknownServerError = -1,
+    UnknownTopicId = 100,
+    InvalidRecord = 87,
+    InconsistentTopicId = 103,
+    TopicDeletionDisabled = 73,
+}
+
+impl ErrorCode {
+    pub fn code(self) -> i16 {
+        self as i16
+    }
+}
+
+impl From<&rutomq_meta::MetaError> for ErrorCode {
+    fn from(e: &rutomq_meta::MetaError) -> Self {
+        if e.is_retriable() {
+            // Retriable for every Kafka client: metadata is briefly unreachable.
+            ErrorCode::KafkaStorageError
+        } else {
+            ErrorCode::InvalidRequest
+        }
+    }
+}
+
+impl From<&rutomq_storage::StorageError> for ErrorCode {
+    fn from(_: &rutomq_storage::StorageError) -> Self {
+        ErrorCode::KafkaStorageError
+    }
+}
+
+impl From<rutomq_meta::BatchOutcome> for ErrorCode {
+    fn from(o: rutomq_meta::BatchOutcome) -> Self {
+        use rutomq_meta::BatchOutcome as B;
+        match o {
+            B::Appended { .. } | B::Duplicate { .. } => ErrorCode::None,
+            B::UnknownTopicOrPartition => ErrorCode::UnknownTopicOrPartition,
+            B::OutOfOrderSequence => ErrorCode::OutOfOrderSequenceNumber,
+            B::InvalidProducerEpoch => ErrorCode::InvalidProducerEpoch,
+        }
+    }
+}

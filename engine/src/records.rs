@@ -1,0 +1,420 @@
+//! Record batch (magic 2) validation and the few header fields the broker
+//! reads or patches. Batches stay as the client sent them (compression
+//! included); only `baseOffset` is rewritten on the way out.
+//!
+//! Layout of the batch header (big-endian):
+//! ```text
+//! 0  baseOffset i64        8  batchLength i32     12 partitionLeaderEpoch i32
+//! 16 magic i8              17 crc u32 (CRC32C of bytes 21..)
+//! 21 attributes i16        23 lastOffsetDelta i32 27 baseTimestamp i64
+//! 35 maxTimestamp i64      43 producerId i64      51 producerEpoch i16
+//! 53 baseSequence i32      57 recordCount i32     61 records...
+//! ```
+
+use std::io::Read;
+
+use bytes::Bytes;
+
+use crate::error::ErrorCode;
+
+pub const BATCH_HEADER_BYTES: usize = 61;
+/// Decompressed records of one batch may not exceed this (bomb guard).
+pub const DECOMPRESSED_BATCH_BYTES_MAX: u64 = 64 << 20;
+
+const ATTR_COMPRESSION_MASK: i16 = 0x07;
+const ATTR_TRANSACTIONAL: i16 = 0x10;
+const ATTR_CONTROL: i16 = 0x20;
+
+/// What the broker needs to know of one valid batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchInfo {
+    pub offset_count: u32,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub transactional: bool,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub struct Invalid {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+fn invalid(code: ErrorCode, message: impl Into<String>) -> Invalid {
+    Invalid {
+        code,
+        message: message.into(),
+    }
+}
+
+fn i16_at(b: &[u8], at: usize) -> i16 {
+    i16::from_be_bytes([b[at], b[at + 1]])
+}
+fn i32_at(b: &[u8], at: usize) -> i32 {
+    i32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+fn i64_at(b: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Validates the `records` of one partition of a Produce request: exactly one
+/// magic-2 batch whose CRC, lengths and record count hold.
+pub fn validate_produce_records(records: &[u8], batch_bytes_max: usize) -> Result<BatchInfo, Invalid> {
+    if records.len() < BATCH_HEADER_BYTES {
+        return Err(invalid(ErrorCode::CorruptMessage, "record batch shorter than its header"));
+    }
+    let batch_length = i32_at(records, 8);
+    if batch_length < (BATCH_HEADER_BYTES - 12) as i32 {
+        return Err(invalid(ErrorCode::CorruptMessage, "batchLength below the header size"));
+    }
+    let total = batch_length as usize + 12;
+    if total > records.len() {
+        return Err(invalid(ErrorCode::CorruptMessage, "batchLength beyond the records"));
+    }
+    if total < records.len() {
+        return Err(invalid(
+            ErrorCode::InvalidRecord,
+            "a produce request must hold exactly one record batch per partition",
+        ));
+    }
+    let magic = records[16] as i8;
+    if magic != 2 {
+        return Err(invalid(
+            ErrorCode::UnsupportedVersion,
+            format!("record batch magic {magic}; only magic 2 is supported"),
+        ));
+    }
+    if total > batch_bytes_max {
+        return Err(invalid(
+            ErrorCode::MessageTooLarge,
+            format!("record batch of {total} bytes exceeds max.message.bytes {batch_bytes_max}"),
+        ));
+    }
+    let crc = u32::from_be_bytes(records[17..21].try_into().expect("4 bytes"));
+    if crc32c::crc32c(&records[21..total]) != crc {
+        return Err(invalid(ErrorCode::CorruptMessage, "record batch CRC32C mismatch"));
+    }
+    let attributes = i16_at(records, 21);
+    let last_offset_delta = i32_at(records, 23);
+    let max_timestamp = i64_at(records, 35);
+    let producer_id = i64_at(records, 43);
+    let producer_epoch = i16_at(records, 51);
+    let base_sequence = i32_at(records, 53);
+    let record_count = i32_at(records, 57);
+    if attributes & ATTR_CONTROL != 0 {
+        return Err(invalid(ErrorCode::InvalidRecord, "producers may not send control batches"));
+    }
+    if record_count <= 0 {
+        return Err(invalid(ErrorCode::InvalidRecord, "record batch holds no records"));
+    }
+    if last_offset_delta != record_count - 1 {
+        return Err(invalid(
+            ErrorCode::InvalidRecord,
+            format!("lastOffsetDelta {last_offset_delta} does not match recordCount {record_count}"),
+        ));
+    }
+    if producer_id >= 0 && (producer_epoch < 0 || base_sequence < 0) {
+        return Err(invalid(
+            ErrorCode::InvalidRecord,
+            "idempotent batch without producer epoch or base sequence",
+        ));
+    }
+    let codec = attributes & ATTR_COMPRESSION_MASK;
+    let body = &records[BATCH_HEADER_BYTES..total];
+    let counted = match codec {
+        0 => count_records(body, body.len() as u64),
+        1 => count_records(flate2::read::GzDecoder::new(body), DECOMPRESSED_BATCH_BYTES_MAX),
+        2 => count_records(SnappyReader::new(body)?, DECOMPRESSED_BATCH_BYTES_MAX),
+        3 => count_records(lz4_flex::frame::FrameDecoder::new(body), DECOMPRESSED_BATCH_BYTES_MAX),
+        4 => {
+            let d = zstd::stream::read::Decoder::with_buffer(body)
+                .map_err(|e| invalid(ErrorCode::CorruptMessage, format!("zstd: {e}")))?;
+            count_records(d, DECOMPRESSED_BATCH_BYTES_MAX)
+        }
+        c => {
+            return Err(invalid(ErrorCode::InvalidRecord, format!("unknown compression codec {c}")));
+        }
+    }?;
+    if counted != record_count as u64 {
+        return Err(invalid(
+            ErrorCode::CorruptMessage,
+            format!("recordCount says {record_count} but the batch holds {counted} records"),
+        ));
+    }
+    Ok(BatchInfo {
+        offset_count: record_count as u32,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        transactional: attributes & ATTR_TRANSACTIONAL != 0,
+    })
+}
+
+/// Counts length-prefixed records in `r` (each record starts with a zigzag
+/// varint length), requiring the stream to end exactly after the last one.
+fn count_records<R: Read>(r: R, bytes_max: u64) -> Result<u64, Invalid> {
+    let mut r = std::io::BufReader::with_capacity(16 << 10, r.take(bytes_max + 1));
+    let mut count = 0u64;
+    let mut consumed = 0u64;
+    loop {
+        let mut value: u64 = 0;
+        let mut shift = 0;
+        let mut first = true;
+        loop {
+            let mut byte = [0u8; 1];
+            match r.read(&mut byte) {
+                Ok(0) if first => return Ok(count),
+                Ok(0) => return Err(invalid(ErrorCode::CorruptMessage, "truncated record length")),
+                Ok(_) => {}
+                Err(e) => return Err(invalid(ErrorCode::CorruptMessage, format!("decompression failed: {e}"))),
+            }
+            first = false;
+            consumed += 1;
+            value |= ((byte[0] & 0x7f) as u64) << shift;
+            if byte[0] & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+            if shift > 28 {
+                return Err(invalid(ErrorCode::CorruptMessage, "record length varint too long"));
+            }
+        }
+        let len = ((value >> 1) as i64) ^ -((value & 1) as i64);
+        if len <= 0 {
+            return Err(invalid(ErrorCode::CorruptMessage, format!("record length {len}")));
+        }
+        let skipped = std::io::copy(&mut (&mut r).take(len as u64), &mut std::io::sink())
+            .map_err(|e| invalid(ErrorCode::CorruptMessage, format!("decompression failed: {e}")))?;
+        if skipped != len as u64 {
+            return Err(invalid(ErrorCode::CorruptMessage, "record extends past the batch"));
+        }
+        consumed += skipped;
+        if consumed > bytes_max {
+            return Err(invalid(
+                ErrorCode::RecordListTooLarge,
+                format!("decompressed batch exceeds {bytes_max} bytes"),
+            ));
+        }
+        count += 1;
+    }
+}
+
+/// Kafka's snappy: either xerial framing (magic, version, then
+/// length-prefixed raw snappy blocks) as the Java client writes, or one raw
+/// snappy block.
+struct SnappyReader<'a> {
+    rest: &'a [u8],
+    xerial: bool,
+    block: std::io::Cursor<Vec<u8>>,
+}
+
+const XERIAL_MAGIC: &[u8] = b"\x82SNAPPY\x00";
+
+impl<'a> SnappyReader<'a> {
+    fn new(body: &'a [u8]) -> Result<Self, Invalid> {
+        if body.len() >= 16 && body.starts_with(XERIAL_MAGIC) {
+            Ok(SnappyReader {
+                rest: &body[16..],
+                xerial: true,
+                block: std::io::Cursor::new(Vec::new()),
+            })
+        } else {
+            Ok(SnappyReader {
+                rest: body,
+                xerial: false,
+                block: std::io::Cursor::new(Vec::new()),
+            })
+        }
+    }
+
+    fn next_block(&mut self) -> std::io::Result<bool> {
+        if self.rest.is_empty() {
+            return Ok(false);
+        }
+        let block = if self.xerial {
+            if self.rest.len() < 4 {
+                return Err(std::io::Error::other("truncated xerial block length"));
+            }
+            let n = u32::from_be_bytes(self.rest[..4].try_into().expect("4 bytes")) as usize;
+            if self.rest.len() < 4 + n {
+                return Err(std::io::Error::other("truncated xerial block"));
+            }
+            let b = &self.rest[4..4 + n];
+            self.rest = &self.rest[4 + n..];
+            b
+        } else {
+            std::mem::take(&mut self.rest)
+        };
+        let len = snap::raw::decompress_len(block).map_err(std::io::Error::other)?;
+        if len as u64 > DECOMPRESSED_BATCH_BYTES_MAX {
+            return Err(std::io::Error::other("snappy block too large"));
+        }
+        let out = snap::raw::Decoder::new()
+            .decompress_vec(block)
+            .map_err(std::io::Error::other)?;
+        self.block = std::io::Cursor::new(out);
+        Ok(true)
+    }
+}
+
+impl Read for SnappyReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let n = self.block.read(buf)?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            if !self.next_block()? {
+                return Ok(0);
+            }
+        }
+    }
+}
+
+/// One batch found while walking stored bytes.
+pub struct StoredBatch {
+    pub bytes: Bytes,
+    pub last_offset_delta: i32,
+    pub max_timestamp: i64,
+}
+
+/// Walks consecutive batches in bytes read back from an object (already
+/// validated at produce time; checked again here, both sides of the boundary).
+pub fn walk_batches(mut bytes: Bytes) -> impl Iterator<Item = Result<StoredBatch, Invalid>> {
+    std::iter::from_fn(move || {
+        if bytes.is_empty() {
+            return None;
+        }
+        if bytes.len() < BATCH_HEADER_BYTES {
+            bytes.clear();
+            return Some(Err(invalid(ErrorCode::CorruptMessage, "stored batch truncated")));
+        }
+        let total = i32_at(&bytes, 8) as i64 + 12;
+        if total < BATCH_HEADER_BYTES as i64 || total as usize > bytes.len() {
+            bytes.clear();
+            return Some(Err(invalid(ErrorCode::CorruptMessage, "stored batch length invalid")));
+        }
+        let b = bytes.split_to(total as usize);
+        let crc = u32::from_be_bytes(b[17..21].try_into().expect("4 bytes"));
+        if crc32c::crc32c(&b[21..]) != crc {
+            bytes.clear();
+            return Some(Err(invalid(ErrorCode::CorruptMessage, "stored batch CRC mismatch")));
+        }
+        Some(Ok(StoredBatch {
+            last_offset_delta: i32_at(&b, 23),
+            max_timestamp: i64_at(&b, 35),
+            bytes: b,
+        }))
+    })
+}
+
+/// Writes `batch` into `out` with its baseOffset set to `base_offset` (the
+/// field lies outside the CRC).
+pub fn put_with_base_offset(out: &mut bytes::BytesMut, batch: &[u8], base_offset: i64) {
+    out.extend_from_slice(&base_offset.to_be_bytes());
+    out.extend_from_slice(&batch[8..]);
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+
+    fn varint(out: &mut Vec<u8>, v: i64) {
+        let mut z = ((v << 1) ^ (v >> 63)) as u64;
+        loop {
+            if z < 0x80 {
+                out.push(z as u8);
+                return;
+            }
+            out.push((z as u8 & 0x7f) | 0x80);
+            z >>= 7;
+        }
+    }
+
+    /// A minimal uncompressed batch of `n` records with 1-byte values.
+    pub fn batch(n: i32, claimed: i32) -> Vec<u8> {
+        let mut records = Vec::new();
+        for i in 0..n {
+            let mut r = Vec::new();
+            r.push(0); // attributes
+            varint(&mut r, 0); // timestamp delta
+            varint(&mut r, i as i64); // offset delta
+            varint(&mut r, -1); // key null
+            varint(&mut r, 1);
+            r.push(b'x');
+            varint(&mut r, 0); // headers
+            varint(&mut records, r.len() as i64);
+            records.extend(r);
+        }
+        let mut b = vec![0u8; BATCH_HEADER_BYTES];
+        b[16] = 2;
+        b[23..27].copy_from_slice(&(claimed - 1).to_be_bytes());
+        b[35..43].copy_from_slice(&1000i64.to_be_bytes());
+        b[43..51].copy_from_slice(&(-1i64).to_be_bytes());
+        b[51..53].copy_from_slice(&(-1i16).to_be_bytes());
+        b[53..57].copy_from_slice(&(-1i32).to_be_bytes());
+        b[57..61].copy_from_slice(&claimed.to_be_bytes());
+        b.extend(records);
+        let len = (b.len() - 12) as i32;
+        b[8..12].copy_from_slice(&len.to_be_bytes());
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn valid_batch() {
+        let info = validate_produce_records(&batch(3, 3), 1 << 20).unwrap();
+        assert_eq!(info.offset_count, 3);
+        assert_eq!(info.max_timestamp, 1000);
+        assert_eq!(info.producer_id, -1);
+    }
+
+    #[test]
+    fn bad_crc_is_corrupt() {
+        let mut b = batch(2, 2);
+        let last = b.len() - 1;
+        b[last] ^= 1;
+        assert_eq!(validate_produce_records(&b, 1 << 20).unwrap_err().code, ErrorCode::CorruptMessage);
+    }
+
+    #[test]
+    fn record_count_lie_is_rejected() {
+        let e = validate_produce_records(&batch(2, 1_000_000), 1 << 20).unwrap_err();
+        assert_eq!(e.code, ErrorCode::CorruptMessage);
+    }
+
+    #[test]
+    fn too_large_and_truncated() {
+        let b = batch(3, 3);
+        assert_eq!(validate_produce_records(&b, 64).unwrap_err().code, ErrorCode::MessageTooLarge);
+        assert_eq!(
+            validate_produce_records(&b[..b.len() - 1], 1 << 20).unwrap_err().code,
+            ErrorCode::CorruptMessage
+        );
+        assert_eq!(validate_produce_records(&b[..10], 1 << 20).unwrap_err().code, ErrorCode::CorruptMessage);
+    }
+
+    #[test]
+    fn two_batches_are_invalid() {
+        let mut b = batch(1, 1);
+        b.extend(batch(1, 1));
+        assert_eq!(validate_produce_records(&b, 1 << 20).unwrap_err().code, ErrorCode::InvalidRecord);
+    }
+
+    #[test]
+    fn walk_and_patch() {
+        let mut both = batch(2, 2);
+        both.extend(batch(3, 3));
+        let batches: Vec<_> = walk_batches(Bytes::from(both)).collect::<Result<_, _>>().unwrap();
+        assert_eq!(batches.len(), 2);
+        assert_eq!(batches[1].last_offset_delta, 2);
+        let mut out = bytes::BytesMut::new();
+        put_with_base_offset(&mut out, &batches[1].bytes, 42);
+        assert_eq!(i64_at(&out, 0), 42);
+        assert!(validate_produce_records(&out, 1 << 20).is_ok(), "CRC still holds");
+    }
+}

@@ -1,0 +1,1 @@
+DELETE FROM agents WHERE agent_id = $1

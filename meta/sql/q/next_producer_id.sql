@@ -1,0 +1,1 @@
+SELECT nextval('producer_id_seq')

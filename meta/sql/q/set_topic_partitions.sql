@@ -1,0 +1,1 @@
+UPDATE topics SET partitions = $2 WHERE topic_id = $1

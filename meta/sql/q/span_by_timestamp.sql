@@ -1,0 +1,5 @@
+SELECT base_offset, last_offset, object_key, byte_start, byte_len, batch_count, max_timestamp
+FROM spans
+WHERE topic_id = $1 AND partition = $2 AND max_timestamp >= $3
+ORDER BY base_offset
+LIMIT 1

@@ -1,0 +1,522 @@
+//! The window commit: one PostgreSQL transaction allocates offsets for every
+//! batch of one or more uploaded objects, checks producer sequences, inserts
+//! the spans and advances the high watermarks.
+//!
+//! [`plan`] is the pure part (offsets, sequence checks, span building) so it
+//! can be tested without a database; [`execute`] runs it inside a transaction.
+
+use std::collections::HashMap;
+
+use tokio_postgres::types::ToSql;
+use uuid::Uuid;
+
+use crate::producer::{last_seq, BatchSeq, ProducerState, SeqCheck};
+use crate::{sql, MetaError};
+
+/// The idempotence fields of a batch (producer id >= 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProducerFields {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+}
+
+/// One validated record batch inside an uploaded object.
+#[derive(Clone, Debug)]
+pub struct BatchRef {
+    pub byte_start: u64,
+    pub byte_len: u32,
+    /// `lastOffsetDelta + 1`.
+    pub offset_count: u32,
+    pub max_timestamp: i64,
+    pub producer: Option<ProducerFields>,
+}
+
+/// The batches of one partition in one object, in append order.
+#[derive(Clone, Debug)]
+pub struct PartitionAppend {
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub batches: Vec<BatchRef>,
+}
+
+/// One uploaded object and what it holds.
+#[derive(Clone, Debug)]
+pub struct ObjectCommit {
+    pub object_key: String,
+    pub size_bytes: u64,
+    pub agent_id: i32,
+    pub appends: Vec<PartitionAppend>,
+}
+
+/// What happened to one batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchOutcome {
+    Appended { base_offset: i64 },
+    Duplicate { base_offset: i64 },
+    UnknownTopicOrPartition,
+    OutOfOrderSequence,
+    InvalidProducerEpoch,
+}
+
+/// Per object, per append, per batch outcome; plus the new watermarks.
+#[derive(Clone, Debug, Default)]
+pub struct CommitResult {
+    pub outcomes: Vec<Vec<Vec<BatchOutcome>>>,
+    /// (topic, partition) → (high watermark, log start offset) after commit.
+    pub watermarks: HashMap<(Uuid, i32), (i64, i64)>,
+}
+
+/// A span row to insert.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpanRow {
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub object_key: String,
+    pub byte_start: i64,
+    pub byte_len: i32,
+    pub batch_count: i32,
+    pub max_timestamp: i64,
+}
+
+/// Everything the transaction must write.
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub result: CommitResult,
+    pub spans: Vec<SpanRow>,
+    /// (topic, partition) → (next offset, max timestamp) for touched partitions.
+    pub advanced: HashMap<(Uuid, i32), (i64, i64)>,
+    pub producer_updates: HashMap<(i64, Uuid, i32), ProducerState>,
+}
+
+/// Largest span the planner builds; keeps `byte_len` in an `int` column.
+const SPAN_BYTES_MAX: u64 = 1 << 30;
+
+/// Assigns offsets in object order, then append order, then batch order.
+/// `partitions` holds the locked (next offset, log start) of every partition
+/// that exists; `producers` the stored state of every producer touched.
+pub fn plan(
+    objects: &[ObjectCommit],
+    partitions: &HashMap<(Uuid, i32), (i64, i64)>,
+    producers: &HashMap<(i64, Uuid, i32), ProducerState>,
+) -> Plan {
+    let mut next: HashMap<(Uuid, i32), (i64, i64)> = HashMap::new();
+    let mut states: HashMap<(i64, Uuid, i32), Option<ProducerState>> = HashMap::new();
+    let mut plan = Plan::default();
+    for object in objects {
+        let mut object_outcomes = Vec::with_capacity(object.appends.len());
+        for append in &object.appends {
+            let tp = (append.topic_id, append.partition);
+            let mut outcomes = Vec::with_capacity(append.batches.len());
+            let Some(&(hw, _)) = partitions.get(&tp) else {
+                outcomes.resize(append.batches.len(), BatchOutcome::UnknownTopicOrPartition);
+                object_outcomes.push(outcomes);
+                continue;
+            };
+            let cursor = next.entry(tp).or_insert((hw, -1));
+            let mut open: Option<SpanRow> = None;
+            for batch in &append.batches {
+                let outcome = match batch.producer {
+                    None => BatchOutcome::Appended {
+                        base_offset: cursor.0,
+                    },
+                    Some(p) => {
+                        let key = (p.producer_id, append.topic_id, append.partition);
+                        let state = states
+                            .entry(key)
+                            .or_insert_with(|| producers.get(&key).cloned());
+                        let last = last_seq(p.base_sequence, batch.offset_count as i32);
+                        match ProducerState::check(
+                            state.as_ref(),
+                            p.producer_epoch,
+                            p.base_sequence,
+                            last,
+                        ) {
+                            SeqCheck::Append => {
+                                ProducerState::record(
+                                    state,
+                                    p.producer_epoch,
+                                    BatchSeq {
+                                        first_seq: p.base_sequence,
+                                        last_seq: last,
+                                        base_offset: cursor.0,
+                                    },
+                                );
+                                BatchOutcome::Appended {
+                                    base_offset: cursor.0,
+                                }
+                            }
+                            SeqCheck::Duplicate { base_offset } => {
+                                BatchOutcome::Duplicate { base_offset }
+                            }
+                            SeqCheck::OutOfOrder => BatchOutcome::OutOfOrderSequence,
+                            SeqCheck::InvalidEpoch => BatchOutcome::InvalidProducerEpoch,
+                        }
+                    }
+                };
+                if let BatchOutcome::Appended { base_offset } = outcome {
+                    let last_offset = base_offset + batch.offset_count as i64 - 1;
+                    cursor.0 = last_offset + 1;
+                    cursor.1 = cursor.1.max(batch.max_timestamp);
+                    let extends = open.as_ref().is_some_and(|s| {
+                        s.byte_start as u64 + s.byte_len as u64 == batch.byte_start
+                            && s.byte_len as u64 + batch.byte_len as u64 <= SPAN_BYTES_MAX
+                    });
+                    if extends {
+                        let s = open.as_mut().expect("checked above");
+                        s.last_offset = last_offset;
+                        s.byte_len += batch.byte_len as i32;
+                        s.batch_count += 1;
+                        s.max_timestamp = s.max_timestamp.max(batch.max_timestamp);
+                    } else {
+                        plan.spans.extend(open.take());
+                        open = Some(SpanRow {
+                            topic_id: append.topic_id,
+                            partition: append.partition,
+                            base_offset,
+                            last_offset,
+                            object_key: object.object_key.clone(),
+                            byte_start: batch.byte_start as i64,
+                            byte_len: batch.byte_len as i32,
+                            batch_count: 1,
+                            max_timestamp: batch.max_timestamp,
+                        });
+                    }
+                } else {
+                    plan.spans.extend(open.take());
+                }
+                outcomes.push(outcome);
+            }
+            plan.spans.extend(open.take());
+            object_outcomes.push(outcomes);
+        }
+        plan.result.outcomes.push(object_outcomes);
+    }
+    for (tp, (next_offset, max_ts)) in next {
+        let (hw, log_start) = partitions[&tp];
+        plan.result
+            .watermarks
+            .insert(tp, (next_offset.max(hw), log_start));
+        if next_offset > hw {
+            plan.advanced.insert(tp, (next_offset, max_ts));
+        }
+    }
+    for (key, state) in states {
+        if let Some(state) = state {
+            if producers.get(&key) != Some(&state) {
+                plan.producer_updates.insert(key, state);
+            }
+        }
+    }
+    plan
+}
+
+/// Runs the whole commit in one transaction on `client`.
+pub async fn execute(
+    client: &mut tokio_postgres::Client,
+    objects: &[ObjectCommit],
+) -> Result<CommitResult, MetaError> {
+    let tx = client.transaction().await?;
+
+    // 1. Lock the touched partitions (sorted, so agents never deadlock).
+    let mut tps: Vec<(Uuid, i32)> = objects
+        .iter()
+        .flat_map(|o| o.appends.iter().map(|a| (a.topic_id, a.partition)))
+        .collect();
+    tps.sort_unstable();
+    tps.dedup();
+    let (topic_ids, parts): (Vec<Uuid>, Vec<i32>) = tps.iter().copied().unzip();
+    let rows = tx
+        .query(sql::LOCK_PARTITIONS, &[&topic_ids, &parts])
+        .await?;
+    let partitions: HashMap<(Uuid, i32), (i64, i64)> = rows
+        .iter()
+        .map(|r| ((r.get(0), r.get(1)), (r.get(2), r.get(3))))
+        .collect();
+
+    // 2. Producer state, only when idempotent batches are present.
+    let mut pkeys: Vec<(i64, Uuid, i32)> = objects
+        .iter()
+        .flat_map(|o| {
+            o.appends.iter().flat_map(|a| {
+                a.batches
+                    .iter()
+                    .filter_map(move |b| b.producer.map(|p| (p.producer_id, a.topic_id, a.partition)))
+            })
+        })
+        .collect();
+    pkeys.sort_unstable();
+    pkeys.dedup();
+    let mut producers = HashMap::new();
+    if !pkeys.is_empty() {
+        let pids: Vec<i64> = pkeys.iter().map(|k| k.0).collect();
+        let ptopics: Vec<Uuid> = pkeys.iter().map(|k| k.1).collect();
+        let pparts: Vec<i32> = pkeys.iter().map(|k| k.2).collect();
+        for r in tx
+            .query(sql::LOAD_PRODUCER_STATE, &[&pids, &ptopics, &pparts])
+            .await?
+        {
+            let history: Vec<i64> = r.get(4);
+            producers.insert(
+                (r.get(0), r.get(1), r.get(2)),
+                ProducerState {
+                    producer_epoch: r.get(3),
+                    history: ProducerState::history_from_sql(&history),
+                },
+            );
+        }
+    }
+
+    let plan = plan(objects, &partitions, &producers);
+
+    // 3. Objects, spans, watermarks and producer state: pipelined statements.
+    let keys: Vec<&str> = objects.iter().map(|o| o.object_key.as_str()).collect();
+    let sizes: Vec<i64> = objects.iter().map(|o| o.size_bytes as i64).collect();
+    let agents: Vec<i32> = objects.iter().map(|o| o.agent_id).collect();
+    let s = &plan.spans;
+    let s_topic: Vec<Uuid> = s.iter().map(|x| x.topic_id).collect();
+    let s_part: Vec<i32> = s.iter().map(|x| x.partition).collect();
+    let s_base: Vec<i64> = s.iter().map(|x| x.base_offset).collect();
+    let s_last: Vec<i64> = s.iter().map(|x| x.last_offset).collect();
+    let s_key: Vec<&str> = s.iter().map(|x| x.object_key.as_str()).collect();
+    let s_start: Vec<i64> = s.iter().map(|x| x.byte_start).collect();
+    let s_len: Vec<i32> = s.iter().map(|x| x.byte_len).collect();
+    let s_count: Vec<i32> = s.iter().map(|x| x.batch_count).collect();
+    let s_ts: Vec<i64> = s.iter().map(|x| x.max_timestamp).collect();
+    let a = &plan.advanced;
+    let a_topic: Vec<Uuid> = a.keys().map(|k| k.0).collect();
+    let a_part: Vec<i32> = a.keys().map(|k| k.1).collect();
+    let a_next: Vec<i64> = a.values().map(|v| v.0).collect();
+    let a_ts: Vec<i64> = a.values().map(|v| v.1).collect();
+    let p = &plan.producer_updates;
+    let p_id: Vec<i64> = p.keys().map(|k| k.0).collect();
+    let p_topic: Vec<Uuid> = p.keys().map(|k| k.1).collect();
+    let p_part: Vec<i32> = p.keys().map(|k| k.2).collect();
+    let p_epoch: Vec<i16> = p.values().map(|v| v.producer_epoch).collect();
+    let p_hist: Vec<String> = p.values().map(|v| v.history_to_sql()).collect();
+
+    let objects_params: [&(dyn ToSql + Sync); 3] = [&keys, &sizes, &agents];
+    let spans_params: [&(dyn ToSql + Sync); 9] = [
+        &s_topic, &s_part, &s_base, &s_last, &s_key, &s_start, &s_len, &s_count, &s_ts,
+    ];
+    let advance_params: [&(dyn ToSql + Sync); 4] = [&a_topic, &a_part, &a_next, &a_ts];
+    let producer_params: [&(dyn ToSql + Sync); 5] = [&p_id, &p_topic, &p_part, &p_epoch, &p_hist];
+    let notify_payloads = watermark_payloads(&plan.advanced);
+    let insert_objects = tx.execute(sql::INSERT_OBJECTS, &objects_params);
+    let insert_spans = async {
+        if s.is_empty() {
+            Ok(0)
+        } else {
+            tx.execute(sql::INSERT_SPANS, &spans_params).await
+        }
+    };
+    let advance = async {
+        if a.is_empty() {
+            Ok(0)
+        } else {
+            tx.execute(sql::ADVANCE_PARTITIONS, &advance_params).await
+        }
+    };
+    let producers_upsert = async {
+        if p.is_empty() {
+            Ok(0)
+        } else {
+            tx.execute(sql::UPSERT_PRODUCER_STATE, &producer_params)
+                .await
+        }
+    };
+    let notify = async {
+        for payload in &notify_payloads {
+            tx.execute(sql::NOTIFY_WATERMARKS, &[payload]).await?;
+        }
+        Ok::<_, tokio_postgres::Error>(0)
+    };
+    let (r1, r2, r3, r4, r5) =
+        futures::join!(insert_objects, insert_spans, advance, producers_upsert, notify);
+    r1?;
+    r2?;
+    let advanced_rows = r3?;
+    assert_eq!(advanced_rows as usize, a.len(), "every advanced partition is locked");
+    r4?;
+    r5?;
+    tx.commit().await?;
+    Ok(plan.result)
+}
+
+/// NOTIFY payloads (each under PostgreSQL's 8000-byte limit):
+/// `topic_uuid/partition/high_watermark` entries separated by spaces.
+pub fn watermark_payloads(advanced: &HashMap<(Uuid, i32), (i64, i64)>) -> Vec<String> {
+    const PAYLOAD_BYTES_MAX: usize = 7000;
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for ((topic, partition), (hw, _)) in advanced {
+        if cur.len() > PAYLOAD_BYTES_MAX {
+            out.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(&format!("{}/{}/{}", topic.simple(), partition, hw));
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// Parses one NOTIFY payload back into (topic, partition, high watermark).
+pub fn parse_watermark_payload(payload: &str) -> Vec<(Uuid, i32, i64)> {
+    payload
+        .split(' ')
+        .filter_map(|e| {
+            let mut it = e.split('/');
+            let t = Uuid::parse_str(it.next()?).ok()?;
+            let p = it.next()?.parse().ok()?;
+            let hw = it.next()?.parse().ok()?;
+            Some((t, p, hw))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(start: u64, len: u32, count: u32, producer: Option<ProducerFields>) -> BatchRef {
+        BatchRef {
+            byte_start: start,
+            byte_len: len,
+            offset_count: count,
+            max_timestamp: start as i64,
+            producer,
+        }
+    }
+
+    #[test]
+    fn offsets_are_contiguous_across_objects_and_spans_merge() {
+        let t = Uuid::from_u128(1);
+        let objects = vec![
+            ObjectCommit {
+                object_key: "a".into(),
+                size_bytes: 300,
+                agent_id: 1,
+                appends: vec![PartitionAppend {
+                    topic_id: t,
+                    partition: 0,
+                    batches: vec![batch(0, 100, 3, None), batch(100, 100, 2, None)],
+                }],
+            },
+            ObjectCommit {
+                object_key: "b".into(),
+                size_bytes: 100,
+                agent_id: 1,
+                appends: vec![PartitionAppend {
+                    topic_id: t,
+                    partition: 0,
+                    batches: vec![batch(0, 100, 4, None)],
+                }],
+            },
+        ];
+        let partitions = HashMap::from([((t, 0), (10, 0))]);
+        let p = plan(&objects, &partitions, &HashMap::new());
+        assert_eq!(
+            p.result.outcomes,
+            vec![
+                vec![vec![
+                    BatchOutcome::Appended { base_offset: 10 },
+                    BatchOutcome::Appended { base_offset: 13 }
+                ]],
+                vec![vec![BatchOutcome::Appended { base_offset: 15 }]],
+            ]
+        );
+        assert_eq!(p.spans.len(), 2);
+        assert_eq!((p.spans[0].base_offset, p.spans[0].last_offset), (10, 14));
+        assert_eq!(p.spans[0].byte_len, 200);
+        assert_eq!(p.spans[0].batch_count, 2);
+        assert_eq!((p.spans[1].base_offset, p.spans[1].last_offset), (15, 18));
+        assert_eq!(p.advanced[&(t, 0)].0, 19);
+        assert_eq!(p.result.watermarks[&(t, 0)], (19, 0));
+    }
+
+    #[test]
+    fn duplicates_split_spans_and_keep_original_offsets() {
+        let t = Uuid::from_u128(2);
+        let pf = |seq| {
+            Some(ProducerFields {
+                producer_id: 7,
+                producer_epoch: 0,
+                base_sequence: seq,
+            })
+        };
+        let objects = vec![ObjectCommit {
+            object_key: "a".into(),
+            size_bytes: 300,
+            agent_id: 1,
+            appends: vec![PartitionAppend {
+                topic_id: t,
+                partition: 1,
+                batches: vec![
+                    batch(0, 100, 5, pf(0)),
+                    batch(100, 100, 5, pf(0)),
+                    batch(200, 100, 5, pf(5)),
+                    batch(300, 100, 5, pf(20)),
+                ],
+            }],
+        }];
+        let partitions = HashMap::from([((t, 1), (0, 0))]);
+        let p = plan(&objects, &partitions, &HashMap::new());
+        assert_eq!(
+            p.result.outcomes[0][0],
+            vec![
+                BatchOutcome::Appended { base_offset: 0 },
+                BatchOutcome::Duplicate { base_offset: 0 },
+                BatchOutcome::Appended { base_offset: 5 },
+                BatchOutcome::OutOfOrderSequence,
+            ]
+        );
+        assert_eq!(p.spans.len(), 2, "the duplicate is not part of any span");
+        assert_eq!(p.spans[1].byte_start, 200);
+        assert_eq!(p.producer_updates[&(7, t, 1)].history.len(), 2);
+    }
+
+    #[test]
+    fn unknown_partitions_fail_only_their_batches() {
+        let t = Uuid::from_u128(3);
+        let objects = vec![ObjectCommit {
+            object_key: "a".into(),
+            size_bytes: 200,
+            agent_id: 1,
+            appends: vec![
+                PartitionAppend {
+                    topic_id: t,
+                    partition: 9,
+                    batches: vec![batch(0, 100, 1, None)],
+                },
+                PartitionAppend {
+                    topic_id: t,
+                    partition: 0,
+                    batches: vec![batch(100, 100, 1, None)],
+                },
+            ],
+        }];
+        let partitions = HashMap::from([((t, 0), (0, 0))]);
+        let p = plan(&objects, &partitions, &HashMap::new());
+        assert_eq!(
+            p.result.outcomes[0],
+            vec![
+                vec![BatchOutcome::UnknownTopicOrPartition],
+                vec![BatchOutcome::Appended { base_offset: 0 }]
+            ]
+        );
+    }
+
+    #[test]
+    fn notify_payload_round_trip() {
+        let t = Uuid::from_u128(4);
+        let adv = HashMap::from([((t, 3), (42, 0))]);
+        let payloads = watermark_payloads(&adv);
+        assert_eq!(parse_watermark_payload(&payloads[0]), vec![(t, 3, 42)]);
+    }
+}
