@@ -1,1 +1,33 @@
-fn main() {}
+use clap::Parser;
+use rutomq::config::{Cli, Command};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RUTOMQ_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Some(Command::Migrate { postgres_url }) => migrate(&postgres_url),
+        Some(Command::Serve(args)) => rutomq::agent::serve(args),
+        None => rutomq::agent::serve(cli.serve),
+    };
+    if let Err(e) = result {
+        eprintln!("rutomq: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn migrate(url: &str) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        let mut client = rutomq_meta::connect(url).await?;
+        rutomq_meta::migrate(&mut client).await?;
+        println!("schema is up to date");
+        Ok(())
+    })
+}

@@ -123,11 +123,18 @@ type Job = Box<dyn FnOnce(Ctx) -> BoxFuture<'static, ()> + Send>;
 
 struct CommitJob {
     object: ObjectCommit,
-    reply: oneshot::Sender<Result<(CommitResultForObject, HashMap<(Uuid, i32), (i64, i64)>), Arc<MetaError>>>,
+    reply: oneshot::Sender<Result<(CommitResultForObject, Watermarks), Arc<MetaError>>>,
 }
 
 /// Outcomes of one object's appends, in append order.
 pub type CommitResultForObject = Vec<Vec<BatchOutcome>>;
+
+/// Watermarks after a commit: (topic, partition) → (high watermark, log start).
+pub type Watermarks = HashMap<(Uuid, i32), (i64, i64)>;
+
+/// Answer to [`Meta::submit_commit`].
+pub type CommitReceiver =
+    oneshot::Receiver<Result<(CommitResultForObject, Watermarks), Arc<MetaError>>>;
 
 /// Handle to the metadata thread. Cheap to clone; `Send`.
 #[derive(Clone)]
@@ -149,7 +156,7 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaErro
         .await?;
     let tx = client.transaction().await?;
     // One migrator at a time across agents.
-    tx.batch_execute("SELECT pg_advisory_xact_lock(724_617_001)")
+    tx.batch_execute("SELECT pg_advisory_xact_lock(724617001)")
         .await?;
     let applied: Vec<i32> = tx
         .query("SELECT version FROM schema_migrations", &[])
@@ -278,18 +285,17 @@ impl Meta {
         rx.await.map_err(|_| MetaError::Closed)?
     }
 
-    /// Queues an object's commit. Commits run in submission order; the
-    /// returned outcomes follow the object's append and batch order.
-    pub async fn commit(
-        &self,
-        object: ObjectCommit,
-    ) -> Result<(CommitResultForObject, HashMap<(Uuid, i32), (i64, i64)>), Arc<MetaError>> {
+    /// Queues an object's commit and returns once it is queued, so that a
+    /// caller submitting in window order gets commits in window order. The
+    /// receiver yields the outcomes (in the object's append and batch order)
+    /// and the new watermarks.
+    pub async fn submit_commit(&self, object: ObjectCommit) -> Result<CommitReceiver, Arc<MetaError>> {
         let (tx, rx) = oneshot::channel();
         self.commits
             .send(CommitJob { object, reply: tx })
             .await
             .map_err(|_| Arc::new(MetaError::Closed))?;
-        rx.await.map_err(|_| Arc::new(MetaError::Closed))?
+        Ok(rx)
     }
 
     pub async fn load_topics(&self, names: Option<Vec<String>>) -> Result<Vec<TopicRecord>, MetaError> {

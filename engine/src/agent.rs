@@ -1,0 +1,281 @@
+//! One agent: wires the metadata thread, the storage thread, the flush
+//! pipeline, the shards and the HTTP endpoint, and stops them in order.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use rutomq_meta::{AgentRecord, Meta};
+use rutomq_storage::{S3Options, Storage};
+use uuid::Uuid;
+
+use crate::config::ServeArgs;
+use crate::embedded_pg::EmbeddedPg;
+use crate::pipeline::{Pipeline, Sealed, SEALED_QUEUE_MAX};
+use crate::shard::Shard;
+
+/// Watermark changes sent to each shard.
+pub type HubMessage = Arc<Vec<(Uuid, i32, i64)>>;
+/// Watermark messages queued per shard; past it a change is dropped and the
+/// affected long polls end at their `max_wait_ms` instead.
+pub const HUB_QUEUE_MAX: usize = 4096;
+/// Agent lease in PostgreSQL, renewed every third of it.
+pub const AGENT_LEASE: Duration = Duration::from_secs(10);
+/// Kafka's default `max.message.bytes`.
+pub const MAX_MESSAGE_BYTES_DEFAULT: usize = 1_048_588;
+
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    pub flush_interval: Duration,
+    pub flush_bytes: usize,
+    pub auto_create_topics: bool,
+    pub default_partitions: i32,
+    pub advertised_host: String,
+    pub advertised_port: i32,
+    pub rack: Option<String>,
+}
+
+/// Sends watermark changes to every shard.
+pub struct Hub {
+    senders: Vec<async_channel::Sender<HubMessage>>,
+}
+
+impl Hub {
+    pub fn notify(&self, marks: Vec<(Uuid, i32, i64)>) {
+        if marks.is_empty() {
+            return;
+        }
+        let msg = Arc::new(marks);
+        for s in &self.senders {
+            if s.try_send(msg.clone()).is_err() {
+                tracing::debug!("watermark queue full; long polls fall back to max_wait_ms");
+            }
+        }
+    }
+}
+
+pub struct Agent {
+    pub cfg: AgentConfig,
+    pub meta: Meta,
+    pub storage: Storage,
+    pub agent_id: i32,
+    pub cluster_id: String,
+    pub cluster: RwLock<Vec<AgentRecord>>,
+    pub sealed_tx: tokio::sync::mpsc::Sender<Sealed>,
+    epoch: Instant,
+    pub stopping: AtomicBool,
+}
+
+impl Agent {
+    /// Time until the next flush window boundary. All shards use the same
+    /// grid so that their buffers of one window reach the pipeline together.
+    pub fn until_next_window(&self) -> Duration {
+        let interval = self.cfg.flush_interval.as_nanos().max(1);
+        let elapsed = self.epoch.elapsed().as_nanos();
+        let next = (elapsed / interval + 1) * interval;
+        Duration::from_nanos((next - elapsed) as u64)
+    }
+
+    /// The live agents, this one first if the list is still empty.
+    pub fn live_agents(&self) -> Vec<AgentRecord> {
+        let list = self.cluster.read().expect("cluster lock").clone();
+        if list.is_empty() {
+            vec![self.me()]
+        } else {
+            list
+        }
+    }
+
+    pub fn me(&self) -> AgentRecord {
+        AgentRecord {
+            agent_id: self.agent_id,
+            host: self.cfg.advertised_host.clone(),
+            port: self.cfg.advertised_port,
+            rack: self.cfg.rack.clone(),
+        }
+    }
+
+    /// The agent that leads `partition` of `topic_id` in Metadata responses:
+    /// stable hashing over the live agents, so clients spread their load.
+    pub fn leader_for(agents: &[AgentRecord], topic_id: Uuid, partition: i32) -> i32 {
+        let h = topic_id.as_u128() as u64 ^ (topic_id.as_u128() >> 64) as u64;
+        let h = h.wrapping_add(partition as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        agents[(h >> 32) as usize % agents.len()].agent_id
+    }
+}
+
+pub fn serve(args: ServeArgs) -> Result<()> {
+    let embedded = match &args.postgres_url {
+        Some(_) => None,
+        None => Some(EmbeddedPg::start(&args.data_dir)?),
+    };
+    let url = args
+        .postgres_url
+        .clone()
+        .or_else(|| embedded.as_ref().map(|e| e.url.clone()))
+        .expect("one of them is set");
+    let result = serve_with(args, url);
+    if let Some(pg) = embedded {
+        pg.stop();
+    }
+    result
+}
+
+fn serve_with(args: ServeArgs, url: String) -> Result<()> {
+    let object_store_url = match &args.object_store {
+        Some(u) => u.clone(),
+        None => {
+            let dir = args.data_dir.join("objects");
+            std::fs::create_dir_all(&dir)?;
+            format!("file://{}", std::fs::canonicalize(&dir)?.display())
+        }
+    };
+    let shards_n = args
+        .shards
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let flush_interval = Duration::from_millis(args.flush_interval_ms(&object_store_url).max(1));
+    let advertise = args.advertise.clone().unwrap_or_else(|| args.listen.to_string());
+    let (adv_host, adv_port) = advertise
+        .rsplit_once(':')
+        .and_then(|(h, p)| Some((h.to_owned(), p.parse::<i32>().ok()?)))
+        .with_context(|| format!("--advertise must be HOST:PORT, got {advertise:?}"))?;
+
+    // Watermark hub: created first, because the metadata thread's LISTEN
+    // feeds it.
+    let mut hub_rxs = Vec::new();
+    let mut senders = Vec::new();
+    for _ in 0..shards_n {
+        let (tx, rx) = async_channel::bounded(HUB_QUEUE_MAX);
+        senders.push(tx);
+        hub_rxs.push(Some(rx));
+    }
+    let hub = Arc::new(Hub { senders });
+    let listen_hub = hub.clone();
+    let (meta, meta_join) = Meta::start(
+        url,
+        Box::new(move |marks| listen_hub.notify(marks.to_vec())),
+    )
+    .context("cannot reach PostgreSQL")?;
+
+    let (store, prefix) = rutomq_storage::open_store(
+        &object_store_url,
+        &S3Options {
+            endpoint: args.s3_endpoint.clone(),
+            region: args.s3_region.clone(),
+            access_key_id: args.s3_access_key_id.clone(),
+            secret_access_key: args.s3_secret_access_key.clone(),
+            allow_http: args.s3_allow_http,
+        },
+    )?;
+    let (storage, storage_thread) = Storage::start(store, prefix, args.tail_cache_bytes)?;
+
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let agent_id = rt
+        .block_on(meta.register_agent(adv_host.clone(), adv_port, args.rack.clone(), AGENT_LEASE))
+        .context("cannot register the agent")?;
+    tracing::info!(agent_id, %object_store_url, shards = shards_n, flush_interval_ms = flush_interval.as_millis() as u64, "agent registered");
+
+    let (sealed_tx, sealed_rx) = tokio::sync::mpsc::channel(SEALED_QUEUE_MAX);
+    let commit_hub = hub.clone();
+    let pipeline = Pipeline {
+        storage: storage.clone(),
+        meta: meta.clone(),
+        agent_id,
+        gather: (flush_interval / 2).clamp(Duration::from_micros(200), Duration::from_millis(5)),
+        flush_bytes: args.flush_bytes,
+        on_commit: Arc::new(move |w| {
+            commit_hub.notify(w.iter().map(|(&(t, p), &(hw, _))| (t, p, hw)).collect())
+        }),
+    };
+    storage.spawn(pipeline.run(sealed_rx));
+
+    let agent = Arc::new(Agent {
+        cfg: AgentConfig {
+            flush_interval,
+            flush_bytes: args.flush_bytes,
+            auto_create_topics: args.auto_create_topics,
+            default_partitions: args.default_partitions.max(1),
+            advertised_host: adv_host,
+            advertised_port: adv_port,
+            rack: args.rack.clone(),
+        },
+        meta: meta.clone(),
+        storage: storage.clone(),
+        agent_id,
+        cluster_id: "rutomq".into(),
+        cluster: RwLock::new(Vec::new()),
+        sealed_tx,
+        epoch: Instant::now(),
+        stopping: AtomicBool::new(false),
+    });
+    refresh_cluster(&rt, &agent);
+
+    let hub_rxs = Mutex::new(hub_rxs);
+    let shard_agent = agent.clone();
+    let shards = rutomq_shards::Shards::start(
+        rutomq_shards::ShardConfig {
+            shards: shards_n,
+            listen: args.listen,
+            pin: shards_n <= std::thread::available_parallelism().map_or(1, |n| n.get()),
+            frame_bytes_max: args.max_request_bytes,
+            inflight_requests_per_connection_max: 32,
+            shard_memory_bytes_max: args.shard_memory_bytes.max(args.max_request_bytes),
+            connections_per_shard_max: 10_000,
+            io_memory_bytes: 1 << 20,
+        },
+        move |i| {
+            let rx = hub_rxs.lock().expect("hub lock")[i].take().expect("one shard per index");
+            crate::api::Service::new(Shard::new(i, shard_agent.clone(), rx))
+        },
+    )
+    .with_context(|| format!("cannot listen on {}", args.listen))?;
+    tracing::info!(listen = %shards.listen, "serving Kafka");
+
+    let http = crate::http::start(&rt, args.http, agent.clone(), shards.stats.clone())
+        .with_context(|| format!("cannot listen on {} (http)", args.http))?;
+    tracing::info!(http = %http, "serving health and metrics");
+
+    // Heartbeat until SIGTERM/SIGINT.
+    rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut tick = tokio::time::interval(AGENT_LEASE / 3);
+        loop {
+            tokio::select! {
+                _ = term.recv() => break,
+                _ = tokio::signal::ctrl_c() => break,
+                _ = tick.tick() => {
+                    match meta.renew_agent(agent_id, AGENT_LEASE).await {
+                        Ok(true) => {}
+                        Ok(false) => tracing::warn!("agent lease row is gone; clients may not see this agent"),
+                        Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
+                    }
+                    if let Ok(list) = meta.live_agents().await {
+                        *agent.cluster.write().expect("cluster lock") = list;
+                    }
+                }
+            }
+        }
+        Ok::<_, std::io::Error>(())
+    })?;
+
+    tracing::info!("stopping: no new connections; finishing in-flight produce");
+    agent.stopping.store(true, Ordering::Relaxed);
+    shards.stop(Duration::from_secs(30));
+    // Every admitted produce request has been answered by now: its window
+    // was committed (or failed) before the shards let go.
+    drop(agent);
+    let _ = rt.block_on(meta.deregister_agent(agent_id));
+    drop(meta);
+    drop(storage_thread);
+    let _ = meta_join.join();
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn refresh_cluster(rt: &tokio::runtime::Runtime, agent: &Agent) {
+    if let Ok(list) = rt.block_on(agent.meta.live_agents()) {
+        *agent.cluster.write().expect("cluster lock") = list;
+    }
+}

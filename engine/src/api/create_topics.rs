@@ -1,0 +1,93 @@
+//! CreateTopics (key 19): partitions, configs, validate-only.
+
+use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use rutomq_meta::CreateTopicError;
+
+use super::{str_bytes, Req};
+use crate::error::ErrorCode;
+use crate::shard::Shard;
+use crate::topics::{self, PARTITIONS_MAX};
+
+pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> CreateTopicsResponse {
+    let mut results = Vec::with_capacity(body.topics.len());
+    for t in body.topics {
+        let mut result = CreatableTopicResult::default()
+            .with_name(t.name.clone())
+            .with_num_partitions(-1)
+            .with_replication_factor(-1);
+        let fail = |r: CreatableTopicResult, code: ErrorCode, msg: String| {
+            r.with_error_code(code.code()).with_error_message(Some(str_bytes(&msg)))
+        };
+        let name = t.name.0.as_str().to_owned();
+        if let Err(msg) = topics::valid_name(&name) {
+            results.push(fail(result, ErrorCode::InvalidTopicException, msg));
+            continue;
+        }
+        if !t.assignments.is_empty() {
+            results.push(fail(
+                result,
+                ErrorCode::InvalidReplicaAssignment,
+                "replica assignments do not apply: any agent serves any partition".into(),
+            ));
+            continue;
+        }
+        let partitions = if t.num_partitions == -1 { shard.agent.cfg.default_partitions } else { t.num_partitions };
+        if partitions < 1 || partitions > PARTITIONS_MAX {
+            results.push(fail(result, ErrorCode::InvalidPartitions, format!("partitions must be 1 to {PARTITIONS_MAX}")));
+            continue;
+        }
+        // Data lives in object storage; replication is the store's business.
+        if t.replication_factor != -1 && t.replication_factor < 1 {
+            results.push(fail(result, ErrorCode::InvalidReplicationFactor, "replication factor must be -1 or >= 1".into()));
+            continue;
+        }
+        let mut configs = Vec::new();
+        let mut bad = None;
+        for c in &t.configs {
+            let value = c.value.as_ref().map(|v| v.as_str());
+            match topics::valid_config(c.name.as_str(), value) {
+                Ok(()) => configs.extend(value.map(|v| (c.name.as_str().to_owned(), v.to_owned()))),
+                Err(msg) => bad = Some(msg),
+            }
+        }
+        if let Some(msg) = bad {
+            results.push(fail(result, ErrorCode::InvalidConfig, msg));
+            continue;
+        }
+        let described: Vec<CreatableTopicConfigs> = topics::TOPIC_CONFIGS
+            .iter()
+            .map(|(k, d)| {
+                let v = configs.iter().find(|(n, _)| n == k).map_or(*d, |(_, v)| v.as_str());
+                CreatableTopicConfigs::default()
+                    .with_name(str_bytes(k))
+                    .with_value(Some(str_bytes(v)))
+                    .with_config_source(if configs.iter().any(|(n, _)| n == k) { 1 } else { 5 })
+            })
+            .collect();
+        result = result
+            .with_num_partitions(partitions)
+            .with_replication_factor(if t.replication_factor == -1 { 1 } else { t.replication_factor })
+            .with_configs(Some(described));
+        if body.validate_only {
+            match shard.topic_by_name(&name).await {
+                Ok(Some(_)) => results.push(fail(result, ErrorCode::TopicAlreadyExists, format!("topic {name:?} already exists"))),
+                Ok(None) => results.push(result),
+                Err(code) => results.push(fail(result, code, "metadata unavailable".into())),
+            }
+            continue;
+        }
+        match shard.agent.meta.create_topic(name.clone(), partitions, configs).await {
+            Ok(Ok(rec)) => {
+                tracing::info!(topic = name, partitions, "created topic");
+                results.push(result.with_topic_id(rec.topic_id));
+            }
+            Ok(Err(CreateTopicError::AlreadyExists)) => {
+                results.push(fail(result, ErrorCode::TopicAlreadyExists, format!("topic {name:?} already exists")))
+            }
+            Err(e) => results.push(fail(result, ErrorCode::from(&e), e.to_string())),
+        }
+    }
+    let _ = req;
+    CreateTopicsResponse::default().with_topics(results)
+}

@@ -1,0 +1,36 @@
+//! DescribeCluster (key 60): the live agents.
+
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+
+use super::{str_bytes, Req};
+use crate::error::ErrorCode;
+use crate::shard::Shard;
+
+pub async fn handle(shard: &Shard, _req: &Req, body: DescribeClusterRequest) -> DescribeClusterResponse {
+    // endpoint_type 2 (controllers) is for KRaft controllers, which rutomq has none of.
+    if body.endpoint_type == 2 {
+        return DescribeClusterResponse::default()
+            .with_error_code(ErrorCode::UnsupportedVersion.code())
+            .with_error_message(Some(str_bytes("rutomq has no controller endpoints")))
+            .with_endpoint_type(body.endpoint_type);
+    }
+    let agents = shard.agent.live_agents();
+    let controller = agents.iter().map(|a| a.agent_id).min().unwrap_or(shard.agent.agent_id);
+    DescribeClusterResponse::default()
+        .with_cluster_id(str_bytes(&shard.agent.cluster_id))
+        .with_controller_id(BrokerId(controller))
+        .with_endpoint_type(body.endpoint_type)
+        .with_brokers(
+            agents
+                .iter()
+                .map(|a| {
+                    DescribeClusterBroker::default()
+                        .with_broker_id(BrokerId(a.agent_id))
+                        .with_host(str_bytes(&a.host))
+                        .with_port(a.port)
+                        .with_rack(a.rack.as_deref().map(str_bytes))
+                })
+                .collect(),
+        )
+}

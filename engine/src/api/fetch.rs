@@ -1,0 +1,145 @@
+//! Fetch (key 1): exact byte ranges of committed spans, base offsets
+//! patched, long-poll on high-watermark notifications (local commits and
+//! LISTEN/NOTIFY from other agents) up to `max_wait_ms`.
+//!
+//! Fetch sessions are answered sessionless (session id 0, full responses
+//! holding every requested partition), which every client handles.
+
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use futures::future::{select, Either};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use uuid::Uuid;
+
+use super::Req;
+use crate::error::ErrorCode;
+use crate::read::read_partition;
+use crate::shard::Shard;
+
+/// Longest long poll honoured.
+pub const FETCH_WAIT_MS_MAX: i32 = 60_000;
+/// Largest response assembled, whatever the client asks.
+pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 << 20;
+
+struct Wanted {
+    name: TopicName,
+    topic_id: Uuid,
+    resolved: Result<Option<(Uuid, i32)>, ErrorCode>,
+    partitions: Vec<(i32, i64, usize)>,
+}
+
+pub async fn handle(shard: &Rc<Shard>, req: &Req, body: FetchRequest) -> FetchResponse {
+    let mut wanted = Vec::with_capacity(body.topics.len());
+    for t in body.topics {
+        let resolved = if req.version >= 13 {
+            shard.topic_by_id(t.topic_id).await
+        } else {
+            shard.topic_by_name(t.topic.0.as_str()).await
+        }
+        .map(|o| o.map(|r| (r.topic_id, r.partitions)));
+        let partitions = t
+            .partitions
+            .iter()
+            .map(|p| (p.partition, p.fetch_offset, p.partition_max_bytes.max(0) as usize))
+            .collect();
+        wanted.push(Wanted {
+            name: t.topic,
+            topic_id: t.topic_id,
+            resolved,
+            partitions,
+        });
+    }
+    let max_bytes = (body.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX);
+    let min_bytes = body.min_bytes.max(0) as usize;
+    let deadline = Instant::now() + Duration::from_millis(body.max_wait_ms.clamp(0, FETCH_WAIT_MS_MAX) as u64);
+    loop {
+        // Register before reading, so a commit in between is not missed.
+        let changed = shard.watermark_changed();
+        let (responses, total, errors) = read_all(shard, req.version, &wanted, max_bytes).await;
+        let now = Instant::now();
+        if total >= min_bytes.max(1) || errors || now >= deadline || shard.agent.stopping.load(std::sync::atomic::Ordering::Relaxed) {
+            return FetchResponse::default().with_session_id(0).with_responses(responses);
+        }
+        let timer = Box::pin(rutomq_shards::sleep(deadline - now));
+        match select(changed, timer).await {
+            Either::Left(_) => continue,
+            Either::Right(_) => {
+                let (responses, _, _) = read_all(shard, req.version, &wanted, max_bytes).await;
+                return FetchResponse::default().with_session_id(0).with_responses(responses);
+            }
+        }
+    }
+}
+
+async fn read_all(shard: &Shard, version: i16, wanted: &[Wanted], max_bytes: usize) -> (Vec<FetchableTopicResponse>, usize, bool) {
+    let mut total = 0usize;
+    let mut errors = false;
+    let mut responses = Vec::with_capacity(wanted.len());
+    for w in wanted {
+        let mut parts = Vec::with_capacity(w.partitions.len());
+        for &(partition, fetch_offset, partition_max) in &w.partitions {
+            let data = PartitionData::default()
+                .with_partition_index(partition)
+                .with_high_watermark(-1)
+                .with_last_stable_offset(-1)
+                .with_log_start_offset(-1)
+                .with_preferred_read_replica((-1).into());
+            let data = match &w.resolved {
+                Err(code) => data.with_error_code(code.code()),
+                Ok(None) => data.with_error_code(if version >= 13 { ErrorCode::UnknownTopicId } else { ErrorCode::UnknownTopicOrPartition }.code()),
+                Ok(Some((_, count))) if partition < 0 || partition >= *count => {
+                    data.with_error_code(ErrorCode::UnknownTopicOrPartition.code())
+                }
+                Ok(Some((topic_id, _))) => {
+                    match shard.known_watermark(*topic_id, partition) {
+                        // Caught up: no need to ask PostgreSQL.
+                        Some(hw) if hw == fetch_offset => data
+                            .with_high_watermark(hw)
+                            .with_last_stable_offset(hw)
+                            .with_log_start_offset(0)
+                            .with_records(Some(bytes::Bytes::new())),
+                        _ => {
+                            let budget = partition_max.min(max_bytes.saturating_sub(total));
+                            // The first batch of the response is returned whatever its size.
+                            let budget = if total == 0 { budget.max(1) } else { budget };
+                            if budget == 0 {
+                                // Response full: report the partition without data.
+                                data.with_records(Some(bytes::Bytes::new()))
+                            } else {
+                                match read_partition(shard, *topic_id, partition, fetch_offset, budget).await {
+                                    Ok(read) => {
+                                        total += read.records.len();
+                                        data.with_high_watermark(read.high_watermark)
+                                            .with_last_stable_offset(read.high_watermark)
+                                            .with_log_start_offset(read.log_start_offset)
+                                            .with_records(Some(read.records.freeze()))
+                                    }
+                                    Err(code) => {
+                                        errors = true;
+                                        data.with_error_code(code.code())
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            };
+            if data.error_code != 0 {
+                errors = true;
+            }
+            parts.push(data);
+        }
+        responses.push(
+            FetchableTopicResponse::default()
+                .with_topic(w.name.clone())
+                .with_topic_id(match &w.resolved {
+                    Ok(Some((id, _))) => *id,
+                    _ => w.topic_id,
+                })
+                .with_partitions(parts),
+        );
+    }
+    (responses, total, errors)
+}

@@ -1,0 +1,101 @@
+//! ListOffsets (key 2): earliest, latest, by timestamp, max timestamp.
+
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::records::RecordBatchDecoder;
+use rutomq_meta::SpanRecord;
+use uuid::Uuid;
+
+use super::Req;
+use crate::error::ErrorCode;
+use crate::read::read_span;
+use crate::records::put_with_base_offset;
+use crate::shard::Shard;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
+
+pub async fn handle(shard: &Shard, _req: &Req, body: ListOffsetsRequest) -> ListOffsetsResponse {
+    let mut topics = Vec::new();
+    for t in body.topics {
+        let topic = shard.topic_by_name(t.name.0.as_str()).await;
+        let mut parts = Vec::new();
+        for p in t.partitions {
+            let r = ListOffsetsPartitionResponse::default()
+                .with_partition_index(p.partition_index)
+                .with_timestamp(-1)
+                .with_offset(-1)
+                .with_leader_epoch(0);
+            let found = match &topic {
+                Err(code) => Err(*code),
+                Ok(None) => Err(ErrorCode::UnknownTopicOrPartition),
+                Ok(Some(rec)) if p.partition_index < 0 || p.partition_index >= rec.partitions => {
+                    Err(ErrorCode::UnknownTopicOrPartition)
+                }
+                Ok(Some(rec)) => lookup(shard, rec.topic_id, p.partition_index, p.timestamp).await,
+            };
+            parts.push(match found {
+                Ok(Some((offset, ts))) => r.with_offset(offset).with_timestamp(ts),
+                Ok(None) => r,
+                Err(code) => r.with_error_code(code.code()),
+            });
+        }
+        topics.push(ListOffsetsTopicResponse::default().with_name(t.name).with_partitions(parts));
+    }
+    ListOffsetsResponse::default().with_topics(topics)
+}
+
+/// (offset, timestamp) for a ListOffsets target, or None when no record
+/// matches (Kafka answers offset -1).
+async fn lookup(shard: &Shard, topic_id: Uuid, partition: i32, target: i64) -> Result<Option<(i64, i64)>, ErrorCode> {
+    let meta = &shard.agent.meta;
+    let offsets = meta
+        .partition_offsets(topic_id, partition)
+        .await
+        .map_err(|e| ErrorCode::from(&e))?
+        .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+    match target {
+        LATEST | LATEST_TIERED => Ok(Some((offsets.high_watermark, -1))),
+        EARLIEST | EARLIEST_LOCAL => Ok(Some((offsets.log_start_offset, -1))),
+        MAX_TIMESTAMP => {
+            let span = meta.span_max_timestamp(topic_id, partition).await.map_err(|e| ErrorCode::from(&e))?;
+            match span {
+                None => Ok(None),
+                Some(s) => find_record(shard, &s, |ts, max| ts == max, s.max_timestamp).await,
+            }
+        }
+        ts if ts >= 0 => {
+            let span = meta.span_by_timestamp(topic_id, partition, ts).await.map_err(|e| ErrorCode::from(&e))?;
+            match span {
+                None => Ok(None),
+                Some(s) => find_record(shard, &s, |rts, target| rts >= target, ts).await,
+            }
+        }
+        _ => Err(ErrorCode::InvalidRequest),
+    }
+}
+
+/// The first record in `span` whose timestamp satisfies `hit(ts, target)`.
+async fn find_record(
+    shard: &Shard,
+    span: &SpanRecord,
+    hit: impl Fn(i64, i64) -> bool,
+    target: i64,
+) -> Result<Option<(i64, i64)>, ErrorCode> {
+    for rb in read_span(shard, span).await? {
+        if rb.batch.max_timestamp < target && !hit(rb.batch.max_timestamp, target) {
+            continue;
+        }
+        let mut patched = bytes::BytesMut::with_capacity(rb.batch.bytes.len());
+        put_with_base_offset(&mut patched, &rb.batch.bytes, rb.base_offset);
+        let mut buf = patched.freeze();
+        let set = RecordBatchDecoder::decode(&mut buf).map_err(|_| ErrorCode::KafkaStorageError)?;
+        if let Some(r) = set.records.iter().find(|r| hit(r.timestamp, target)) {
+            return Ok(Some((r.offset, r.timestamp)));
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,100 @@
+//! Metadata (key 3): live agents as brokers, partition leadership spread
+//! across them, and Kafka's topic auto-creation.
+
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use rutomq_meta::TopicRecord;
+use uuid::Uuid;
+
+use super::{str_bytes, Req};
+use crate::agent::Agent;
+use crate::error::ErrorCode;
+use crate::shard::Shard;
+use crate::topics;
+
+pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> MetadataResponse {
+    let agents = shard.agent.live_agents();
+    let brokers = agents
+        .iter()
+        .map(|a| {
+            MetadataResponseBroker::default()
+                .with_node_id(BrokerId(a.agent_id))
+                .with_host(str_bytes(&a.host))
+                .with_port(a.port)
+                .with_rack(a.rack.as_deref().map(str_bytes))
+        })
+        .collect();
+    // v0: an empty list means all topics; v1+: null means all.
+    let all = body.topics.is_none() || (req.version == 0 && body.topics.as_ref().is_some_and(Vec::is_empty));
+    let auto_create = shard.agent.cfg.auto_create_topics && (req.version < 4 || body.allow_auto_topic_creation);
+    let mut topics = Vec::new();
+    if all {
+        match shard.agent.meta.load_topics(None).await {
+            Ok(list) => topics.extend(list.iter().map(|t| topic_entry(&agents, t))),
+            Err(e) => tracing::warn!(error = %e, "metadata: cannot list topics"),
+        }
+    } else {
+        for t in body.topics.unwrap_or_default() {
+            let entry = match t.name {
+                Some(name) => {
+                    let looked = match shard.topic_by_name(&name).await {
+                        Ok(None) if auto_create && topics::valid_name(&name).is_ok() => {
+                            topics::auto_create(shard, &name).await
+                        }
+                        other => other,
+                    };
+                    match looked {
+                        Ok(Some(rec)) => topic_entry(&agents, &rec),
+                        Ok(None) => {
+                            let code = match topics::valid_name(&name) {
+                                Ok(()) => ErrorCode::UnknownTopicOrPartition,
+                                Err(_) => ErrorCode::InvalidTopicException,
+                            };
+                            error_entry(Some(name), Uuid::nil(), code)
+                        }
+                        Err(code) => error_entry(Some(name), Uuid::nil(), code),
+                    }
+                }
+                None => match shard.topic_by_id(t.topic_id).await {
+                    Ok(Some(rec)) => topic_entry(&agents, &rec),
+                    Ok(None) => error_entry(None, t.topic_id, ErrorCode::UnknownTopicId),
+                    Err(code) => error_entry(None, t.topic_id, code),
+                },
+            };
+            topics.push(entry);
+        }
+    }
+    let controller = agents.iter().map(|a| a.agent_id).min().unwrap_or(shard.agent.agent_id);
+    MetadataResponse::default()
+        .with_brokers(brokers)
+        .with_cluster_id(Some(str_bytes(&shard.agent.cluster_id)))
+        .with_controller_id(BrokerId(controller))
+        .with_topics(topics)
+}
+
+fn error_entry(name: Option<TopicName>, topic_id: Uuid, code: ErrorCode) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_error_code(code.code())
+        .with_name(name)
+        .with_topic_id(topic_id)
+}
+
+fn topic_entry(agents: &[rutomq_meta::AgentRecord], t: &TopicRecord) -> MetadataResponseTopic {
+    let partitions = (0..t.partitions)
+        .map(|p| {
+            let leader = BrokerId(Agent::leader_for(agents, t.topic_id, p));
+            MetadataResponsePartition::default()
+                .with_partition_index(p)
+                .with_leader_id(leader)
+                .with_leader_epoch(0)
+                .with_replica_nodes(vec![leader])
+                .with_isr_nodes(vec![leader])
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(str_bytes(&t.name))))
+        .with_topic_id(t.topic_id)
+        .with_partitions(partitions)
+}

@@ -1,0 +1,102 @@
+//! Produce (key 0): validate each partition's batch, append it to the
+//! shard's open buffer (in connection order), answer once the window that
+//! holds it is uploaded and committed. acks=0 follows the same path without
+//! a response.
+
+use std::rc::Rc;
+
+use futures::future::{FutureExt, LocalBoxFuture};
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+
+use super::{str_bytes, Req};
+use crate::error::ErrorCode;
+use crate::records::validate_produce_records;
+use crate::shard::{BufferDone, Shard};
+use crate::topics;
+
+enum Pending {
+    Done(ErrorCode, Option<String>),
+    Appended { done: BufferDone, part: usize, batch: usize },
+}
+
+pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ProduceRequest) -> LocalBoxFuture<'static, Option<ProduceResponse>> {
+    let acks = body.acks;
+    let acks_valid = matches!(acks, -1..=1);
+    let mut topics_out = Vec::with_capacity(body.topic_data.len());
+    for t in body.topic_data {
+        let topic = if req.version >= 13 {
+            shard.topic_by_id(t.topic_id).await
+        } else {
+            shard.topic_by_name(t.name.0.as_str()).await
+        };
+        let mut parts = Vec::with_capacity(t.partition_data.len());
+        for p in t.partition_data {
+            let pending = match (&topic, acks_valid) {
+                (_, false) => Pending::Done(ErrorCode::InvalidRequiredAcks, None),
+                (Err(code), _) => Pending::Done(*code, None),
+                (Ok(None), _) => Pending::Done(
+                    if req.version >= 13 { ErrorCode::UnknownTopicId } else { ErrorCode::UnknownTopicOrPartition },
+                    None,
+                ),
+                (Ok(Some(rec)), _) if p.index < 0 || p.index >= rec.partitions => {
+                    Pending::Done(ErrorCode::UnknownTopicOrPartition, None)
+                }
+                (Ok(Some(rec)), _) => match p.records {
+                    None => Pending::Done(ErrorCode::InvalidRecord, Some("no records".into())),
+                    Some(records) => match validate_produce_records(&records, topics::max_message_bytes(rec)) {
+                        Err(invalid) => Pending::Done(invalid.code, Some(invalid.message)),
+                        Ok(info) if info.transactional || body.transactional_id.is_some() => Pending::Done(
+                            ErrorCode::InvalidRecord,
+                            Some("transactional produce is not supported yet".into()),
+                        ),
+                        Ok(info) => {
+                            let (done, part, batch) = shard.append(rec.topic_id, p.index, records, &info);
+                            Pending::Appended { done, part, batch }
+                        }
+                    },
+                },
+            };
+            parts.push((p.index, pending));
+        }
+        topics_out.push((t.name, t.topic_id, parts));
+    }
+    async move {
+        let mut responses = Vec::with_capacity(topics_out.len());
+        for (name, topic_id, parts) in topics_out {
+            let mut partition_responses = Vec::with_capacity(parts.len());
+            for (index, pending) in parts {
+                let r = PartitionProduceResponse::default()
+                    .with_index(index)
+                    .with_base_offset(-1)
+                    .with_log_append_time_ms(-1)
+                    .with_log_start_offset(-1);
+                let r = match pending {
+                    Pending::Done(code, msg) => r.with_error_code(code.code()).with_error_message(msg.as_deref().map(str_bytes)),
+                    Pending::Appended { done, part, batch } => match done.await {
+                        Ok(Ok(outcome)) => {
+                            let part = &outcome[part];
+                            let r = r.with_log_start_offset(part.log_start_offset);
+                            match part.batches[batch] {
+                                rutomq_meta::BatchOutcome::Appended { base_offset }
+                                | rutomq_meta::BatchOutcome::Duplicate { base_offset } => r.with_base_offset(base_offset),
+                                other => r.with_error_code(ErrorCode::from(other).code()),
+                            }
+                        }
+                        Ok(Err(code)) => r.with_error_code(code.code()),
+                        Err(_) => r.with_error_code(ErrorCode::KafkaStorageError.code()),
+                    },
+                };
+                partition_responses.push(r);
+            }
+            responses.push(
+                TopicProduceResponse::default()
+                    .with_name(name)
+                    .with_topic_id(topic_id)
+                    .with_partition_responses(partition_responses),
+            );
+        }
+        (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+    }
+    .boxed_local()
+}

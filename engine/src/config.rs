@@ -1,0 +1,99 @@
+//! Command line and environment (`RUTOMQ_*`) configuration.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "rutomq", version, about = "Stateless Kafka-compatible message queue")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Start one agent (the default).
+    Serve(ServeArgs),
+    /// Apply the metadata schema to PostgreSQL and exit.
+    Migrate {
+        #[arg(long, env = "RUTOMQ_POSTGRES_URL")]
+        postgres_url: String,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Directory for the embedded PostgreSQL and local objects.
+    #[arg(long, env = "RUTOMQ_DATA_DIR", default_value = "./rutomq-data")]
+    pub data_dir: PathBuf,
+    /// Object store: file:///path, memory://, s3://bucket/prefix.
+    /// Default: file://DATA_DIR/objects.
+    #[arg(long, env = "RUTOMQ_OBJECT_STORE")]
+    pub object_store: Option<String>,
+    #[arg(long, env = "RUTOMQ_S3_ENDPOINT")]
+    pub s3_endpoint: Option<String>,
+    #[arg(long, env = "RUTOMQ_S3_REGION")]
+    pub s3_region: Option<String>,
+    #[arg(long, env = "RUTOMQ_S3_ACCESS_KEY_ID")]
+    pub s3_access_key_id: Option<String>,
+    #[arg(long, env = "RUTOMQ_S3_SECRET_ACCESS_KEY")]
+    pub s3_secret_access_key: Option<String>,
+    /// Allow plain http to the S3 endpoint (test servers).
+    #[arg(long, env = "RUTOMQ_S3_ALLOW_HTTP")]
+    pub s3_allow_http: bool,
+    /// PostgreSQL URL. Without it, a private PostgreSQL runs under DATA_DIR/pg.
+    #[arg(long, env = "RUTOMQ_POSTGRES_URL")]
+    pub postgres_url: Option<String>,
+    /// Kafka listener.
+    #[arg(long, env = "RUTOMQ_LISTEN", default_value = "127.0.0.1:9092")]
+    pub listen: SocketAddr,
+    /// Address given to clients in Metadata (default: the listen address).
+    #[arg(long, env = "RUTOMQ_ADVERTISE")]
+    pub advertise: Option<String>,
+    /// Health and metrics HTTP listener.
+    #[arg(long, env = "RUTOMQ_HTTP", default_value = "127.0.0.1:8080")]
+    pub http: SocketAddr,
+    /// Shards (one per core by default).
+    #[arg(long, env = "RUTOMQ_SHARDS")]
+    pub shards: Option<usize>,
+    /// Seal a shard's batch buffer at least this often.
+    #[arg(long, env = "RUTOMQ_FLUSH_INTERVAL_MS")]
+    pub flush_interval_ms: Option<u64>,
+    /// Seal a shard's batch buffer when it holds this many bytes.
+    #[arg(long, env = "RUTOMQ_FLUSH_BYTES", default_value_t = 4 << 20)]
+    pub flush_bytes: usize,
+    /// Largest request frame accepted.
+    #[arg(long, env = "RUTOMQ_MAX_REQUEST_BYTES", default_value_t = 100 << 20)]
+    pub max_request_bytes: usize,
+    /// Create unknown topics on Metadata/Produce, as Kafka does by default.
+    #[arg(long, env = "RUTOMQ_AUTO_CREATE_TOPICS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub auto_create_topics: bool,
+    /// Partitions of auto-created topics and of CreateTopics with -1.
+    #[arg(long, env = "RUTOMQ_DEFAULT_PARTITIONS", default_value_t = 1)]
+    pub default_partitions: i32,
+    /// Request bytes admitted but not yet answered, per shard (back-pressure).
+    #[arg(long, env = "RUTOMQ_SHARD_MEMORY_BYTES", default_value_t = 256 << 20)]
+    pub shard_memory_bytes: usize,
+    /// Bytes of recently written objects kept for tail reads.
+    #[arg(long, env = "RUTOMQ_TAIL_CACHE_BYTES", default_value_t = 256 << 20)]
+    pub tail_cache_bytes: usize,
+    /// Rack reported in Metadata.
+    #[arg(long, env = "RUTOMQ_RACK")]
+    pub rack: Option<String>,
+}
+
+impl ServeArgs {
+    /// The flush interval: a few ms for a local directory or memory, longer
+    /// for S3 where every PUT costs money and tens of ms.
+    pub fn flush_interval_ms(&self, object_store: &str) -> u64 {
+        self.flush_interval_ms.unwrap_or(if object_store.starts_with("s3://") {
+            100
+        } else {
+            2
+        })
+    }
+}

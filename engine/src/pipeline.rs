@@ -1,0 +1,208 @@
+//! The flush pipeline: sealed shard buffers → one object per window → one
+//! commit per window, in window order → answers to the shards.
+//!
+//! Runs on the storage runtime. Shards seal their buffers on a shared clock
+//! grid (every `flush_interval`), so the buffers of one window arrive within
+//! microseconds of each other; the pipeline gathers what arrives within
+//! `gather` of the first one (or until `flush_bytes`) into ONE object. Uploads
+//! overlap (up to [`UPLOADS_INFLIGHT_MAX`]); commits are submitted strictly in
+//! window order, so a producer's batches keep their order across windows.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::channel::oneshot;
+use futures::stream::FuturesOrdered;
+use futures::StreamExt;
+use rutomq_meta::{BatchOutcome, BatchRef, Meta, ObjectCommit, PartitionAppend};
+use rutomq_storage::Storage;
+use uuid::Uuid;
+
+use crate::error::ErrorCode;
+
+/// Uploads in flight at once; past it the pipeline stops taking sealed
+/// buffers, the sealed queue fills and shards stop reading sockets.
+pub const UPLOADS_INFLIGHT_MAX: usize = 64;
+/// Sealed buffers queued towards the pipeline (all shards).
+pub const SEALED_QUEUE_MAX: usize = 256;
+
+/// The batches of one partition in one sealed shard buffer.
+pub struct SealedPart {
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub chunks: Vec<Bytes>,
+    /// `byte_start` relative to the first chunk of this part.
+    pub batches: Vec<BatchRef>,
+}
+
+/// What one partition of a sealed buffer became.
+#[derive(Clone, Debug)]
+pub struct PartOutcome {
+    pub batches: Vec<BatchOutcome>,
+    pub log_start_offset: i64,
+}
+
+/// Outcome of a sealed buffer, per part in seal order.
+pub type WindowOutcome = Result<Arc<Vec<PartOutcome>>, ErrorCode>;
+
+pub struct Sealed {
+    pub parts: Vec<SealedPart>,
+    pub bytes: usize,
+    pub reply: oneshot::Sender<WindowOutcome>,
+}
+
+/// Called with new high watermarks after each local commit.
+pub type OnCommit = Arc<dyn Fn(&rutomq_meta::Watermarks) + Send + Sync>;
+
+pub struct Pipeline {
+    pub storage: Storage,
+    pub meta: Meta,
+    pub agent_id: i32,
+    pub gather: Duration,
+    pub flush_bytes: usize,
+    pub on_commit: OnCommit,
+}
+
+struct Uploaded {
+    window: Vec<Sealed>,
+    object: ObjectCommit,
+    result: Result<(), ErrorCode>,
+}
+
+impl Pipeline {
+    pub async fn run(self, mut rx: tokio::sync::mpsc::Receiver<Sealed>) {
+        let mut uploads = FuturesOrdered::new();
+        let mut open = true;
+        while open || !uploads.is_empty() {
+            tokio::select! {
+                first = rx.recv(), if open && uploads.len() < UPLOADS_INFLIGHT_MAX => {
+                    let Some(first) = first else { open = false; continue };
+                    let window = self.gather_window(first, &mut rx).await;
+                    uploads.push_back(self.upload(window));
+                }
+                Some(done) = uploads.next(), if !uploads.is_empty() => {
+                    self.commit(done).await;
+                }
+            }
+        }
+    }
+
+    async fn gather_window(&self, first: Sealed, rx: &mut tokio::sync::mpsc::Receiver<Sealed>) -> Vec<Sealed> {
+        let mut bytes = first.bytes;
+        let mut window = vec![first];
+        let deadline = tokio::time::Instant::now() + self.gather;
+        while bytes < self.flush_bytes {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(s)) => {
+                    bytes += s.bytes;
+                    window.push(s);
+                }
+                _ => break,
+            }
+        }
+        window
+    }
+
+    fn upload(&self, mut window: Vec<Sealed>) -> impl std::future::Future<Output = Uploaded> + 'static {
+        let key = self.storage.new_object_key(self.agent_id);
+        let mut chunks = Vec::new();
+        let mut appends = Vec::new();
+        let mut offset = 0u64;
+        for sealed in &mut window {
+            for part in &mut sealed.parts {
+                let batches = std::mem::take(&mut part.batches)
+                    .into_iter()
+                    .map(|mut b| {
+                        b.byte_start += offset;
+                        b
+                    })
+                    .collect();
+                offset += part.chunks.iter().map(|c| c.len() as u64).sum::<u64>();
+                chunks.append(&mut part.chunks);
+                appends.push(PartitionAppend {
+                    topic_id: part.topic_id,
+                    partition: part.partition,
+                    batches,
+                });
+            }
+        }
+        let object = ObjectCommit {
+            object_key: key.clone(),
+            size_bytes: offset,
+            agent_id: self.agent_id,
+            appends,
+        };
+        let storage = self.storage.clone();
+        async move {
+            let result = storage.put(key, chunks).await.map_err(|e| {
+                tracing::warn!(error = %e, "object upload failed; failing its produce requests (retriable)");
+                ErrorCode::from(&e)
+            });
+            Uploaded {
+                window,
+                object,
+                result,
+            }
+        }
+    }
+
+    async fn commit(&self, done: Uploaded) {
+        let Uploaded {
+            window,
+            object,
+            result,
+        } = done;
+        if let Err(code) = result {
+            for s in window {
+                let _ = s.reply.send(Err(code));
+            }
+            return;
+        }
+        let parts: Vec<usize> = window.iter().map(|s| s.parts.len()).collect();
+        let appends: Vec<(Uuid, i32)> = object.appends.iter().map(|a| (a.topic_id, a.partition)).collect();
+        // Enqueue now, in window order; wait for the outcome elsewhere.
+        let receiver = match self.meta.submit_commit(object).await {
+            Ok(r) => r,
+            Err(e) => {
+                for s in window {
+                    let _ = s.reply.send(Err(ErrorCode::from(e.as_ref())));
+                }
+                return;
+            }
+        };
+        let on_commit = self.on_commit.clone();
+        tokio::spawn(async move {
+            let outcome = receiver.await;
+            let (mut outcomes, watermarks) = match outcome {
+                Ok(Ok(o)) => o,
+                Ok(Err(e)) => {
+                    for s in window {
+                        let _ = s.reply.send(Err(ErrorCode::from(e.as_ref())));
+                    }
+                    return;
+                }
+                Err(_) => {
+                    for s in window {
+                        let _ = s.reply.send(Err(ErrorCode::KafkaStorageError));
+                    }
+                    return;
+                }
+            };
+            on_commit(&watermarks);
+            assert_eq!(outcomes.len(), appends.len(), "one outcome list per append");
+            let mut rest = outcomes.drain(..).zip(appends);
+            for (s, n) in window.into_iter().zip(parts) {
+                let mine: Vec<PartOutcome> = rest
+                    .by_ref()
+                    .take(n)
+                    .map(|(batches, tp)| PartOutcome {
+                        batches,
+                        log_start_offset: watermarks.get(&tp).map_or(0, |w| w.1),
+                    })
+                    .collect();
+                let _ = s.reply.send(Ok(Arc::new(mine)));
+            }
+        });
+    }
+}

@@ -1,0 +1,284 @@
+//! Per-shard state: the open batch buffer, the topic cache, the known high
+//! watermarks and the long-poll waiters. Shared-nothing: `Rc`/`RefCell`,
+//! never held across an `.await`.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::channel::{mpsc, oneshot};
+use futures::future::{FutureExt, Shared};
+use futures::StreamExt;
+use indexmap::IndexMap;
+use rutomq_meta::{BatchRef, ProducerFields, TopicRecord};
+use uuid::Uuid;
+
+use crate::agent::{Agent, HubMessage};
+use crate::error::ErrorCode;
+use crate::pipeline::{Sealed, SealedPart, WindowOutcome};
+use crate::records::BatchInfo;
+
+/// Topic metadata cached per shard; refreshed after this long.
+pub const TOPIC_CACHE_TTL: Duration = Duration::from_secs(5);
+/// A high watermark learned from PostgreSQL or a notification is trusted
+/// this long without asking PostgreSQL again.
+pub const HW_CACHE_TTL: Duration = Duration::from_secs(5);
+/// Topics cached per shard at most.
+pub const TOPIC_CACHE_ENTRIES_MAX: usize = 100_000;
+
+/// The outcome of a buffer, awaited by every produce request in it.
+pub type BufferDone = Shared<oneshot::Receiver<WindowOutcome>>;
+
+struct OpenBuffer {
+    generation: u64,
+    parts: IndexMap<(Uuid, i32), SealedPart>,
+    part_bytes: Vec<u64>,
+    bytes: usize,
+    reply: oneshot::Sender<WindowOutcome>,
+    done: BufferDone,
+}
+
+impl OpenBuffer {
+    fn new(generation: u64) -> Self {
+        let (reply, rx) = oneshot::channel();
+        OpenBuffer {
+            generation,
+            parts: IndexMap::new(),
+            part_bytes: Vec::new(),
+            bytes: 0,
+            reply,
+            done: rx.shared(),
+        }
+    }
+}
+
+pub struct Shard {
+    pub index: usize,
+    pub agent: Arc<Agent>,
+    topics: RefCell<HashMap<String, (TopicRecord, Instant)>>,
+    buffer: RefCell<OpenBuffer>,
+    hw: RefCell<HashMap<(Uuid, i32), (i64, Instant)>>,
+    waiters: RefCell<Vec<oneshot::Sender<()>>>,
+    seal_tx: mpsc::UnboundedSender<Sealed>,
+}
+
+impl Shard {
+    pub fn new(index: usize, agent: Arc<Agent>, hub_rx: async_channel::Receiver<HubMessage>) -> Rc<Shard> {
+        let (seal_tx, mut seal_rx) = mpsc::unbounded::<Sealed>();
+        let shard = Rc::new(Shard {
+            index,
+            agent: agent.clone(),
+            topics: RefCell::new(HashMap::new()),
+            buffer: RefCell::new(OpenBuffer::new(0)),
+            hw: RefCell::new(HashMap::new()),
+            waiters: RefCell::new(Vec::new()),
+            seal_tx,
+        });
+        // Forward sealed buffers in seal order; a full pipeline queue holds
+        // them here, and the shard's memory budget stops the sockets.
+        let sealed_tx = agent.sealed_tx.clone();
+        rutomq_shards::spawn(async move {
+            while let Some(s) = seal_rx.next().await {
+                if let Err(e) = sealed_tx.send(s).await {
+                    let _ = e.0.reply.send(Err(ErrorCode::KafkaStorageError));
+                }
+            }
+        });
+        let weak = Rc::downgrade(&shard);
+        rutomq_shards::spawn(async move {
+            while let Ok(msg) = hub_rx.recv().await {
+                let Some(shard) = weak.upgrade() else { break };
+                shard.learn_watermarks(&msg);
+            }
+        });
+        shard
+    }
+
+    fn learn_watermarks(&self, marks: &[(Uuid, i32, i64)]) {
+        let now = Instant::now();
+        {
+            let mut hw = self.hw.borrow_mut();
+            for &(t, p, w) in marks {
+                let e = hw.entry((t, p)).or_insert((w, now));
+                if w >= e.0 {
+                    *e = (w, now);
+                }
+            }
+        }
+        for w in self.waiters.borrow_mut().drain(..) {
+            let _ = w.send(());
+        }
+    }
+
+    /// Records a high watermark read from PostgreSQL.
+    pub fn set_watermark(&self, topic_id: Uuid, partition: i32, hw: i64) {
+        self.learn_hw_only(topic_id, partition, hw);
+    }
+
+    fn learn_hw_only(&self, topic_id: Uuid, partition: i32, hw: i64) {
+        let mut map = self.hw.borrow_mut();
+        let e = map.entry((topic_id, partition)).or_insert((hw, Instant::now()));
+        if hw >= e.0 {
+            *e = (hw, Instant::now());
+        }
+    }
+
+    /// A recent high watermark, if one is known.
+    pub fn known_watermark(&self, topic_id: Uuid, partition: i32) -> Option<i64> {
+        self.hw
+            .borrow()
+            .get(&(topic_id, partition))
+            .filter(|(_, at)| at.elapsed() < HW_CACHE_TTL)
+            .map(|(w, _)| *w)
+    }
+
+    /// Resolves once any high watermark changes (or the waiter is dropped).
+    pub fn watermark_changed(&self) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.waiters.borrow_mut().push(tx);
+        rx
+    }
+
+    pub async fn topic_by_name(&self, name: &str) -> Result<Option<TopicRecord>, ErrorCode> {
+        if let Some((t, at)) = self.topics.borrow().get(name) {
+            if at.elapsed() < TOPIC_CACHE_TTL {
+                return Ok(Some(t.clone()));
+            }
+        }
+        let found = self
+            .agent
+            .meta
+            .load_topics(Some(vec![name.to_owned()]))
+            .await
+            .map_err(|e| ErrorCode::from(&e))?;
+        Ok(self.remember(found.into_iter().next(), name))
+    }
+
+    pub async fn topic_by_id(&self, topic_id: Uuid) -> Result<Option<TopicRecord>, ErrorCode> {
+        let cached = self
+            .topics
+            .borrow()
+            .values()
+            .find(|(t, at)| t.topic_id == topic_id && at.elapsed() < TOPIC_CACHE_TTL)
+            .map(|(t, _)| t.clone());
+        if cached.is_some() {
+            return Ok(cached);
+        }
+        let found = self
+            .agent
+            .meta
+            .load_topic_by_id(topic_id)
+            .await
+            .map_err(|e| ErrorCode::from(&e))?;
+        let name = found.as_ref().map(|t| t.name.clone()).unwrap_or_default();
+        Ok(self.remember(found, &name))
+    }
+
+    fn remember(&self, topic: Option<TopicRecord>, name: &str) -> Option<TopicRecord> {
+        let mut cache = self.topics.borrow_mut();
+        match &topic {
+            Some(t) => {
+                if cache.len() >= TOPIC_CACHE_ENTRIES_MAX {
+                    cache.retain(|_, (_, at)| at.elapsed() < TOPIC_CACHE_TTL);
+                    if cache.len() >= TOPIC_CACHE_ENTRIES_MAX {
+                        cache.clear();
+                    }
+                }
+                cache.insert(t.name.clone(), (t.clone(), Instant::now()));
+            }
+            None => {
+                cache.remove(name);
+            }
+        }
+        topic
+    }
+
+    pub fn forget_topic(&self, name: &str) {
+        self.topics.borrow_mut().remove(name);
+    }
+
+    /// Appends a validated batch to the open buffer. Returns the buffer's
+    /// outcome future and the (part, batch) position whose outcome is ours.
+    pub fn append(self: &Rc<Self>, topic_id: Uuid, partition: i32, bytes: Bytes, info: &BatchInfo) -> (BufferDone, usize, usize) {
+        let (done, part_idx, batch_idx, seal_now, first) = {
+            let mut buf = self.buffer.borrow_mut();
+            let first = buf.bytes == 0;
+            let len = bytes.len();
+            let part_idx = {
+                let entry = buf.parts.entry((topic_id, partition));
+                let idx = entry.index();
+                entry.or_insert_with(|| SealedPart {
+                    topic_id,
+                    partition,
+                    chunks: Vec::new(),
+                    batches: Vec::new(),
+                });
+                idx
+            };
+            if buf.part_bytes.len() <= part_idx {
+                buf.part_bytes.resize(part_idx + 1, 0);
+            }
+            let start = buf.part_bytes[part_idx];
+            buf.part_bytes[part_idx] += len as u64;
+            let part = buf.parts.get_index_mut(part_idx).expect("present").1;
+            let batch_idx = part.batches.len();
+            part.batches.push(BatchRef {
+                byte_start: start,
+                byte_len: len as u32,
+                offset_count: info.offset_count,
+                max_timestamp: info.max_timestamp,
+                producer: (info.producer_id >= 0).then_some(ProducerFields {
+                    producer_id: info.producer_id,
+                    producer_epoch: info.producer_epoch,
+                    base_sequence: info.base_sequence,
+                }),
+            });
+            part.chunks.push(bytes);
+            buf.bytes += len;
+            (
+                buf.done.clone(),
+                part_idx,
+                batch_idx,
+                buf.bytes >= self.agent.cfg.flush_bytes,
+                first,
+            )
+        };
+        if seal_now {
+            self.seal();
+        } else if first {
+            let generation = self.buffer.borrow().generation;
+            let wait = self.agent.until_next_window();
+            let me = self.clone();
+            rutomq_shards::spawn(async move {
+                rutomq_shards::sleep(wait).await;
+                if me.buffer.borrow().generation == generation {
+                    me.seal();
+                }
+            });
+        }
+        (done, part_idx, batch_idx)
+    }
+
+    /// Seals the open buffer and sends it towards the pipeline.
+    pub fn seal(&self) {
+        let sealed = {
+            let mut buf = self.buffer.borrow_mut();
+            if buf.bytes == 0 {
+                return;
+            }
+            let next = OpenBuffer::new(buf.generation + 1);
+            let old = std::mem::replace(&mut *buf, next);
+            Sealed {
+                parts: old.parts.into_values().collect(),
+                bytes: old.bytes,
+                reply: old.reply,
+            }
+        };
+        if let Err(e) = self.seal_tx.unbounded_send(sealed) {
+            let _ = e.into_inner().reply.send(Err(ErrorCode::KafkaStorageError));
+        }
+    }
+}
