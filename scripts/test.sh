@@ -4,7 +4,8 @@
 #   2. cargo build --release --workspace   (the e2e suite runs target/release/rutomq)
 #   3. cargo test --release --workspace
 #   4. create/refresh .venv from tests/requirements.txt (skipped when unchanged)
-#   5. pytest tests/e2e  (extra arguments to this script are passed to pytest)
+#   5. build the Java/Go RoundTrip clients (tests/clients/build.sh), then
+#      pytest tests/e2e  (extra arguments to this script are passed to pytest)
 # Exits non-zero if any step fails. Environment:
 #   RUTOMQ_SKIP_CARGO=1    skip steps 2-3 (iterate on the e2e suite with an existing binary)
 #   RUTOMQ_BIN=path        broker binary for the e2e suite (default target/release/rutomq)
@@ -86,6 +87,16 @@ else
 fi
 
 # ---- 5. e2e suite -------------------------------------------------------------
+# The Java/Go RoundTrip programs used by tests/e2e/test_java_go.py are built here,
+# up front (idempotent, fast when unchanged), so a cold Maven/Go build is not
+# counted against a single test's --timeout.
+if [ -f tests/clients/build.sh ]; then
+    log "tests/clients/build.sh (Java/Go RoundTrip clients)"
+    if ! bash tests/clients/build.sh; then
+        echo "error: tests/clients/build.sh failed (continuing; test_java_go will fail)" >&2
+        status=1
+    fi
+fi
 pytest_args=(-q tests/e2e)
 if "$VENV/bin/python" -c 'import pytest_timeout' 2>/dev/null; then
     pytest_args+=(--timeout=300)

@@ -125,7 +125,8 @@ def create_topic(bootstrap, topic, partitions=1, replication_factor=1, config=No
     """CreateTopics through confluent-kafka's AdminClient, then wait until
     Metadata shows the topic with all partitions led."""
     from confluent_kafka.admin import NewTopic
-    fs = admin(bootstrap).create_topics(
+    adm = admin(bootstrap)  # keep a reference: a destroyed client fails its futures with _DESTROY
+    fs = adm.create_topics(
         [NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
                   config=config or {})],
         operation_timeout=timeout, request_timeout=timeout)
@@ -137,7 +138,8 @@ def create_topic(bootstrap, topic, partitions=1, replication_factor=1, config=No
 
 
 def delete_topic(bootstrap, topic, timeout=30.0):
-    fs = admin(bootstrap).delete_topics([topic], operation_timeout=timeout, request_timeout=timeout)
+    adm = admin(bootstrap)  # keep a reference until the future resolves
+    fs = adm.delete_topics([topic], operation_timeout=timeout, request_timeout=timeout)
     try:
         fs[topic].result(timeout=timeout)
     except Exception as e:

@@ -104,8 +104,9 @@ def test_create_topic_metadata_and_already_exists(agent):
         assert p.leader in md.brokers, f"partition {p.id} leader {p.leader} not among brokers {list(md.brokers)}"
     assert any(b.port == agent.port for b in md.brokers.values()), (
         f"advertised brokers {[(b.host, b.port) for b in md.brokers.values()]} do not include port {agent.port}")
-    fs = admin(agent.bootstrap).create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)],
-                                              operation_timeout=30, request_timeout=30)
+    adm = admin(agent.bootstrap)  # keep a reference until the future resolves
+    fs = adm.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)],
+                           operation_timeout=30, request_timeout=30)
     with pytest.raises(KafkaException) as ei:
         fs[topic].result(timeout=30)
     assert ei.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS, f"got {ei.value!r}"
@@ -121,7 +122,8 @@ def test_delete_topic(agent):
     wait_topic_absent(agent.bootstrap, topic)
     assert keep in cluster_metadata(agent.bootstrap).topics, "deleting one topic removed another"
     # deleting again -> UNKNOWN_TOPIC_OR_PARTITION
-    fs = admin(agent.bootstrap).delete_topics([topic], operation_timeout=30, request_timeout=30)
+    adm = admin(agent.bootstrap)
+    fs = adm.delete_topics([topic], operation_timeout=30, request_timeout=30)
     with pytest.raises(KafkaException) as ei:
         fs[topic].result(timeout=30)
     assert ei.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART, f"got {ei.value!r}"

@@ -75,6 +75,8 @@ def test_api_versions(agent, version):
 
 
 def test_api_versions_unsupported_version_answers_v0_layout(agent):
+    # Apache Kafka answers with error 35 in the v0 layout and lists (at least) its
+    # ApiVersions range, so the client can retry with a version it supports.
     with connect(agent) as c:
         c.send(kwire.api_versions_request(99, 4242, flexible=True))
         payload = c.recv_frame()
@@ -82,10 +84,16 @@ def test_api_versions_unsupported_version_answers_v0_layout(agent):
         assert res.correlation_id == 4242
         assert res.error_code == kwire.ERR_UNSUPPORTED_VERSION, (
             f"ApiVersions v99 gave error {res.error_code}, want 35 UNSUPPORTED_VERSION")
-        check_table(res, 0)
-        # a client retries with a lower version on the same connection
-        res3 = c.api_versions(3)
-        assert res3.error_code == 0 and res3.versions == res.versions
+        assert 18 in res.versions, f"the v0 error response must list ApiVersions (18): {res.versions}"
+        mn, mx = res.versions[18]
+        assert mn == 0 and mx >= 3, f"ApiVersions range {mn}..{mx} in the error response"
+        # a client retries with the highest listed version on the same connection
+        res3 = c.api_versions(min(mx, 3))
+        assert res3.error_code == 0
+        check_table(res3, min(mx, 3))
+        assert res3.versions[18] == (mn, mx), "the error response and the real table disagree on ApiVersions"
+        for k, rng in res.versions.items():
+            assert res3.versions.get(k) == rng, f"api key {k}: {rng} in the error response, {res3.versions.get(k)} in the table"
 
 
 def test_pipelined_requests_answered_in_order(agent):
@@ -228,6 +236,15 @@ def test_300_idle_connections(agent):
 # Produce validation
 
 
+def new_topic(agent, prefix, partitions):
+    """Create a topic and wait until every partition answers ListOffsets, so a
+    single non-retrying raw Produce does not race the partition becoming led."""
+    topic = unique_topic(prefix)
+    create_topic(agent.bootstrap, topic, partitions)
+    assert watermarks(agent.bootstrap, topic, range(partitions)) == {p: (0, 0) for p in range(partitions)}
+    return topic
+
+
 def produce_version(agent):
     with connect(agent) as c:
         res = c.api_versions(3)
@@ -244,8 +261,7 @@ def records(n, tag):
 
 
 def test_produce_assigns_contiguous_offsets(agent):
-    topic = unique_topic("raw")
-    create_topic(agent.bootstrap, topic, 1)
+    topic = new_topic(agent, "raw", 1)
     v = produce_version(agent)
     with connect(agent) as c:
         r1 = c.produce(v, {topic: {0: kwire.encode_record_batch(records(3, b"a"))}})[topic][0]
@@ -256,8 +272,7 @@ def test_produce_assigns_contiguous_offsets(agent):
 
 
 def test_produce_bad_crc_is_rejected_per_partition(agent):
-    topic = unique_topic("raw-crc")
-    create_topic(agent.bootstrap, topic, 2)
+    topic = new_topic(agent, "raw-crc", 2)
     v = produce_version(agent)
     good = kwire.encode_record_batch(records(4, b"good"))
     bad = bytearray(kwire.encode_record_batch(records(4, b"bad")))
@@ -276,8 +291,7 @@ def test_produce_bad_crc_is_rejected_per_partition(agent):
 
 @pytest.mark.parametrize("claimed", [3, 1_000_000, -1], ids=["one-more", "million", "negative"])
 def test_produce_record_count_mismatch_is_rejected(agent, claimed):
-    topic = unique_topic("raw-cnt")
-    create_topic(agent.bootstrap, topic, 2)
+    topic = new_topic(agent, "raw-cnt", 2)
     v = produce_version(agent)
     lying = kwire.encode_record_batch(records(2, b"liar"), claimed_count=claimed)  # CRC is valid
     good = kwire.encode_record_batch(records(2, b"ok"))
@@ -291,8 +305,7 @@ def test_produce_record_count_mismatch_is_rejected(agent, claimed):
 
 
 def test_produce_truncated_batch_is_rejected(agent):
-    topic = unique_topic("raw-trunc")
-    create_topic(agent.bootstrap, topic, 1)
+    topic = new_topic(agent, "raw-trunc", 1)
     v = produce_version(agent)
     batch = kwire.encode_record_batch(records(3, b"t"))
     with connect(agent) as c:
