@@ -472,8 +472,12 @@ class Agent:
 
 
 def _agent_env():
-    env = dict(os.environ)
+    # The broker reads RUTOMQ_* variables as defaults for its flags (e.g.
+    # RUTOMQ_POSTGRES_URL): never let the test runner's environment leak into
+    # an agent's configuration; the command line is the whole contract.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUTOMQ_")}
     env.setdefault("RUST_LOG", "info")
+    env.setdefault("NO_COLOR", "1")  # plain log files
     env.setdefault("RUST_BACKTRACE", "1")
     return env
 
