@@ -267,9 +267,13 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     // was committed (or failed) before the shards let go.
     drop(agent);
     let _ = rt.block_on(meta.deregister_agent(agent_id));
-    drop(meta);
+    // The HTTP tasks hold the last agent handles; end them with their runtime.
+    rt.shutdown_timeout(Duration::from_secs(1));
     drop(storage_thread);
-    let _ = meta_join.join();
+    // The metadata thread ends when its last handle is gone; nothing is left
+    // for it to commit, so it is not waited for.
+    drop(meta);
+    drop(meta_join);
     tracing::info!("stopped");
     Ok(())
 }

@@ -14,6 +14,13 @@ use crate::error::ErrorCode;
 use crate::shard::Shard;
 use crate::topics;
 
+/// Kafka's AclOperation codes as bits: READ 3, WRITE 4, CREATE 5, DELETE 6,
+/// ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
+const TOPIC_OPERATIONS: i32 = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+/// CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
+/// ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
+const CLUSTER_OPERATIONS: i32 = (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+
 pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> MetadataResponse {
     let agents = shard.agent.live_agents();
     let brokers = agents
@@ -29,7 +36,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> Metadata
     // v0: an empty list means all topics; v1+: null means all.
     let all = body.topics.is_none() || (req.version == 0 && body.topics.as_ref().is_some_and(Vec::is_empty));
     let auto_create = shard.agent.cfg.auto_create_topics && (req.version < 4 || body.allow_auto_topic_creation);
-    let mut topics = Vec::new();
+    let mut topics: Vec<MetadataResponseTopic> = Vec::new();
     if all {
         match shard.agent.meta.load_topics(None).await {
             Ok(list) => topics.extend(list.iter().map(|t| topic_entry(&agents, t))),
@@ -67,7 +74,16 @@ pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> Metadata
         }
     }
     let controller = agents.iter().map(|a| a.agent_id).min().unwrap_or(shard.agent.agent_id);
+    // No authorizer yet: every operation is allowed. Reported only when asked
+    // (otherwise Kafka's "not requested" value, i32::MIN, stays).
+    if body.include_topic_authorized_operations {
+        for t in topics.iter_mut().filter(|t| t.error_code == 0) {
+            t.topic_authorized_operations = TOPIC_OPERATIONS;
+        }
+    }
+    let cluster_ops = if body.include_cluster_authorized_operations { CLUSTER_OPERATIONS } else { i32::MIN };
     MetadataResponse::default()
+        .with_cluster_authorized_operations(cluster_ops)
         .with_brokers(brokers)
         .with_cluster_id(Some(str_bytes(&shard.agent.cluster_id)))
         .with_controller_id(BrokerId(controller))
@@ -76,6 +92,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> Metadata
 
 fn error_entry(name: Option<TopicName>, topic_id: Uuid, code: ErrorCode) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
+        .with_topic_authorized_operations(i32::MIN)
         .with_error_code(code.code())
         .with_name(name)
         .with_topic_id(topic_id)
@@ -94,6 +111,7 @@ fn topic_entry(agents: &[rutomq_meta::AgentRecord], t: &TopicRecord) -> Metadata
         })
         .collect();
     MetadataResponseTopic::default()
+        .with_topic_authorized_operations(i32::MIN)
         .with_name(Some(TopicName(str_bytes(&t.name))))
         .with_topic_id(t.topic_id)
         .with_partitions(partitions)
