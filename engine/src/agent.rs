@@ -100,7 +100,9 @@ impl Agent {
     /// stable hashing over the live agents, so clients spread their load.
     pub fn leader_for(agents: &[AgentRecord], topic_id: Uuid, partition: i32) -> i32 {
         let h = topic_id.as_u128() as u64 ^ (topic_id.as_u128() >> 64) as u64;
-        let h = h.wrapping_add(partition as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let h = h
+            .wrapping_add(partition as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15);
         agents[(h >> 32) as usize % agents.len()].agent_id
     }
 }
@@ -136,7 +138,10 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
     let flush_interval = Duration::from_millis(args.flush_interval_ms(&object_store_url).max(1));
-    let advertise = args.advertise.clone().unwrap_or_else(|| args.listen.to_string());
+    let advertise = args
+        .advertise
+        .clone()
+        .unwrap_or_else(|| args.listen.to_string());
     let (adv_host, adv_port) = advertise
         .rsplit_once(':')
         .and_then(|(h, p)| Some((h.to_owned(), p.parse::<i32>().ok()?)))
@@ -171,7 +176,9 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     )?;
     let (storage, storage_thread) = Storage::start(store, prefix, args.tail_cache_bytes)?;
 
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let agent_id = rt
         .block_on(meta.register_agent(adv_host.clone(), adv_port, args.rack.clone(), AGENT_LEASE))
         .context("cannot register the agent")?;
@@ -226,7 +233,9 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             io_memory_bytes: 1 << 20,
         },
         move |i| {
-            let rx = hub_rxs.lock().expect("hub lock")[i].take().expect("one shard per index");
+            let rx = hub_rxs.lock().expect("hub lock")[i]
+                .take()
+                .expect("one shard per index");
             crate::api::Service::new(Shard::new(i, shard_agent.clone(), rx))
         },
     )

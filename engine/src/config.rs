@@ -6,7 +6,11 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "rutomq", version, about = "Stateless Kafka-compatible message queue")]
+#[command(
+    name = "rutomq",
+    version,
+    about = "Stateless Kafka-compatible message queue"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -17,7 +21,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Start one agent (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply the metadata schema to PostgreSQL and exit.
     Migrate {
         #[arg(long, env = "RUTOMQ_POSTGRES_URL")]
@@ -90,10 +94,11 @@ impl ServeArgs {
     /// The flush interval: a few ms for a local directory or memory, longer
     /// for S3 where every PUT costs money and tens of ms.
     pub fn flush_interval_ms(&self, object_store: &str) -> u64 {
-        self.flush_interval_ms.unwrap_or(if object_store.starts_with("s3://") {
-            100
-        } else {
-            2
-        })
+        self.flush_interval_ms
+            .unwrap_or(if object_store.starts_with("s3://") {
+                100
+            } else {
+                2
+            })
     }
 }

@@ -17,18 +17,28 @@ pub struct EmbeddedPg {
     pub url: String,
 }
 
-const INSTALL_HINT: &str = "install the PostgreSQL server (Debian/Ubuntu: `apt-get install postgresql`, \
+const INSTALL_HINT: &str =
+    "install the PostgreSQL server (Debian/Ubuntu: `apt-get install postgresql`, \
      which puts binaries under /usr/lib/postgresql/*/bin), or pass --postgres-url postgresql://... \
      to use an existing server";
 
 /// Finds `initdb`, `pg_ctl` and `postgres`: PATH, `pg_config --bindir`, then
 /// the newest `/usr/lib/postgresql/*/bin`.
 pub fn find_bindir() -> Option<PathBuf> {
-    let has_all = |d: &Path| ["initdb", "pg_ctl", "postgres"].iter().all(|b| d.join(b).is_file());
+    let has_all = |d: &Path| {
+        ["initdb", "pg_ctl", "postgres"]
+            .iter()
+            .all(|b| d.join(b).is_file())
+    };
     if let Some(paths) = std::env::var_os("PATH") {
         for d in std::env::split_paths(&paths) {
             if has_all(&d) {
-                return Some(std::fs::canonicalize(d.join("initdb")).ok()?.parent()?.to_path_buf());
+                return Some(
+                    std::fs::canonicalize(d.join("initdb"))
+                        .ok()?
+                        .parent()?
+                        .to_path_buf(),
+                );
             }
         }
     }
@@ -76,7 +86,9 @@ impl EmbeddedPg {
     /// running by a previous agent that was killed).
     pub fn start(data_dir: &Path) -> Result<EmbeddedPg> {
         let bin = find_bindir().with_context(|| {
-            format!("no PostgreSQL server binaries found (initdb, pg_ctl, postgres): {INSTALL_HINT}")
+            format!(
+                "no PostgreSQL server binaries found (initdb, pg_ctl, postgres): {INSTALL_HINT}"
+            )
         })?;
         std::fs::create_dir_all(data_dir)?;
         let root = std::fs::canonicalize(data_dir)?.join("pg");
@@ -119,13 +131,26 @@ impl EmbeddedPg {
         };
         if !pg.data.join("PG_VERSION").exists() {
             tracing::info!(dir = %pg.data.display(), "initializing embedded PostgreSQL");
-            pg.run("initdb", &[
-                "-D", &pg.data.to_string_lossy(), "-U", "rutomq", "--auth=trust", "-E", "UTF8",
-                "--locale=C", "--no-sync",
-            ])
+            pg.run(
+                "initdb",
+                &[
+                    "-D",
+                    &pg.data.to_string_lossy(),
+                    "-U",
+                    "rutomq",
+                    "--auth=trust",
+                    "-E",
+                    "UTF8",
+                    "--locale=C",
+                    "--no-sync",
+                ],
+            )
             .context("initdb failed")?;
         }
-        if pg.run("pg_ctl", &["status", "-D", &pg.data.to_string_lossy()]).is_ok() {
+        if pg
+            .run("pg_ctl", &["status", "-D", &pg.data.to_string_lossy()])
+            .is_ok()
+        {
             tracing::info!("embedded PostgreSQL already running; adopting it");
             return Ok(pg);
         }
@@ -134,10 +159,21 @@ impl EmbeddedPg {
             sock.display()
         );
         let log = root.join("postgres.log");
-        pg.run("pg_ctl", &[
-            "start", "-w", "-t", "60", "-D", &pg.data.to_string_lossy(), "-l", &log.to_string_lossy(),
-            "-o", &opts,
-        ])
+        pg.run(
+            "pg_ctl",
+            &[
+                "start",
+                "-w",
+                "-t",
+                "60",
+                "-D",
+                &pg.data.to_string_lossy(),
+                "-l",
+                &log.to_string_lossy(),
+                "-o",
+                &opts,
+            ],
+        )
         .with_context(|| format!("embedded PostgreSQL did not start; see {}", log.display()))?;
         tracing::info!(socket = %sock.display(), "embedded PostgreSQL started");
         Ok(pg)
@@ -164,7 +200,17 @@ impl EmbeddedPg {
     }
 
     pub fn stop(&self) {
-        if let Err(e) = self.run("pg_ctl", &["stop", "-m", "fast", "-w", "-D", &self.data.to_string_lossy()]) {
+        if let Err(e) = self.run(
+            "pg_ctl",
+            &[
+                "stop",
+                "-m",
+                "fast",
+                "-w",
+                "-D",
+                &self.data.to_string_lossy(),
+            ],
+        ) {
             tracing::warn!(error = %e, "stopping embedded PostgreSQL failed");
         }
     }

@@ -7,13 +7,14 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RUTOMQ_LOG").unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_env("RUTOMQ_LOG")
+                .unwrap_or_else(|_| "info".into()),
         )
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Migrate { postgres_url }) => migrate(&postgres_url),
-        Some(Command::Serve(args)) => rutomq::agent::serve(args),
+        Some(Command::Serve(args)) => rutomq::agent::serve(*args),
         None => rutomq::agent::serve(cli.serve),
     };
     if let Err(e) = result {
@@ -23,7 +24,9 @@ fn main() {
 }
 
 fn migrate(url: &str) -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     rt.block_on(async {
         let mut client = rutomq_meta::connect(url).await?;
         rutomq_meta::migrate(&mut client).await?;

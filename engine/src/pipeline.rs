@@ -88,7 +88,11 @@ impl Pipeline {
         }
     }
 
-    async fn gather_window(&self, first: Sealed, rx: &mut tokio::sync::mpsc::Receiver<Sealed>) -> Vec<Sealed> {
+    async fn gather_window(
+        &self,
+        first: Sealed,
+        rx: &mut tokio::sync::mpsc::Receiver<Sealed>,
+    ) -> Vec<Sealed> {
         let mut bytes = first.bytes;
         let mut window = vec![first];
         let deadline = tokio::time::Instant::now() + self.gather;
@@ -104,7 +108,10 @@ impl Pipeline {
         window
     }
 
-    fn upload(&self, mut window: Vec<Sealed>) -> impl std::future::Future<Output = Uploaded> + 'static {
+    fn upload(
+        &self,
+        mut window: Vec<Sealed>,
+    ) -> impl std::future::Future<Output = Uploaded> + 'static {
         let key = self.storage.new_object_key(self.agent_id);
         let mut chunks = Vec::new();
         let mut appends = Vec::new();
@@ -160,7 +167,11 @@ impl Pipeline {
             return;
         }
         let parts: Vec<usize> = window.iter().map(|s| s.parts.len()).collect();
-        let appends: Vec<(Uuid, i32)> = object.appends.iter().map(|a| (a.topic_id, a.partition)).collect();
+        let appends: Vec<(Uuid, i32)> = object
+            .appends
+            .iter()
+            .map(|a| (a.topic_id, a.partition))
+            .collect();
         // Enqueue now, in window order; wait for the outcome elsewhere.
         let receiver = match self.meta.submit_commit(object).await {
             Ok(r) => r,

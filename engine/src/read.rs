@@ -20,7 +20,10 @@ pub async fn read_span(shard: &Shard, span: &SpanRecord) -> Result<Vec<ReadBatch
     let bytes = shard
         .agent
         .storage
-        .get_range(span.object_key.clone(), span.byte_start..span.byte_start + span.byte_len as u64)
+        .get_range(
+            span.object_key.clone(),
+            span.byte_start..span.byte_start + span.byte_len as u64,
+        )
         .await
         .map_err(|e| {
             tracing::error!(error = %e, key = span.object_key, "reading a committed span failed");
@@ -30,15 +33,25 @@ pub async fn read_span(shard: &Shard, span: &SpanRecord) -> Result<Vec<ReadBatch
     let mut next = span.base_offset;
     for b in walk_batches(bytes) {
         let b = b.map_err(|invalid| {
-            tracing::error!(key = span.object_key, message = invalid.message, "committed span is corrupt");
+            tracing::error!(
+                key = span.object_key,
+                message = invalid.message,
+                "committed span is corrupt"
+            );
             ErrorCode::KafkaStorageError
         })?;
         let base = next;
         next += b.last_offset_delta as i64 + 1;
-        out.push(ReadBatch { base_offset: base, batch: b });
+        out.push(ReadBatch {
+            base_offset: base,
+            batch: b,
+        });
     }
     if next != span.last_offset + 1 || out.len() != span.batch_count as usize {
-        tracing::error!(key = span.object_key, "span offsets do not match its batches");
+        tracing::error!(
+            key = span.object_key,
+            "span offsets do not match its batches"
+        );
         return Err(ErrorCode::KafkaStorageError);
     }
     Ok(out)

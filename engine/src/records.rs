@@ -61,17 +61,29 @@ fn i64_at(b: &[u8], at: usize) -> i64 {
 
 /// Validates the `records` of one partition of a Produce request: exactly one
 /// magic-2 batch whose CRC, lengths and record count hold.
-pub fn validate_produce_records(records: &[u8], batch_bytes_max: usize) -> Result<BatchInfo, Invalid> {
+pub fn validate_produce_records(
+    records: &[u8],
+    batch_bytes_max: usize,
+) -> Result<BatchInfo, Invalid> {
     if records.len() < BATCH_HEADER_BYTES {
-        return Err(invalid(ErrorCode::CorruptMessage, "record batch shorter than its header"));
+        return Err(invalid(
+            ErrorCode::CorruptMessage,
+            "record batch shorter than its header",
+        ));
     }
     let batch_length = i32_at(records, 8);
     if batch_length < (BATCH_HEADER_BYTES - 12) as i32 {
-        return Err(invalid(ErrorCode::CorruptMessage, "batchLength below the header size"));
+        return Err(invalid(
+            ErrorCode::CorruptMessage,
+            "batchLength below the header size",
+        ));
     }
     let total = batch_length as usize + 12;
     if total > records.len() {
-        return Err(invalid(ErrorCode::CorruptMessage, "batchLength beyond the records"));
+        return Err(invalid(
+            ErrorCode::CorruptMessage,
+            "batchLength beyond the records",
+        ));
     }
     if total < records.len() {
         return Err(invalid(
@@ -94,7 +106,10 @@ pub fn validate_produce_records(records: &[u8], batch_bytes_max: usize) -> Resul
     }
     let crc = u32::from_be_bytes(records[17..21].try_into().expect("4 bytes"));
     if crc32c::crc32c(&records[21..total]) != crc {
-        return Err(invalid(ErrorCode::CorruptMessage, "record batch CRC32C mismatch"));
+        return Err(invalid(
+            ErrorCode::CorruptMessage,
+            "record batch CRC32C mismatch",
+        ));
     }
     let attributes = i16_at(records, 21);
     let last_offset_delta = i32_at(records, 23);
@@ -104,15 +119,23 @@ pub fn validate_produce_records(records: &[u8], batch_bytes_max: usize) -> Resul
     let base_sequence = i32_at(records, 53);
     let record_count = i32_at(records, 57);
     if attributes & ATTR_CONTROL != 0 {
-        return Err(invalid(ErrorCode::InvalidRecord, "producers may not send control batches"));
+        return Err(invalid(
+            ErrorCode::InvalidRecord,
+            "producers may not send control batches",
+        ));
     }
     if record_count <= 0 {
-        return Err(invalid(ErrorCode::InvalidRecord, "record batch holds no records"));
+        return Err(invalid(
+            ErrorCode::InvalidRecord,
+            "record batch holds no records",
+        ));
     }
     if last_offset_delta != record_count - 1 {
         return Err(invalid(
             ErrorCode::InvalidRecord,
-            format!("lastOffsetDelta {last_offset_delta} does not match recordCount {record_count}"),
+            format!(
+                "lastOffsetDelta {last_offset_delta} does not match recordCount {record_count}"
+            ),
         ));
     }
     if producer_id >= 0 && (producer_epoch < 0 || base_sequence < 0) {
@@ -125,16 +148,25 @@ pub fn validate_produce_records(records: &[u8], batch_bytes_max: usize) -> Resul
     let body = &records[BATCH_HEADER_BYTES..total];
     let counted = match codec {
         0 => count_records(body, body.len() as u64),
-        1 => count_records(flate2::read::GzDecoder::new(body), DECOMPRESSED_BATCH_BYTES_MAX),
+        1 => count_records(
+            flate2::read::GzDecoder::new(body),
+            DECOMPRESSED_BATCH_BYTES_MAX,
+        ),
         2 => count_records(SnappyReader::new(body)?, DECOMPRESSED_BATCH_BYTES_MAX),
-        3 => count_records(lz4_flex::frame::FrameDecoder::new(body), DECOMPRESSED_BATCH_BYTES_MAX),
+        3 => count_records(
+            lz4_flex::frame::FrameDecoder::new(body),
+            DECOMPRESSED_BATCH_BYTES_MAX,
+        ),
         4 => {
             let d = zstd::stream::read::Decoder::with_buffer(body)
                 .map_err(|e| invalid(ErrorCode::CorruptMessage, format!("zstd: {e}")))?;
             count_records(d, DECOMPRESSED_BATCH_BYTES_MAX)
         }
         c => {
-            return Err(invalid(ErrorCode::InvalidRecord, format!("unknown compression codec {c}")));
+            return Err(invalid(
+                ErrorCode::InvalidRecord,
+                format!("unknown compression codec {c}"),
+            ));
         }
     }?;
     if counted != record_count as u64 {
@@ -167,9 +199,19 @@ fn count_records<R: Read>(r: R, bytes_max: u64) -> Result<u64, Invalid> {
             let mut byte = [0u8; 1];
             match r.read(&mut byte) {
                 Ok(0) if first => return Ok(count),
-                Ok(0) => return Err(invalid(ErrorCode::CorruptMessage, "truncated record length")),
+                Ok(0) => {
+                    return Err(invalid(
+                        ErrorCode::CorruptMessage,
+                        "truncated record length",
+                    ))
+                }
                 Ok(_) => {}
-                Err(e) => return Err(invalid(ErrorCode::CorruptMessage, format!("decompression failed: {e}"))),
+                Err(e) => {
+                    return Err(invalid(
+                        ErrorCode::CorruptMessage,
+                        format!("decompression failed: {e}"),
+                    ))
+                }
             }
             first = false;
             consumed += 1;
@@ -179,17 +221,31 @@ fn count_records<R: Read>(r: R, bytes_max: u64) -> Result<u64, Invalid> {
             }
             shift += 7;
             if shift > 28 {
-                return Err(invalid(ErrorCode::CorruptMessage, "record length varint too long"));
+                return Err(invalid(
+                    ErrorCode::CorruptMessage,
+                    "record length varint too long",
+                ));
             }
         }
         let len = ((value >> 1) as i64) ^ -((value & 1) as i64);
         if len <= 0 {
-            return Err(invalid(ErrorCode::CorruptMessage, format!("record length {len}")));
+            return Err(invalid(
+                ErrorCode::CorruptMessage,
+                format!("record length {len}"),
+            ));
         }
-        let skipped = std::io::copy(&mut (&mut r).take(len as u64), &mut std::io::sink())
-            .map_err(|e| invalid(ErrorCode::CorruptMessage, format!("decompression failed: {e}")))?;
+        let skipped =
+            std::io::copy(&mut (&mut r).take(len as u64), &mut std::io::sink()).map_err(|e| {
+                invalid(
+                    ErrorCode::CorruptMessage,
+                    format!("decompression failed: {e}"),
+                )
+            })?;
         if skipped != len as u64 {
-            return Err(invalid(ErrorCode::CorruptMessage, "record extends past the batch"));
+            return Err(invalid(
+                ErrorCode::CorruptMessage,
+                "record extends past the batch",
+            ));
         }
         consumed += skipped;
         if consumed > bytes_max {
@@ -290,18 +346,27 @@ pub fn walk_batches(mut bytes: Bytes) -> impl Iterator<Item = Result<StoredBatch
         }
         if bytes.len() < BATCH_HEADER_BYTES {
             bytes.clear();
-            return Some(Err(invalid(ErrorCode::CorruptMessage, "stored batch truncated")));
+            return Some(Err(invalid(
+                ErrorCode::CorruptMessage,
+                "stored batch truncated",
+            )));
         }
         let total = i32_at(&bytes, 8) as i64 + 12;
         if total < BATCH_HEADER_BYTES as i64 || total as usize > bytes.len() {
             bytes.clear();
-            return Some(Err(invalid(ErrorCode::CorruptMessage, "stored batch length invalid")));
+            return Some(Err(invalid(
+                ErrorCode::CorruptMessage,
+                "stored batch length invalid",
+            )));
         }
         let b = bytes.split_to(total as usize);
         let crc = u32::from_be_bytes(b[17..21].try_into().expect("4 bytes"));
         if crc32c::crc32c(&b[21..]) != crc {
             bytes.clear();
-            return Some(Err(invalid(ErrorCode::CorruptMessage, "stored batch CRC mismatch")));
+            return Some(Err(invalid(
+                ErrorCode::CorruptMessage,
+                "stored batch CRC mismatch",
+            )));
         }
         Some(Ok(StoredBatch {
             last_offset_delta: i32_at(&b, 23),
@@ -378,7 +443,10 @@ pub mod tests {
         let mut b = batch(2, 2);
         let last = b.len() - 1;
         b[last] ^= 1;
-        assert_eq!(validate_produce_records(&b, 1 << 20).unwrap_err().code, ErrorCode::CorruptMessage);
+        assert_eq!(
+            validate_produce_records(&b, 1 << 20).unwrap_err().code,
+            ErrorCode::CorruptMessage
+        );
     }
 
     #[test]
@@ -390,31 +458,49 @@ pub mod tests {
     #[test]
     fn too_large_and_truncated() {
         let b = batch(3, 3);
-        assert_eq!(validate_produce_records(&b, 64).unwrap_err().code, ErrorCode::MessageTooLarge);
         assert_eq!(
-            validate_produce_records(&b[..b.len() - 1], 1 << 20).unwrap_err().code,
+            validate_produce_records(&b, 64).unwrap_err().code,
+            ErrorCode::MessageTooLarge
+        );
+        assert_eq!(
+            validate_produce_records(&b[..b.len() - 1], 1 << 20)
+                .unwrap_err()
+                .code,
             ErrorCode::CorruptMessage
         );
-        assert_eq!(validate_produce_records(&b[..10], 1 << 20).unwrap_err().code, ErrorCode::CorruptMessage);
+        assert_eq!(
+            validate_produce_records(&b[..10], 1 << 20)
+                .unwrap_err()
+                .code,
+            ErrorCode::CorruptMessage
+        );
     }
 
     #[test]
     fn two_batches_are_invalid() {
         let mut b = batch(1, 1);
         b.extend(batch(1, 1));
-        assert_eq!(validate_produce_records(&b, 1 << 20).unwrap_err().code, ErrorCode::InvalidRecord);
+        assert_eq!(
+            validate_produce_records(&b, 1 << 20).unwrap_err().code,
+            ErrorCode::InvalidRecord
+        );
     }
 
     #[test]
     fn walk_and_patch() {
         let mut both = batch(2, 2);
         both.extend(batch(3, 3));
-        let batches: Vec<_> = walk_batches(Bytes::from(both)).collect::<Result<_, _>>().unwrap();
+        let batches: Vec<_> = walk_batches(Bytes::from(both))
+            .collect::<Result<_, _>>()
+            .unwrap();
         assert_eq!(batches.len(), 2);
         assert_eq!(batches[1].last_offset_delta, 2);
         let mut out = bytes::BytesMut::new();
         put_with_base_offset(&mut out, &batches[1].bytes, 42);
         assert_eq!(i64_at(&out, 0), 42);
-        assert!(validate_produce_records(&out, 1 << 20).is_ok(), "CRC still holds");
+        assert!(
+            validate_produce_records(&out, 1 << 20).is_ok(),
+            "CRC still holds"
+        );
     }
 }

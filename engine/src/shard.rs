@@ -66,7 +66,11 @@ pub struct Shard {
 }
 
 impl Shard {
-    pub fn new(index: usize, agent: Arc<Agent>, hub_rx: async_channel::Receiver<HubMessage>) -> Rc<Shard> {
+    pub fn new(
+        index: usize,
+        agent: Arc<Agent>,
+        hub_rx: async_channel::Receiver<HubMessage>,
+    ) -> Rc<Shard> {
         let (seal_tx, mut seal_rx) = mpsc::unbounded::<Sealed>();
         let shard = Rc::new(Shard {
             index,
@@ -120,7 +124,9 @@ impl Shard {
 
     fn learn_hw_only(&self, topic_id: Uuid, partition: i32, hw: i64) {
         let mut map = self.hw.borrow_mut();
-        let e = map.entry((topic_id, partition)).or_insert((hw, Instant::now()));
+        let e = map
+            .entry((topic_id, partition))
+            .or_insert((hw, Instant::now()));
         if hw >= e.0 {
             *e = (hw, Instant::now());
         }
@@ -202,7 +208,13 @@ impl Shard {
 
     /// Appends a validated batch to the open buffer. Returns the buffer's
     /// outcome future and the (part, batch) position whose outcome is ours.
-    pub fn append(self: &Rc<Self>, topic_id: Uuid, partition: i32, bytes: Bytes, info: &BatchInfo) -> (BufferDone, usize, usize) {
+    pub fn append(
+        self: &Rc<Self>,
+        topic_id: Uuid,
+        partition: i32,
+        bytes: Bytes,
+        info: &BatchInfo,
+    ) -> (BufferDone, usize, usize) {
         let (done, part_idx, batch_idx, seal_now, first) = {
             let mut buf = self.buffer.borrow_mut();
             let first = buf.bytes == 0;

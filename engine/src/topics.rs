@@ -25,13 +25,20 @@ pub const TOPIC_CONFIGS: &[(&str, &str)] = &[
 /// Kafka's topic name rule: 1–249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
 pub fn valid_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > TOPIC_NAME_BYTES_MAX {
-        return Err(format!("topic name must be 1 to {TOPIC_NAME_BYTES_MAX} characters"));
+        return Err(format!(
+            "topic name must be 1 to {TOPIC_NAME_BYTES_MAX} characters"
+        ));
     }
     if name == "." || name == ".." {
         return Err("topic name cannot be '.' or '..'".into());
     }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
-        return Err(format!("topic name {name:?} has characters other than ASCII alphanumerics, '.', '_' and '-'"));
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return Err(format!(
+            "topic name {name:?} has characters other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
     }
     Ok(())
 }
@@ -43,7 +50,11 @@ pub fn valid_config(name: &str, value: Option<&str>) -> Result<(), String> {
     }
     let Some(v) = value else { return Ok(()) };
     match name {
-        "max.message.bytes" | "retention.ms" | "retention.bytes" | "segment.bytes" | "min.insync.replicas" => v
+        "max.message.bytes"
+        | "retention.ms"
+        | "retention.bytes"
+        | "segment.bytes"
+        | "min.insync.replicas" => v
             .parse::<i64>()
             .map(|_| ())
             .map_err(|_| format!("config {name} must be an integer, got {v:?}")),
@@ -65,7 +76,12 @@ pub fn max_message_bytes(t: &TopicRecord) -> usize {
 /// a concurrent creation by someone else is fine.
 pub async fn auto_create(shard: &Shard, name: &str) -> Result<Option<TopicRecord>, ErrorCode> {
     let partitions = shard.agent.cfg.default_partitions;
-    match shard.agent.meta.create_topic(name.to_owned(), partitions, Vec::new()).await {
+    match shard
+        .agent
+        .meta
+        .create_topic(name.to_owned(), partitions, Vec::new())
+        .await
+    {
         Ok(Ok(t)) => {
             tracing::info!(topic = name, partitions, "auto-created topic");
             Ok(Some(t))

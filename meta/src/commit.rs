@@ -241,9 +241,9 @@ pub async fn execute(
         .iter()
         .flat_map(|o| {
             o.appends.iter().flat_map(|a| {
-                a.batches
-                    .iter()
-                    .filter_map(move |b| b.producer.map(|p| (p.producer_id, a.topic_id, a.partition)))
+                a.batches.iter().filter_map(move |b| {
+                    b.producer.map(|p| (p.producer_id, a.topic_id, a.partition))
+                })
             })
         })
         .collect();
@@ -333,12 +333,21 @@ pub async fn execute(
         }
         Ok::<_, tokio_postgres::Error>(0)
     };
-    let (r1, r2, r3, r4, r5) =
-        futures::join!(insert_objects, insert_spans, advance, producers_upsert, notify);
+    let (r1, r2, r3, r4, r5) = futures::join!(
+        insert_objects,
+        insert_spans,
+        advance,
+        producers_upsert,
+        notify
+    );
     r1?;
     r2?;
     let advanced_rows = r3?;
-    assert_eq!(advanced_rows as usize, a.len(), "every advanced partition is locked");
+    assert_eq!(
+        advanced_rows as usize,
+        a.len(),
+        "every advanced partition is locked"
+    );
     r4?;
     r5?;
     tx.commit().await?;

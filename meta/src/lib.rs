@@ -289,7 +289,10 @@ impl Meta {
     /// caller submitting in window order gets commits in window order. The
     /// receiver yields the outcomes (in the object's append and batch order)
     /// and the new watermarks.
-    pub async fn submit_commit(&self, object: ObjectCommit) -> Result<CommitReceiver, Arc<MetaError>> {
+    pub async fn submit_commit(
+        &self,
+        object: ObjectCommit,
+    ) -> Result<CommitReceiver, Arc<MetaError>> {
         let (tx, rx) = oneshot::channel();
         self.commits
             .send(CommitJob { object, reply: tx })
@@ -298,7 +301,10 @@ impl Meta {
         Ok(rx)
     }
 
-    pub async fn load_topics(&self, names: Option<Vec<String>>) -> Result<Vec<TopicRecord>, MetaError> {
+    pub async fn load_topics(
+        &self,
+        names: Option<Vec<String>>,
+    ) -> Result<Vec<TopicRecord>, MetaError> {
         self.run(move |c| async move {
             let rows = match names {
                 None => c.query(sql::LOAD_TOPICS, &[]).await?,
@@ -359,7 +365,9 @@ impl Meta {
     pub async fn delete_topic(&self, name: String) -> Result<Option<Uuid>, MetaError> {
         self.run_ctx(move |ctx| async move {
             let c = ctx.ddl.lock().await;
-            Ok(c.query_opt(sql::DELETE_TOPIC, &[&name]).await?.map(|r| r.get(0)))
+            Ok(c.query_opt(sql::DELETE_TOPIC, &[&name])
+                .await?
+                .map(|r| r.get(0)))
         })
         .await
     }
@@ -423,9 +431,11 @@ impl Meta {
         partition: i32,
     ) -> Result<Option<PartitionOffsets>, MetaError> {
         self.run(move |c| async move {
-            Ok(c.query_opt(sql::PARTITION_OFFSETS, &[&topic_id, &partition])
-                .await?
-                .map(|r| offsets_from_row(&r)))
+            Ok(
+                c.query_opt(sql::PARTITION_OFFSETS, &[&topic_id, &partition])
+                    .await?
+                    .map(|r| offsets_from_row(&r)),
+            )
         })
         .await
     }
@@ -438,9 +448,11 @@ impl Meta {
         timestamp: i64,
     ) -> Result<Option<SpanRecord>, MetaError> {
         self.run(move |c| async move {
-            Ok(c.query_opt(sql::SPAN_BY_TIMESTAMP, &[&topic_id, &partition, &timestamp])
-                .await?
-                .map(|r| span_from_row(&r)))
+            Ok(
+                c.query_opt(sql::SPAN_BY_TIMESTAMP, &[&topic_id, &partition, &timestamp])
+                    .await?
+                    .map(|r| span_from_row(&r)),
+            )
         })
         .await
     }
@@ -452,9 +464,11 @@ impl Meta {
         partition: i32,
     ) -> Result<Option<SpanRecord>, MetaError> {
         self.run(move |c| async move {
-            Ok(c.query_opt(sql::SPAN_MAX_TIMESTAMP, &[&topic_id, &partition])
-                .await?
-                .map(|r| span_from_row(&r)))
+            Ok(
+                c.query_opt(sql::SPAN_MAX_TIMESTAMP, &[&topic_id, &partition])
+                    .await?
+                    .map(|r| span_from_row(&r)),
+            )
         })
         .await
     }
@@ -473,9 +487,11 @@ impl Meta {
     ) -> Result<i32, MetaError> {
         self.run(move |c| async move {
             let secs = lease.as_secs_f64();
-            Ok(c.query_one(sql::REGISTER_AGENT, &[&host, &port, &rack, &secs])
-                .await?
-                .get(0))
+            Ok(
+                c.query_one(sql::REGISTER_AGENT, &[&host, &port, &rack, &secs])
+                    .await?
+                    .get(0),
+            )
         })
         .await
     }
@@ -527,7 +543,14 @@ fn topic_from_row(r: &tokio_postgres::Row) -> TopicRecord {
     let configs = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&configs)
         .map(|m| {
             m.into_iter()
-                .map(|(k, v)| (k, v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string())))
+                .map(|(k, v)| {
+                    (
+                        k,
+                        v.as_str()
+                            .map(str::to_owned)
+                            .unwrap_or_else(|| v.to_string()),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default();

@@ -26,7 +26,9 @@ pub enum SeqCheck {
     /// New batch in sequence: append it.
     Append,
     /// Exactly a batch seen before: answer with its original base offset.
-    Duplicate { base_offset: i64 },
+    Duplicate {
+        base_offset: i64,
+    },
     OutOfOrder,
     InvalidEpoch,
 }

@@ -155,7 +155,9 @@ impl Shards {
                             return;
                         }
                     };
-                    let local = listener.local_addr().expect("bound listener has an address");
+                    let local = listener
+                        .local_addr()
+                        .expect("bound listener has an address");
                     let _ = bound_tx.send(Ok(local));
                     let service = factory(shard);
                     run_shard(listener, service, config, stats, stop_rx).await;
@@ -353,4 +355,3 @@ async fn serve_connection<S: Service>(
 pub fn later<F: Future<Output = Option<Bytes>> + 'static>(fut: F) -> Reply {
     Reply::Later(fut.boxed_local())
 }
-

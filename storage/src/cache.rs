@@ -83,12 +83,18 @@ mod tests {
     #[test]
     fn ranges_across_chunks_and_eviction() {
         let mut c = TailCache::new(10);
-        c.insert("a".into(), vec![Bytes::from_static(b"0123"), Bytes::from_static(b"4567")]);
+        c.insert(
+            "a".into(),
+            vec![Bytes::from_static(b"0123"), Bytes::from_static(b"4567")],
+        );
         assert_eq!(c.get_range("a", 1..3).unwrap(), Bytes::from_static(b"12"));
         assert_eq!(c.get_range("a", 2..6).unwrap(), Bytes::from_static(b"2345"));
         assert!(c.get_range("a", 6..9).is_none(), "past the end is a miss");
         c.insert("b".into(), vec![Bytes::from_static(b"abcd")]);
-        assert!(c.get_range("a", 0..1).is_none(), "evicted to stay under the bound");
+        assert!(
+            c.get_range("a", 0..1).is_none(),
+            "evicted to stay under the bound"
+        );
         assert_eq!(c.bytes(), 4);
         c.insert("huge".into(), vec![Bytes::from(vec![0u8; 11])]);
         assert_eq!(c.bytes(), 4, "larger than the bound: not cached");

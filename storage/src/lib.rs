@@ -62,13 +62,18 @@ pub fn open_store(url: &str, s3: &S3Options) -> Result<(Arc<dyn ObjectStore>, Pa
     let bad = |why: &str| StorageError::BadUrl(url.to_owned(), why.to_owned());
     if let Some(rest) = url.strip_prefix("file://") {
         if !rest.starts_with('/') {
-            return Err(bad("file:// needs an absolute path, e.g. file:///var/lib/rutomq/objects"));
+            return Err(bad(
+                "file:// needs an absolute path, e.g. file:///var/lib/rutomq/objects",
+            ));
         }
         std::fs::create_dir_all(rest).map_err(|e| bad(&format!("cannot create directory: {e}")))?;
         let store = object_store::local::LocalFileSystem::new_with_prefix(rest)?;
         Ok((Arc::new(store), Path::default()))
     } else if url == "memory://" || url == "memory:///" {
-        Ok((Arc::new(object_store::memory::InMemory::new()), Path::default()))
+        Ok((
+            Arc::new(object_store::memory::InMemory::new()),
+            Path::default(),
+        ))
     } else if let Some(rest) = url.strip_prefix("s3://") {
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.is_empty() {
@@ -93,7 +98,9 @@ pub fn open_store(url: &str, s3: &S3Options) -> Result<(Arc<dyn ObjectStore>, Pa
         let store = b.build()?;
         Ok((Arc::new(store), Path::from(prefix.trim_matches('/'))))
     } else {
-        Err(bad("expected file:///path, memory:// or s3://bucket/prefix"))
+        Err(bad(
+            "expected file:///path, memory:// or s3://bucket/prefix",
+        ))
     }
 }
 
@@ -222,10 +229,7 @@ impl Storage {
                 Ok(_) => {
                     stats.puts.fetch_add(1, Ordering::Relaxed);
                     stats.put_bytes.fetch_add(size as u64, Ordering::Relaxed);
-                    cache
-                        .lock()
-                        .expect("tail cache lock")
-                        .insert(key, chunks);
+                    cache.lock().expect("tail cache lock").insert(key, chunks);
                     Ok(())
                 }
                 Err(e) => {
@@ -263,7 +267,9 @@ impl Storage {
                 });
             }
             stats.gets.fetch_add(1, Ordering::Relaxed);
-            stats.get_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            stats
+                .get_bytes
+                .fetch_add(bytes.len() as u64, Ordering::Relaxed);
             Ok(bytes)
         })
         .await

@@ -8,32 +8,59 @@ use crate::error::ErrorCode;
 use crate::shard::Shard;
 use crate::topics::PARTITIONS_MAX;
 
-pub async fn handle(shard: &Shard, req: &Req, body: CreatePartitionsRequest) -> CreatePartitionsResponse {
+pub async fn handle(
+    shard: &Shard,
+    req: &Req,
+    body: CreatePartitionsRequest,
+) -> CreatePartitionsResponse {
     let mut results = Vec::new();
     for t in body.topics {
         let name = t.name.0.as_str().to_owned();
         let r = CreatePartitionsTopicResult::default().with_name(t.name.clone());
-        let fail = |code: ErrorCode, msg: String| r.clone().with_error_code(code.code()).with_error_message(Some(str_bytes(&msg)));
+        let fail = |code: ErrorCode, msg: String| {
+            r.clone()
+                .with_error_code(code.code())
+                .with_error_message(Some(str_bytes(&msg)))
+        };
         if t.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
-            results.push(fail(ErrorCode::InvalidReplicaAssignment, "replica assignments do not apply: any agent serves any partition".into()));
+            results.push(fail(
+                ErrorCode::InvalidReplicaAssignment,
+                "replica assignments do not apply: any agent serves any partition".into(),
+            ));
             continue;
         }
         if t.count > PARTITIONS_MAX {
-            results.push(fail(ErrorCode::InvalidPartitions, format!("at most {PARTITIONS_MAX} partitions")));
+            results.push(fail(
+                ErrorCode::InvalidPartitions,
+                format!("at most {PARTITIONS_MAX} partitions"),
+            ));
             continue;
         }
-        results.push(match shard.agent.meta.create_partitions(name.clone(), t.count, body.validate_only).await {
-            Ok(Ok(Some(_))) => {
-                shard.forget_topic(&name);
-                r
-            }
-            Ok(Ok(None)) => fail(ErrorCode::UnknownTopicOrPartition, format!("topic {name:?} does not exist")),
-            Ok(Err(current)) => fail(
-                ErrorCode::InvalidPartitions,
-                format!("topic has {current} partitions; the new count {} must be larger", t.count),
-            ),
-            Err(e) => fail(ErrorCode::from(&e), e.to_string()),
-        });
+        results.push(
+            match shard
+                .agent
+                .meta
+                .create_partitions(name.clone(), t.count, body.validate_only)
+                .await
+            {
+                Ok(Ok(Some(_))) => {
+                    shard.forget_topic(&name);
+                    r
+                }
+                Ok(Ok(None)) => fail(
+                    ErrorCode::UnknownTopicOrPartition,
+                    format!("topic {name:?} does not exist"),
+                ),
+                Ok(Err(current)) => fail(
+                    ErrorCode::InvalidPartitions,
+                    format!(
+                        "topic has {current} partitions; the new count {} must be larger",
+                        t.count
+                    ),
+                ),
+                Err(e) => fail(ErrorCode::from(&e), e.to_string()),
+            },
+        );
     }
     let _ = req;
     CreatePartitionsResponse::default().with_results(results)

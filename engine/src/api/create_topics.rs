@@ -1,6 +1,8 @@
 //! CreateTopics (key 19): partitions, configs, validate-only.
 
-use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, CreatableTopicResult};
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 use rutomq_meta::CreateTopicError;
 
@@ -17,7 +19,8 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
             .with_num_partitions(-1)
             .with_replication_factor(-1);
         let fail = |r: CreatableTopicResult, code: ErrorCode, msg: String| {
-            r.with_error_code(code.code()).with_error_message(Some(str_bytes(&msg)))
+            r.with_error_code(code.code())
+                .with_error_message(Some(str_bytes(&msg)))
         };
         let name = t.name.0.as_str().to_owned();
         if let Err(msg) = topics::valid_name(&name) {
@@ -32,14 +35,26 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
             ));
             continue;
         }
-        let partitions = if t.num_partitions == -1 { shard.agent.cfg.default_partitions } else { t.num_partitions };
-        if partitions < 1 || partitions > PARTITIONS_MAX {
-            results.push(fail(result, ErrorCode::InvalidPartitions, format!("partitions must be 1 to {PARTITIONS_MAX}")));
+        let partitions = if t.num_partitions == -1 {
+            shard.agent.cfg.default_partitions
+        } else {
+            t.num_partitions
+        };
+        if !(1..=PARTITIONS_MAX).contains(&partitions) {
+            results.push(fail(
+                result,
+                ErrorCode::InvalidPartitions,
+                format!("partitions must be 1 to {PARTITIONS_MAX}"),
+            ));
             continue;
         }
         // Data lives in object storage; replication is the store's business.
         if t.replication_factor != -1 && t.replication_factor < 1 {
-            results.push(fail(result, ErrorCode::InvalidReplicationFactor, "replication factor must be -1 or >= 1".into()));
+            results.push(fail(
+                result,
+                ErrorCode::InvalidReplicationFactor,
+                "replication factor must be -1 or >= 1".into(),
+            ));
             continue;
         }
         let mut configs = Vec::new();
@@ -58,33 +73,55 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
         let described: Vec<CreatableTopicConfigs> = topics::TOPIC_CONFIGS
             .iter()
             .map(|(k, d)| {
-                let v = configs.iter().find(|(n, _)| n == k).map_or(*d, |(_, v)| v.as_str());
+                let v = configs
+                    .iter()
+                    .find(|(n, _)| n == k)
+                    .map_or(*d, |(_, v)| v.as_str());
                 CreatableTopicConfigs::default()
                     .with_name(str_bytes(k))
                     .with_value(Some(str_bytes(v)))
-                    .with_config_source(if configs.iter().any(|(n, _)| n == k) { 1 } else { 5 })
+                    .with_config_source(if configs.iter().any(|(n, _)| n == k) {
+                        1
+                    } else {
+                        5
+                    })
             })
             .collect();
         result = result
             .with_num_partitions(partitions)
-            .with_replication_factor(if t.replication_factor == -1 { 1 } else { t.replication_factor })
+            .with_replication_factor(if t.replication_factor == -1 {
+                1
+            } else {
+                t.replication_factor
+            })
             .with_configs(Some(described));
         if body.validate_only {
             match shard.topic_by_name(&name).await {
-                Ok(Some(_)) => results.push(fail(result, ErrorCode::TopicAlreadyExists, format!("topic {name:?} already exists"))),
+                Ok(Some(_)) => results.push(fail(
+                    result,
+                    ErrorCode::TopicAlreadyExists,
+                    format!("topic {name:?} already exists"),
+                )),
                 Ok(None) => results.push(result),
                 Err(code) => results.push(fail(result, code, "metadata unavailable".into())),
             }
             continue;
         }
-        match shard.agent.meta.create_topic(name.clone(), partitions, configs).await {
+        match shard
+            .agent
+            .meta
+            .create_topic(name.clone(), partitions, configs)
+            .await
+        {
             Ok(Ok(rec)) => {
                 tracing::info!(topic = name, partitions, "created topic");
                 results.push(result.with_topic_id(rec.topic_id));
             }
-            Ok(Err(CreateTopicError::AlreadyExists)) => {
-                results.push(fail(result, ErrorCode::TopicAlreadyExists, format!("topic {name:?} already exists")))
-            }
+            Ok(Err(CreateTopicError::AlreadyExists)) => results.push(fail(
+                result,
+                ErrorCode::TopicAlreadyExists,
+                format!("topic {name:?} already exists"),
+            )),
             Err(e) => results.push(fail(result, ErrorCode::from(&e), e.to_string())),
         }
     }

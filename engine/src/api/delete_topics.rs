@@ -9,7 +9,11 @@ use crate::error::ErrorCode;
 use crate::shard::Shard;
 
 pub async fn handle(shard: &Shard, req: &Req, body: DeleteTopicsRequest) -> DeleteTopicsResponse {
-    let mut targets: Vec<(Option<TopicName>, Uuid)> = body.topic_names.into_iter().map(|n| (Some(n), Uuid::nil())).collect();
+    let mut targets: Vec<(Option<TopicName>, Uuid)> = body
+        .topic_names
+        .into_iter()
+        .map(|n| (Some(n), Uuid::nil()))
+        .collect();
     targets.extend(body.topics.into_iter().map(|t| (t.name, t.topic_id)));
     let mut out = Vec::new();
     for (name, id) in targets {
@@ -17,16 +21,22 @@ pub async fn handle(shard: &Shard, req: &Req, body: DeleteTopicsRequest) -> Dele
             Some(n) => Ok(Some(n.0.as_str().to_owned())),
             None => shard.topic_by_id(id).await.map(|t| t.map(|t| t.name)),
         };
-        let result = DeletableTopicResult::default().with_name(name.clone()).with_topic_id(id);
+        let result = DeletableTopicResult::default()
+            .with_name(name.clone())
+            .with_topic_id(id);
         let result = match resolved {
             Ok(Some(n)) => match shard.agent.meta.delete_topic(n.clone()).await {
                 Ok(Some(topic_id)) => {
                     shard.forget_topic(&n);
                     tracing::info!(topic = n, "deleted topic");
-                    result.with_topic_id(topic_id).with_name(Some(TopicName(str_bytes(&n))))
+                    result
+                        .with_topic_id(topic_id)
+                        .with_name(Some(TopicName(str_bytes(&n))))
                 }
                 Ok(None) => result.with_error_code(ErrorCode::UnknownTopicOrPartition.code()),
-                Err(e) => result.with_error_code(ErrorCode::from(&e).code()).with_error_message(Some(str_bytes(&e.to_string()))),
+                Err(e) => result
+                    .with_error_code(ErrorCode::from(&e).code())
+                    .with_error_message(Some(str_bytes(&e.to_string()))),
             },
             Ok(None) => result.with_error_code(ErrorCode::UnknownTopicId.code()),
             Err(code) => result.with_error_code(code.code()),

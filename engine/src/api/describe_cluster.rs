@@ -7,7 +7,11 @@ use super::{str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
 
-pub async fn handle(shard: &Shard, _req: &Req, body: DescribeClusterRequest) -> DescribeClusterResponse {
+pub async fn handle(
+    shard: &Shard,
+    _req: &Req,
+    body: DescribeClusterRequest,
+) -> DescribeClusterResponse {
     // endpoint_type 2 (controllers) is for KRaft controllers, which rutomq has none of.
     if body.endpoint_type == 2 {
         return DescribeClusterResponse::default()
@@ -16,7 +20,11 @@ pub async fn handle(shard: &Shard, _req: &Req, body: DescribeClusterRequest) -> 
             .with_endpoint_type(body.endpoint_type);
     }
     let agents = shard.agent.live_agents();
-    let controller = agents.iter().map(|a| a.agent_id).min().unwrap_or(shard.agent.agent_id);
+    let controller = agents
+        .iter()
+        .map(|a| a.agent_id)
+        .min()
+        .unwrap_or(shard.agent.agent_id);
     DescribeClusterResponse::default()
         .with_cluster_id(str_bytes(&shard.agent.cluster_id))
         .with_controller_id(BrokerId(controller))

@@ -1,6 +1,8 @@
 //! DescribeConfigs (key 32) for topics; broker configs are not served.
 
-use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult};
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult,
+};
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::{str_bytes, Req};
@@ -12,7 +14,11 @@ const RESOURCE_TOPIC: i8 = 2;
 const SOURCE_TOPIC: i8 = 1;
 const SOURCE_DEFAULT: i8 = 5;
 
-pub async fn handle(shard: &Shard, _req: &Req, body: DescribeConfigsRequest) -> DescribeConfigsResponse {
+pub async fn handle(
+    shard: &Shard,
+    _req: &Req,
+    body: DescribeConfigsRequest,
+) -> DescribeConfigsResponse {
     let mut results = Vec::new();
     for r in body.resources {
         let result = DescribeConfigsResult::default()
@@ -37,7 +43,11 @@ pub async fn handle(shard: &Shard, _req: &Req, body: DescribeConfigsRequest) -> 
                 continue;
             }
         };
-        let wanted = |k: &str| r.configuration_keys.as_ref().is_none_or(|keys| keys.iter().any(|w| w.as_str() == k));
+        let wanted = |k: &str| {
+            r.configuration_keys
+                .as_ref()
+                .is_none_or(|keys| keys.iter().any(|w| w.as_str() == k))
+        };
         let configs = TOPIC_CONFIGS
             .iter()
             .filter(|(k, _)| wanted(k))
@@ -46,7 +56,11 @@ pub async fn handle(shard: &Shard, _req: &Req, body: DescribeConfigsRequest) -> 
                 DescribeConfigsResourceResult::default()
                     .with_name(str_bytes(k))
                     .with_value(Some(str_bytes(set.map_or(*d, |(_, v)| v.as_str()))))
-                    .with_config_source(if set.is_some() { SOURCE_TOPIC } else { SOURCE_DEFAULT })
+                    .with_config_source(if set.is_some() {
+                        SOURCE_TOPIC
+                    } else {
+                        SOURCE_DEFAULT
+                    })
             })
             .collect();
         results.push(result.with_configs(configs));

@@ -42,7 +42,13 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: FetchRequest) -> FetchRe
         let partitions = t
             .partitions
             .iter()
-            .map(|p| (p.partition, p.fetch_offset, p.partition_max_bytes.max(0) as usize))
+            .map(|p| {
+                (
+                    p.partition,
+                    p.fetch_offset,
+                    p.partition_max_bytes.max(0) as usize,
+                )
+            })
             .collect();
         wanted.push(Wanted {
             name: t.topic,
@@ -53,27 +59,44 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: FetchRequest) -> FetchRe
     }
     let max_bytes = (body.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX);
     let min_bytes = body.min_bytes.max(0) as usize;
-    let deadline = Instant::now() + Duration::from_millis(body.max_wait_ms.clamp(0, FETCH_WAIT_MS_MAX) as u64);
+    let deadline =
+        Instant::now() + Duration::from_millis(body.max_wait_ms.clamp(0, FETCH_WAIT_MS_MAX) as u64);
     loop {
         // Register before reading, so a commit in between is not missed.
         let changed = shard.watermark_changed();
         let (responses, total, errors) = read_all(shard, req.version, &wanted, max_bytes).await;
         let now = Instant::now();
-        if total >= min_bytes.max(1) || errors || now >= deadline || shard.agent.stopping.load(std::sync::atomic::Ordering::Relaxed) {
-            return FetchResponse::default().with_session_id(0).with_responses(responses);
+        if total >= min_bytes.max(1)
+            || errors
+            || now >= deadline
+            || shard
+                .agent
+                .stopping
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return FetchResponse::default()
+                .with_session_id(0)
+                .with_responses(responses);
         }
         let timer = Box::pin(rutomq_shards::sleep(deadline - now));
         match select(changed, timer).await {
             Either::Left(_) => continue,
             Either::Right(_) => {
                 let (responses, _, _) = read_all(shard, req.version, &wanted, max_bytes).await;
-                return FetchResponse::default().with_session_id(0).with_responses(responses);
+                return FetchResponse::default()
+                    .with_session_id(0)
+                    .with_responses(responses);
             }
         }
     }
 }
 
-async fn read_all(shard: &Shard, version: i16, wanted: &[Wanted], max_bytes: usize) -> (Vec<FetchableTopicResponse>, usize, bool) {
+async fn read_all(
+    shard: &Shard,
+    version: i16,
+    wanted: &[Wanted],
+    max_bytes: usize,
+) -> (Vec<FetchableTopicResponse>, usize, bool) {
     let mut total = 0usize;
     let mut errors = false;
     let mut responses = Vec::with_capacity(wanted.len());
@@ -88,7 +111,14 @@ async fn read_all(shard: &Shard, version: i16, wanted: &[Wanted], max_bytes: usi
                 .with_preferred_read_replica((-1).into());
             let data = match &w.resolved {
                 Err(code) => data.with_error_code(code.code()),
-                Ok(None) => data.with_error_code(if version >= 13 { ErrorCode::UnknownTopicId } else { ErrorCode::UnknownTopicOrPartition }.code()),
+                Ok(None) => data.with_error_code(
+                    if version >= 13 {
+                        ErrorCode::UnknownTopicId
+                    } else {
+                        ErrorCode::UnknownTopicOrPartition
+                    }
+                    .code(),
+                ),
                 Ok(Some((_, count))) if partition < 0 || partition >= *count => {
                     data.with_error_code(ErrorCode::UnknownTopicOrPartition.code())
                 }
@@ -108,7 +138,15 @@ async fn read_all(shard: &Shard, version: i16, wanted: &[Wanted], max_bytes: usi
                                 // Response full: report the partition without data.
                                 data.with_records(Some(bytes::Bytes::new()))
                             } else {
-                                match read_partition(shard, *topic_id, partition, fetch_offset, budget).await {
+                                match read_partition(
+                                    shard,
+                                    *topic_id,
+                                    partition,
+                                    fetch_offset,
+                                    budget,
+                                )
+                                .await
+                                {
                                     Ok(read) => {
                                         total += read.records.len();
                                         data.with_high_watermark(read.high_watermark)

@@ -7,15 +7,23 @@ use super::Req;
 use crate::error::ErrorCode;
 use crate::shard::Shard;
 
-pub async fn handle(shard: &Shard, _req: &Req, body: InitProducerIdRequest) -> InitProducerIdResponse {
-    let resp = InitProducerIdResponse::default().with_producer_id(ProducerId(-1)).with_producer_epoch(-1);
+pub async fn handle(
+    shard: &Shard,
+    _req: &Req,
+    body: InitProducerIdRequest,
+) -> InitProducerIdResponse {
+    let resp = InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
     if body.transactional_id.is_some() {
         // Not a fake success: transactional producers fail at init.
         return resp.with_error_code(ErrorCode::TransactionalIdAuthorizationFailed.code());
     }
     // KIP-360: an idempotent producer may ask to bump its epoch.
     if body.producer_id.0 >= 0 && body.producer_epoch >= 0 && body.producer_epoch < i16::MAX - 1 {
-        return resp.with_producer_id(body.producer_id).with_producer_epoch(body.producer_epoch + 1);
+        return resp
+            .with_producer_id(body.producer_id)
+            .with_producer_epoch(body.producer_epoch + 1);
     }
     match shard.agent.meta.next_producer_id().await {
         Ok(id) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(0),

@@ -1,6 +1,8 @@
 //! ListOffsets (key 2): earliest, latest, by timestamp, max timestamp.
 
-use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 use kafka_protocol::records::RecordBatchDecoder;
 use rutomq_meta::SpanRecord;
@@ -43,14 +45,23 @@ pub async fn handle(shard: &Shard, _req: &Req, body: ListOffsetsRequest) -> List
                 Err(code) => r.with_error_code(code.code()),
             });
         }
-        topics.push(ListOffsetsTopicResponse::default().with_name(t.name).with_partitions(parts));
+        topics.push(
+            ListOffsetsTopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(parts),
+        );
     }
     ListOffsetsResponse::default().with_topics(topics)
 }
 
 /// (offset, timestamp) for a ListOffsets target, or None when no record
 /// matches (Kafka answers offset -1).
-async fn lookup(shard: &Shard, topic_id: Uuid, partition: i32, target: i64) -> Result<Option<(i64, i64)>, ErrorCode> {
+async fn lookup(
+    shard: &Shard,
+    topic_id: Uuid,
+    partition: i32,
+    target: i64,
+) -> Result<Option<(i64, i64)>, ErrorCode> {
     let meta = &shard.agent.meta;
     let offsets = meta
         .partition_offsets(topic_id, partition)
@@ -61,14 +72,20 @@ async fn lookup(shard: &Shard, topic_id: Uuid, partition: i32, target: i64) -> R
         LATEST | LATEST_TIERED => Ok(Some((offsets.high_watermark, -1))),
         EARLIEST | EARLIEST_LOCAL => Ok(Some((offsets.log_start_offset, -1))),
         MAX_TIMESTAMP => {
-            let span = meta.span_max_timestamp(topic_id, partition).await.map_err(|e| ErrorCode::from(&e))?;
+            let span = meta
+                .span_max_timestamp(topic_id, partition)
+                .await
+                .map_err(|e| ErrorCode::from(&e))?;
             match span {
                 None => Ok(None),
                 Some(s) => find_record(shard, &s, |ts, max| ts == max, s.max_timestamp).await,
             }
         }
         ts if ts >= 0 => {
-            let span = meta.span_by_timestamp(topic_id, partition, ts).await.map_err(|e| ErrorCode::from(&e))?;
+            let span = meta
+                .span_by_timestamp(topic_id, partition, ts)
+                .await
+                .map_err(|e| ErrorCode::from(&e))?;
             match span {
                 None => Ok(None),
                 Some(s) => find_record(shard, &s, |rts, target| rts >= target, ts).await,

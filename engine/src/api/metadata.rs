@@ -16,10 +16,12 @@ use crate::topics;
 
 /// Kafka's AclOperation codes as bits: READ 3, WRITE 4, CREATE 5, DELETE 6,
 /// ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
-const TOPIC_OPERATIONS: i32 = (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
+const TOPIC_OPERATIONS: i32 =
+    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
 /// CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
 /// ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
-const CLUSTER_OPERATIONS: i32 = (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+const CLUSTER_OPERATIONS: i32 =
+    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 
 pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> MetadataResponse {
     let agents = shard.agent.live_agents();
@@ -34,8 +36,10 @@ pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> Metadata
         })
         .collect();
     // v0: an empty list means all topics; v1+: null means all.
-    let all = body.topics.is_none() || (req.version == 0 && body.topics.as_ref().is_some_and(Vec::is_empty));
-    let auto_create = shard.agent.cfg.auto_create_topics && (req.version < 4 || body.allow_auto_topic_creation);
+    let all = body.topics.is_none()
+        || (req.version == 0 && body.topics.as_ref().is_some_and(Vec::is_empty));
+    let auto_create =
+        shard.agent.cfg.auto_create_topics && (req.version < 4 || body.allow_auto_topic_creation);
     let mut topics: Vec<MetadataResponseTopic> = Vec::new();
     if all {
         match shard.agent.meta.load_topics(None).await {
@@ -73,7 +77,11 @@ pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> Metadata
             topics.push(entry);
         }
     }
-    let controller = agents.iter().map(|a| a.agent_id).min().unwrap_or(shard.agent.agent_id);
+    let controller = agents
+        .iter()
+        .map(|a| a.agent_id)
+        .min()
+        .unwrap_or(shard.agent.agent_id);
     // No authorizer yet: every operation is allowed. Reported only when asked
     // (otherwise Kafka's "not requested" value, i32::MIN, stays).
     if body.include_topic_authorized_operations {
@@ -81,7 +89,11 @@ pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> Metadata
             t.topic_authorized_operations = TOPIC_OPERATIONS;
         }
     }
-    let cluster_ops = if body.include_cluster_authorized_operations { CLUSTER_OPERATIONS } else { i32::MIN };
+    let cluster_ops = if body.include_cluster_authorized_operations {
+        CLUSTER_OPERATIONS
+    } else {
+        i32::MIN
+    };
     MetadataResponse::default()
         .with_cluster_authorized_operations(cluster_ops)
         .with_brokers(brokers)

@@ -91,13 +91,20 @@ fn decode<T: Decodable>(buf: &mut Bytes, version: i16) -> Result<T, Close> {
 }
 
 /// Encodes a response frame: size, response header, body.
-pub fn encode<R: Encodable + HeaderVersion>(correlation_id: i32, version: i16, resp: &R) -> Option<Bytes> {
+pub fn encode<R: Encodable + HeaderVersion>(
+    correlation_id: i32,
+    version: i16,
+    resp: &R,
+) -> Option<Bytes> {
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
     let header_version = R::header_version(version);
     let size = header.compute_size(header_version).ok()? + resp.compute_size(version).ok()?;
     let mut buf = BytesMut::with_capacity(4 + size);
     buf.put_i32(size as i32);
-    if let Err(e) = header.encode(&mut buf, header_version).and_then(|_| resp.encode(&mut buf, version)) {
+    if let Err(e) = header
+        .encode(&mut buf, header_version)
+        .and_then(|_| resp.encode(&mut buf, version))
+    {
         tracing::error!(error = %e, "response encoding failed");
         return None;
     }
@@ -148,16 +155,29 @@ async fn dispatch(shard: Rc<Shard>, mut frame: Bytes) -> Result<Reply, Close> {
         ApiKey::Metadata => now!(metadata, kafka_protocol::messages::MetadataRequest),
         ApiKey::CreateTopics => now!(create_topics, kafka_protocol::messages::CreateTopicsRequest),
         ApiKey::DeleteTopics => now!(delete_topics, kafka_protocol::messages::DeleteTopicsRequest),
-        ApiKey::CreatePartitions => now!(create_partitions, kafka_protocol::messages::CreatePartitionsRequest),
-        ApiKey::DescribeCluster => now!(describe_cluster, kafka_protocol::messages::DescribeClusterRequest),
-        ApiKey::DescribeConfigs => now!(describe_configs, kafka_protocol::messages::DescribeConfigsRequest),
-        ApiKey::InitProducerId => now!(init_producer_id, kafka_protocol::messages::InitProducerIdRequest),
+        ApiKey::CreatePartitions => now!(
+            create_partitions,
+            kafka_protocol::messages::CreatePartitionsRequest
+        ),
+        ApiKey::DescribeCluster => now!(
+            describe_cluster,
+            kafka_protocol::messages::DescribeClusterRequest
+        ),
+        ApiKey::DescribeConfigs => now!(
+            describe_configs,
+            kafka_protocol::messages::DescribeConfigsRequest
+        ),
+        ApiKey::InitProducerId => now!(
+            init_producer_id,
+            kafka_protocol::messages::InitProducerIdRequest
+        ),
         ApiKey::ListOffsets => now!(list_offsets, kafka_protocol::messages::ListOffsetsRequest),
         ApiKey::Produce => {
             let body = decode(&mut frame, version)?;
             let later = produce::handle(&shard, &req, body).await;
             Ok(Reply::Later(
-                async move { later.await.and_then(|resp| encode(corr, version, &resp)) }.boxed_local(),
+                async move { later.await.and_then(|resp| encode(corr, version, &resp)) }
+                    .boxed_local(),
             ))
         }
         ApiKey::Fetch => {
@@ -197,7 +217,11 @@ mod tests {
             assert!(a.min >= lo, "{:?} min below the codec's", a.key);
             assert!(a.max <= hi, "{:?} max above the codec's", a.key);
             assert!(a.min <= a.max);
-            assert!(APIS[i + 1..].iter().all(|b| b.key != a.key), "{:?} twice", a.key);
+            assert!(
+                APIS[i + 1..].iter().all(|b| b.key != a.key),
+                "{:?} twice",
+                a.key
+            );
         }
     }
 }

@@ -17,10 +17,18 @@ use crate::topics;
 
 enum Pending {
     Done(ErrorCode, Option<String>),
-    Appended { done: BufferDone, part: usize, batch: usize },
+    Appended {
+        done: BufferDone,
+        part: usize,
+        batch: usize,
+    },
 }
 
-pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ProduceRequest) -> LocalBoxFuture<'static, Option<ProduceResponse>> {
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: &Req,
+    body: ProduceRequest,
+) -> LocalBoxFuture<'static, Option<ProduceResponse>> {
     let acks = body.acks;
     let acks_valid = matches!(acks, -1..=1);
     let mut topics_out = Vec::with_capacity(body.topic_data.len());
@@ -36,7 +44,11 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ProduceRequest) -> Local
                 (_, false) => Pending::Done(ErrorCode::InvalidRequiredAcks, None),
                 (Err(code), _) => Pending::Done(*code, None),
                 (Ok(None), _) => Pending::Done(
-                    if req.version >= 13 { ErrorCode::UnknownTopicId } else { ErrorCode::UnknownTopicOrPartition },
+                    if req.version >= 13 {
+                        ErrorCode::UnknownTopicId
+                    } else {
+                        ErrorCode::UnknownTopicOrPartition
+                    },
                     None,
                 ),
                 (Ok(Some(rec)), _) if p.index < 0 || p.index >= rec.partitions => {
@@ -44,17 +56,22 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ProduceRequest) -> Local
                 }
                 (Ok(Some(rec)), _) => match p.records {
                     None => Pending::Done(ErrorCode::InvalidRecord, Some("no records".into())),
-                    Some(records) => match validate_produce_records(&records, topics::max_message_bytes(rec)) {
-                        Err(invalid) => Pending::Done(invalid.code, Some(invalid.message)),
-                        Ok(info) if info.transactional || body.transactional_id.is_some() => Pending::Done(
-                            ErrorCode::InvalidRecord,
-                            Some("transactional produce is not supported yet".into()),
-                        ),
-                        Ok(info) => {
-                            let (done, part, batch) = shard.append(rec.topic_id, p.index, records, &info);
-                            Pending::Appended { done, part, batch }
+                    Some(records) => {
+                        match validate_produce_records(&records, topics::max_message_bytes(rec)) {
+                            Err(invalid) => Pending::Done(invalid.code, Some(invalid.message)),
+                            Ok(info) if info.transactional || body.transactional_id.is_some() => {
+                                Pending::Done(
+                                    ErrorCode::InvalidRecord,
+                                    Some("transactional produce is not supported yet".into()),
+                                )
+                            }
+                            Ok(info) => {
+                                let (done, part, batch) =
+                                    shard.append(rec.topic_id, p.index, records, &info);
+                                Pending::Appended { done, part, batch }
+                            }
                         }
-                    },
+                    }
                 },
             };
             parts.push((p.index, pending));
@@ -72,14 +89,18 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ProduceRequest) -> Local
                     .with_log_append_time_ms(-1)
                     .with_log_start_offset(-1);
                 let r = match pending {
-                    Pending::Done(code, msg) => r.with_error_code(code.code()).with_error_message(msg.as_deref().map(str_bytes)),
+                    Pending::Done(code, msg) => r
+                        .with_error_code(code.code())
+                        .with_error_message(msg.as_deref().map(str_bytes)),
                     Pending::Appended { done, part, batch } => match done.await {
                         Ok(Ok(outcome)) => {
                             let part = &outcome[part];
                             let r = r.with_log_start_offset(part.log_start_offset);
                             match part.batches[batch] {
                                 rutomq_meta::BatchOutcome::Appended { base_offset }
-                                | rutomq_meta::BatchOutcome::Duplicate { base_offset } => r.with_base_offset(base_offset),
+                                | rutomq_meta::BatchOutcome::Duplicate { base_offset } => {
+                                    r.with_base_offset(base_offset)
+                                }
                                 other => r.with_error_code(ErrorCode::from(other).code()),
                             }
                         }
