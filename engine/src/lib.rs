@@ -1,5 +1,10 @@
 //! rutomq: a stateless, Kafka-compatible message queue.
 
+/// mimalloc, with hostile-sized single allocations reserved lazily (see
+/// `rutomq_shards::alloc`). Set here so the binary and every test use it.
+#[global_allocator]
+static GLOBAL: rutomq_shards::alloc::GuardedAlloc = rutomq_shards::alloc::GuardedAlloc;
+
 pub mod agent;
 pub mod api;
 pub mod config;

@@ -1,9 +1,6 @@
 use clap::Parser;
 use rutomq::config::{Cli, Command};
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(

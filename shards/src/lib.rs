@@ -19,6 +19,8 @@
 //! awaited before the next frame is read), then complete concurrently, and
 //! responses are written in request order, as Kafka requires.
 
+pub mod alloc;
+
 use std::cell::Cell;
 use std::future::Future;
 use std::net::SocketAddr;

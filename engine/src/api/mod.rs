@@ -80,13 +80,20 @@ impl rutomq_shards::Service for Service {
     }
 }
 
+/// Decoder panics caught (a bug in a decoder; each closes one connection).
+pub static DECODER_PANICS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Decodes a message, turning a decoder error or panic into a closed
 /// connection: the network is hostile input.
 fn decode<T: Decodable>(buf: &mut Bytes, version: i16) -> Result<T, Close> {
     match std::panic::catch_unwind(AssertUnwindSafe(|| T::decode(buf, version))) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(_)) => Err(Close("malformed request body")),
-        Err(_) => Err(Close("request body made the decoder panic")),
+        Err(_) => {
+            DECODER_PANICS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::error!("a request made the decoder panic; closing the connection");
+            Err(Close("request body made the decoder panic"))
+        }
     }
 }
 
@@ -111,7 +118,74 @@ pub fn encode<R: Encodable + HeaderVersion>(
     Some(buf.freeze())
 }
 
-async fn dispatch(shard: Rc<Shard>, mut frame: Bytes) -> Result<Reply, Close> {
+macro_rules! bodies {
+    ($($variant:ident => $ty:ident),* $(,)?) => {
+        /// A decoded request body of an implemented API.
+        pub enum Body {
+            $($variant(kafka_protocol::messages::$ty),)*
+        }
+
+        /// Encodes the default request of `key` at `version`, header included
+        /// (seed inputs for the decoder fuzz tests).
+        pub fn encode_default_request(key: ApiKey, version: i16) -> Option<Bytes> {
+            match key {
+                $(ApiKey::$variant => encode_request(key, version, &kafka_protocol::messages::$ty::default()),)*
+                _ => None,
+            }
+        }
+
+        fn decode_body(key: ApiKey, frame: &mut Bytes, version: i16) -> Result<Body, Close> {
+            match key {
+                $(ApiKey::$variant => Ok(Body::$variant(decode(frame, version)?)),)*
+                _ => Err(Close("API in the table without a handler")),
+            }
+        }
+    };
+}
+
+bodies! {
+    ApiVersions => ApiVersionsRequest,
+    Metadata => MetadataRequest,
+    CreateTopics => CreateTopicsRequest,
+    DeleteTopics => DeleteTopicsRequest,
+    CreatePartitions => CreatePartitionsRequest,
+    DescribeCluster => DescribeClusterRequest,
+    DescribeConfigs => DescribeConfigsRequest,
+    InitProducerId => InitProducerIdRequest,
+    ListOffsets => ListOffsetsRequest,
+    Produce => ProduceRequest,
+    Fetch => FetchRequest,
+}
+
+/// Encodes a request frame body (header + request, no size prefix).
+pub fn encode_request<R: Encodable>(key: ApiKey, version: i16, req: &R) -> Option<Bytes> {
+    let header = RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(7);
+    let mut buf = BytesMut::new();
+    header
+        .encode(&mut buf, key.request_header_version(version))
+        .ok()?;
+    req.encode(&mut buf, version).ok()?;
+    Some(buf.freeze())
+}
+
+/// A frame, parsed. (Requests are parsed one at a time per connection and
+/// moved straight into their handler, so the size difference is harmless.)
+#[allow(clippy::large_enum_variant)]
+pub enum Parsed {
+    Request(Req, Body),
+    /// ApiVersions at a version newer than served: answered with error 35.
+    UnsupportedApiVersions {
+        correlation_id: i32,
+    },
+}
+
+/// Parses one request frame (without its size prefix). Anything that is not
+/// a well-formed request of an implemented API at a served version is a
+/// `Close` (except a too-new ApiVersions, which Kafka answers).
+pub fn parse_request(mut frame: Bytes) -> Result<Parsed, Close> {
     if frame.len() < 8 {
         return Err(Close("request shorter than its header"));
     }
@@ -131,67 +205,67 @@ async fn dispatch(shard: Rc<Shard>, mut frame: Bytes) -> Result<Reply, Close> {
         spec.key.request_header_version(version)
     };
     let header: RequestHeader = decode(&mut frame, header_version)?;
-    let corr = header.correlation_id;
     if version < spec.min || version > spec.max {
         if spec.key == ApiKey::ApiVersions {
-            return Ok(Reply::Now(api_versions::unsupported(corr)));
+            return Ok(Parsed::UnsupportedApiVersions {
+                correlation_id: header.correlation_id,
+            });
         }
         return Err(Close("unsupported API version"));
     }
-    let req = Req {
-        key: spec.key,
-        version,
-        header,
+    let body = decode_body(spec.key, &mut frame, version)?;
+    Ok(Parsed::Request(
+        Req {
+            key: spec.key,
+            version,
+            header,
+        },
+        body,
+    ))
+}
+
+async fn dispatch(shard: Rc<Shard>, frame: Bytes) -> Result<Reply, Close> {
+    let (req, body) = match parse_request(frame)? {
+        Parsed::Request(req, body) => (req, body),
+        Parsed::UnsupportedApiVersions { correlation_id } => {
+            return Ok(Reply::Now(api_versions::unsupported(correlation_id)));
+        }
     };
+    let corr = req.header.correlation_id;
+    let version = req.version;
     macro_rules! now {
-        ($module:ident, $ty:ty) => {{
-            let body: $ty = decode(&mut frame, version)?;
-            let resp = $module::handle(&shard, &req, body).await;
+        ($module:ident, $body:expr) => {{
+            let resp = $module::handle(&shard, &req, $body).await;
             Ok(Reply::Now(encode(corr, version, &resp)))
         }};
     }
-    match spec.key {
-        ApiKey::ApiVersions => now!(api_versions, kafka_protocol::messages::ApiVersionsRequest),
-        ApiKey::Metadata => now!(metadata, kafka_protocol::messages::MetadataRequest),
-        ApiKey::CreateTopics => now!(create_topics, kafka_protocol::messages::CreateTopicsRequest),
-        ApiKey::DeleteTopics => now!(delete_topics, kafka_protocol::messages::DeleteTopicsRequest),
-        ApiKey::CreatePartitions => now!(
-            create_partitions,
-            kafka_protocol::messages::CreatePartitionsRequest
-        ),
-        ApiKey::DescribeCluster => now!(
-            describe_cluster,
-            kafka_protocol::messages::DescribeClusterRequest
-        ),
-        ApiKey::DescribeConfigs => now!(
-            describe_configs,
-            kafka_protocol::messages::DescribeConfigsRequest
-        ),
-        ApiKey::InitProducerId => now!(
-            init_producer_id,
-            kafka_protocol::messages::InitProducerIdRequest
-        ),
-        ApiKey::ListOffsets => now!(list_offsets, kafka_protocol::messages::ListOffsetsRequest),
-        ApiKey::Produce => {
-            let body = decode(&mut frame, version)?;
-            let later = produce::handle(&shard, &req, body).await;
+    match body {
+        Body::ApiVersions(b) => now!(api_versions, b),
+        Body::Metadata(b) => now!(metadata, b),
+        Body::CreateTopics(b) => now!(create_topics, b),
+        Body::DeleteTopics(b) => now!(delete_topics, b),
+        Body::CreatePartitions(b) => now!(create_partitions, b),
+        Body::DescribeCluster(b) => now!(describe_cluster, b),
+        Body::DescribeConfigs(b) => now!(describe_configs, b),
+        Body::InitProducerId(b) => now!(init_producer_id, b),
+        Body::ListOffsets(b) => now!(list_offsets, b),
+        Body::Produce(b) => {
+            let later = produce::handle(&shard, &req, b).await;
             Ok(Reply::Later(
                 async move { later.await.and_then(|resp| encode(corr, version, &resp)) }
                     .boxed_local(),
             ))
         }
-        ApiKey::Fetch => {
-            let body = decode(&mut frame, version)?;
+        Body::Fetch(b) => {
             let shard = shard.clone();
             Ok(Reply::Later(
                 async move {
-                    let resp = fetch::handle(&shard, &req, body).await;
+                    let resp = fetch::handle(&shard, &req, b).await;
                     encode(corr, version, &resp)
                 }
                 .boxed_local(),
             ))
         }
-        _ => Err(Close("API in the table without a handler")),
     }
 }
 
@@ -223,5 +297,117 @@ mod tests {
                 a.key
             );
         }
+    }
+}
+
+/// Feeds one arbitrary frame through everything a shard does with untrusted
+/// bytes before touching state: header and body decode, then produce batch
+/// validation. For fuzzers; it must never panic or abort.
+pub fn fuzz_frame(data: &[u8]) {
+    if let Ok(Parsed::Request(_, Body::Produce(p))) = parse_request(Bytes::copy_from_slice(data)) {
+        for t in p.topic_data {
+            for d in t.partition_data {
+                if let Some(r) = d.records {
+                    let _ = crate::records::validate_produce_records(&r, 1 << 20);
+                }
+            }
+        }
+    }
+}
+
+/// Hostile-input tests: every served API and version, then mutated,
+/// truncated and random frames. None may panic a decoder; each either
+/// parses or closes the connection.
+#[cfg(test)]
+mod hostile_input {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    struct XorShift(u64);
+    impl XorShift {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    fn seeds() -> Vec<Bytes> {
+        let mut out = Vec::new();
+        for a in APIS {
+            for v in a.min..=a.max {
+                let frame = encode_default_request(a.key, v).expect("default request encodes");
+                assert!(
+                    matches!(parse_request(frame.clone()), Ok(Parsed::Request(..))),
+                    "{:?} v{v} default request parses",
+                    a.key
+                );
+                out.push(frame);
+            }
+        }
+        // A produce request with a real batch, for the records path too.
+        use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+        let batch = Bytes::from(crate::records::tests::batch(3, 3));
+        for v in [3i16, 9, 13] {
+            let req = kafka_protocol::messages::ProduceRequest::default()
+                .with_acks(-1)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(kafka_protocol::messages::TopicName(str_bytes("t")))
+                    .with_partition_data(vec![PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(batch.clone()))])]);
+            out.push(encode_request(ApiKey::Produce, v, &req).expect("produce encodes"));
+        }
+        out
+    }
+
+    fn exercise(frame: Bytes) {
+        fuzz_frame(&frame);
+    }
+
+    #[test]
+    fn mutated_truncated_and_random_frames_never_panic() {
+        let before = DECODER_PANICS.load(Ordering::Relaxed);
+        let seeds = seeds();
+        let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+        for round in 0..60_000u32 {
+            let seed = &seeds[(rng.next() as usize) % seeds.len()];
+            let mut f = seed.to_vec();
+            match round % 4 {
+                0 => {
+                    for _ in 0..1 + rng.next() % 4 {
+                        let i = (rng.next() as usize) % f.len();
+                        f[i] = rng.next() as u8;
+                    }
+                }
+                1 => f.truncate((rng.next() as usize) % (f.len() + 1)),
+                2 => {
+                    // Lengths and counts set to extremes.
+                    let i = (rng.next() as usize) % f.len();
+                    for (k, b) in [0xffu8, 0xff, 0xff, 0xf0].iter().enumerate() {
+                        if i + k < f.len() {
+                            f[i + k] = *b;
+                        }
+                    }
+                }
+                _ => {
+                    let n = (rng.next() % 64) as usize;
+                    f = (0..n).map(|_| rng.next() as u8).collect();
+                    if n >= 4 && rng.next().is_multiple_of(2) {
+                        // Keep a valid api key and version to get past the header.
+                        let a = &APIS[(rng.next() as usize) % APIS.len()];
+                        f[..2].copy_from_slice(&(a.key as i16).to_be_bytes());
+                        f[2..4].copy_from_slice(&a.max.to_be_bytes());
+                    }
+                }
+            }
+            exercise(Bytes::from(f));
+        }
+        assert_eq!(
+            DECODER_PANICS.load(Ordering::Relaxed),
+            before,
+            "a decoder panicked (see stderr)"
+        );
     }
 }
