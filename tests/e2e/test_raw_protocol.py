@@ -165,7 +165,13 @@ def test_huge_frame_is_not_buffered(agent):
     struct.pack(">i", 10) + struct.pack(">hhih", 18, 0, 5, 100),               # client_id runs past frame
     kwire.frame(kwire.request_header(9999, 0, 7)),                            # unknown api key
     kwire.frame(kwire.request_header(-5, 0, 7)),                              # negative api key
-], ids=["http", "short-frame", "truncated-header", "api-key-9999", "api-key-negative"])
+    # ListOffsets v1 whose topic array claims 2^31-1 entries in a few bytes:
+    # a decoder that pre-sizes from the count asks for ~100 GiB at once.
+    kwire.frame(kwire.request_header(2, 1, 7) + struct.pack(">ii", -1, 0x7FFFFFFF) + b"\x00" * 8),
+    # Metadata v0 claiming 54 million topics (a known 8-byte crash input).
+    kwire.frame(kwire.request_header(3, 0, 7) + bytes.fromhex("033c0c00b6")),
+], ids=["http", "short-frame", "truncated-header", "api-key-9999", "api-key-negative",
+        "forged-array-count", "forged-metadata-count"])
 def test_garbage_closes_connection(agent, payload):
     with connect(agent) as c:
         try:
