@@ -227,10 +227,7 @@ impl Meta {
                             return;
                         }
                     };
-                    if let Err(e) = start_listener(&url, on_watermarks).await {
-                        let _ = ready_tx.send(Err(e));
-                        return;
-                    }
+                    tokio::spawn(run_listener(url.clone(), Arc::new(on_watermarks)));
                     let _ = ready_tx.send(Ok(()));
                     let committer = tokio::spawn(run_committer(
                         url.clone(),
@@ -238,8 +235,10 @@ impl Meta {
                         commit_rx,
                         thread_stats.clone(),
                     ));
+                    let mut ctx = ctx;
                     while let Some(job) = job_rx.recv().await {
                         thread_stats.queries.fetch_add(1, Ordering::Relaxed);
+                        reconnect_if_closed(&url, &mut ctx).await;
                         tokio::spawn(job(ctx.clone()));
                     }
                     // All handles dropped: finish queued commits, then exit.
@@ -582,33 +581,68 @@ fn span_from_row(r: &tokio_postgres::Row) -> SpanRecord {
     }
 }
 
-async fn start_listener(url: &str, on_watermarks: WatermarkListener) -> Result<(), MetaError> {
+/// Replaces the shared query and DDL connections when PostgreSQL dropped
+/// them (restart, failover), so the agent recovers without a restart. A job
+/// that finds PostgreSQL still down fails with a retriable error.
+async fn reconnect_if_closed(url: &str, ctx: &mut Ctx) {
+    if ctx.query.is_closed() {
+        match connect(url).await {
+            Ok(c) => {
+                tracing::info!("query connection to PostgreSQL re-established");
+                ctx.query = Arc::new(c);
+            }
+            Err(e) => tracing::warn!(error = %e, "query connection to PostgreSQL is down"),
+        }
+    }
+    if let Ok(mut ddl) = ctx.ddl.try_lock() {
+        if ddl.is_closed() {
+            if let Ok(c) = connect(url).await {
+                *ddl = c;
+            }
+        }
+    }
+}
+
+/// `LISTEN`s for watermark changes committed by any agent, reconnecting with
+/// a bounded backoff. Changes missed while disconnected are picked up when
+/// the shards' cached watermarks expire.
+async fn run_listener(url: String, on_watermarks: Arc<WatermarkListener>) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match listen_once(&url, &on_watermarks).await {
+            Ok(()) => backoff = Duration::from_millis(100),
+            Err(e) => tracing::warn!(error = %e, "LISTEN connection failed; reconnecting"),
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+async fn listen_once(url: &str, on_watermarks: &Arc<WatermarkListener>) -> Result<(), MetaError> {
     let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
-    let (ntx, mut nrx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
+    let (ntx, mut nrx) = mpsc::unbounded_channel::<Result<String, tokio_postgres::Error>>();
+    let pump = tokio::spawn(async move {
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(m) = messages.next().await {
             match m {
                 Ok(AsyncMessage::Notification(n)) => {
-                    if ntx.send(n.payload().to_owned()).is_err() {
-                        break;
+                    if ntx.send(Ok(n.payload().to_owned())).is_err() {
+                        return;
                     }
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::error!(error = %e, "LISTEN connection failed; cross-agent long polls fall back to their timeouts");
-                    break;
+                    let _ = ntx.send(Err(e));
+                    return;
                 }
             }
         }
     });
     client.batch_execute("LISTEN rutomq_watermarks").await?;
-    tokio::spawn(async move {
-        let _keep = client;
-        while let Some(payload) = nrx.recv().await {
-            on_watermarks(&commit::parse_watermark_payload(&payload));
-        }
-    });
+    while let Some(m) = nrx.recv().await {
+        on_watermarks(&commit::parse_watermark_payload(&m?));
+    }
+    pump.abort();
     Ok(())
 }
 

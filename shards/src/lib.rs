@@ -105,7 +105,7 @@ pub async fn yield_if_needed() {
 
 /// Handle to running shards: stop them and wait for them to finish.
 pub struct Shards {
-    stop_txs: Vec<oneshot::Sender<()>>,
+    stop_txs: Vec<oneshot::Sender<Duration>>,
     joins: Vec<glommio::ExecutorJoinHandle<()>>,
     pub stats: Arc<ShardStats>,
     pub listen: SocketAddr,
@@ -183,9 +183,8 @@ impl Shards {
     /// Stops accepting, lets in-flight requests finish (bounded by `grace`),
     /// and joins the shard threads.
     pub fn stop(self, grace: Duration) {
-        let _ = grace;
         for tx in self.stop_txs {
-            let _ = tx.send(());
+            let _ = tx.send(grace);
         }
         for j in self.joins {
             let _ = j.join();
@@ -205,7 +204,7 @@ async fn run_shard<S: Service>(
     service: Rc<S>,
     config: ShardConfig,
     stats: Arc<ShardStats>,
-    stop_rx: oneshot::Receiver<()>,
+    stop_rx: oneshot::Receiver<Duration>,
 ) {
     let memory = Rc::new(Semaphore::new(config.shard_memory_bytes_max as u64));
     let state = Rc::new(ShardState {
@@ -214,11 +213,15 @@ async fn run_shard<S: Service>(
         stopping: Cell::new(false),
     });
     let mut stop_rx = stop_rx.fuse();
+    let grace;
     loop {
         let accept = listener.accept().fuse();
         futures::pin_mut!(accept);
         futures::select! {
-            _ = stop_rx => break,
+            g = stop_rx => {
+                grace = g.unwrap_or(Duration::ZERO);
+                break;
+            }
             r = accept => match r {
                 Ok(stream) => {
                     stats.connections_accepted.fetch_add(1, Ordering::Relaxed);
@@ -252,7 +255,7 @@ async fn run_shard<S: Service>(
     drop(listener);
     state.stopping.set(true);
     // Let requests already admitted finish: produce waits for durability.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + grace;
     while state.inflight.get() > 0 && std::time::Instant::now() < deadline {
         glommio::timer::sleep(Duration::from_millis(5)).await;
     }
