@@ -185,6 +185,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     tracing::info!(agent_id, %object_store_url, shards = shards_n, flush_interval_ms = flush_interval.as_millis() as u64, "agent registered");
 
     let (sealed_tx, sealed_rx) = tokio::sync::mpsc::channel(SEALED_QUEUE_MAX);
+    let gc_grace = Duration::from_millis(args.gc_grace_ms.max(1000));
     let commit_hub = hub.clone();
     let pipeline = Pipeline {
         storage: storage.clone(),
@@ -195,8 +196,15 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         on_commit: Arc::new(move |w| {
             commit_hub.notify(w.iter().map(|(&(t, p), &(hw, _))| (t, p, hw)).collect())
         }),
+        commit_age_max: gc_grace / 2,
     };
     storage.spawn(pipeline.run(sealed_rx));
+    storage.spawn(crate::gc::run(
+        meta.clone(),
+        storage.clone(),
+        Duration::from_millis(args.gc_interval_ms.max(100)),
+        gc_grace,
+    ));
 
     let agent = Arc::new(Agent {
         cfg: AgentConfig {

@@ -85,6 +85,13 @@ pub struct ServeArgs {
     /// Bytes of recently written objects kept for tail reads.
     #[arg(long, env = "RUTOMQ_TAIL_CACHE_BYTES", default_value_t = 256 << 20)]
     pub tail_cache_bytes: usize,
+    /// How often the orphan collector runs.
+    #[arg(long, env = "RUTOMQ_GC_INTERVAL_MS", default_value_t = 60_000)]
+    pub gc_interval_ms: u64,
+    /// Unreferenced objects older than this are deleted; uploads not
+    /// committed within half of it are refused.
+    #[arg(long, env = "RUTOMQ_GC_GRACE_MS", default_value_t = 600_000)]
+    pub gc_grace_ms: u64,
     /// Rack reported in Metadata.
     #[arg(long, env = "RUTOMQ_RACK")]
     pub rack: Option<String>,

@@ -10,6 +10,7 @@ pub mod api;
 pub mod config;
 pub mod embedded_pg;
 pub mod error;
+pub mod gc;
 pub mod http;
 pub mod pipeline;
 pub mod read;

@@ -62,6 +62,8 @@ pub struct Pipeline {
     pub gather: Duration,
     pub flush_bytes: usize,
     pub on_commit: OnCommit,
+    /// Uploads not committed within this are refused (see `gc`).
+    pub commit_age_max: Duration,
 }
 
 struct Uploaded {
@@ -139,6 +141,7 @@ impl Pipeline {
             size_bytes: offset,
             agent_id: self.agent_id,
             appends,
+            commit_deadline: std::time::Instant::now() + self.commit_age_max,
         };
         let storage = self.storage.clone();
         async move {

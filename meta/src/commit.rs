@@ -47,6 +47,10 @@ pub struct ObjectCommit {
     pub size_bytes: u64,
     pub agent_id: i32,
     pub appends: Vec<PartitionAppend>,
+    /// Past this instant the commit is refused ([`crate::MetaError::Expired`]):
+    /// the orphan collector may delete uncommitted objects older than its
+    /// grace period, which is longer.
+    pub commit_deadline: std::time::Instant,
 }
 
 /// What happened to one batch.
@@ -411,6 +415,7 @@ mod tests {
                 object_key: "a".into(),
                 size_bytes: 300,
                 agent_id: 1,
+                commit_deadline: std::time::Instant::now(),
                 appends: vec![PartitionAppend {
                     topic_id: t,
                     partition: 0,
@@ -421,6 +426,7 @@ mod tests {
                 object_key: "b".into(),
                 size_bytes: 100,
                 agent_id: 1,
+                commit_deadline: std::time::Instant::now(),
                 appends: vec![PartitionAppend {
                     topic_id: t,
                     partition: 0,
@@ -463,6 +469,7 @@ mod tests {
             object_key: "a".into(),
             size_bytes: 300,
             agent_id: 1,
+            commit_deadline: std::time::Instant::now(),
             appends: vec![PartitionAppend {
                 topic_id: t,
                 partition: 1,
@@ -497,6 +504,7 @@ mod tests {
             object_key: "a".into(),
             size_bytes: 200,
             agent_id: 1,
+            commit_deadline: std::time::Instant::now(),
             appends: vec![
                 PartitionAppend {
                     topic_id: t,

@@ -48,6 +48,8 @@ pub enum MetaError {
     Closed,
     #[error("{0}")]
     Invalid(String),
+    #[error("the object was uploaded too long ago to be committed safely (the orphan collector may remove it); retry")]
+    Expired,
 }
 
 impl MetaError {
@@ -527,6 +529,46 @@ impl Meta {
         .await
     }
 
+    /// Marks objects that no span references and that are older than
+    /// `grace` for deletion.
+    pub async fn mark_unreferenced_objects(&self, grace: Duration) -> Result<u64, MetaError> {
+        self.run(move |c| async move {
+            let secs = grace.as_secs_f64();
+            Ok(c.execute(sql::MARK_UNREFERENCED_OBJECTS, &[&secs]).await?)
+        })
+        .await
+    }
+
+    /// Objects marked for deletion, oldest mark first.
+    pub async fn objects_to_delete(&self, limit: i64) -> Result<Vec<String>, MetaError> {
+        self.run(move |c| async move {
+            Ok(c.query(sql::OBJECTS_TO_DELETE, &[&limit])
+                .await?
+                .iter()
+                .map(|r| r.get(0))
+                .collect())
+        })
+        .await
+    }
+
+    /// Drops the rows of deleted objects (still unreferenced).
+    pub async fn forget_objects(&self, keys: Vec<String>) -> Result<u64, MetaError> {
+        self.run(move |c| async move { Ok(c.execute(sql::FORGET_OBJECTS, &[&keys]).await?) })
+            .await
+    }
+
+    /// Which of `keys` have an `objects` row (were ever committed).
+    pub async fn known_objects(&self, keys: Vec<String>) -> Result<Vec<String>, MetaError> {
+        self.run(move |c| async move {
+            Ok(c.query(sql::KNOWN_OBJECTS, &[&keys])
+                .await?
+                .iter()
+                .map(|r| r.get(0))
+                .collect())
+        })
+        .await
+    }
+
     /// Checks that PostgreSQL answers (for `/health/ready`).
     pub async fn ping(&self) -> Result<(), MetaError> {
         self.run(|c| async move {
@@ -657,6 +699,18 @@ async fn run_committer(
 ) {
     let mut jobs = Vec::with_capacity(GROUP_COMMIT_WINDOWS_MAX);
     while rx.recv_many(&mut jobs, GROUP_COMMIT_WINDOWS_MAX).await > 0 {
+        // An object older than its commit deadline may already be collected
+        // as an orphan: never let a span point at it.
+        let now = std::time::Instant::now();
+        let (live, expired): (Vec<CommitJob>, Vec<CommitJob>) =
+            jobs.drain(..).partition(|j| j.object.commit_deadline > now);
+        for j in expired {
+            let _ = j.reply.send(Err(Arc::new(MetaError::Expired)));
+        }
+        jobs = live;
+        if jobs.is_empty() {
+            continue;
+        }
         let objects: Vec<ObjectCommit> = jobs.iter().map(|j| j.object.clone()).collect();
         let result = commit::execute(&mut client, &objects).await;
         match result {

@@ -31,4 +31,8 @@ statements! {
     DEREGISTER_AGENT => "deregister_agent.sql",
     LIVE_AGENTS => "live_agents.sql",
     NEXT_PRODUCER_ID => "next_producer_id.sql",
+    MARK_UNREFERENCED_OBJECTS => "mark_unreferenced_objects.sql",
+    OBJECTS_TO_DELETE => "objects_to_delete.sql",
+    FORGET_OBJECTS => "forget_objects.sql",
+    KNOWN_OBJECTS => "known_objects.sql",
 }

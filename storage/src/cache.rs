@@ -48,6 +48,13 @@ impl TailCache {
         debug_assert!(self.bytes <= self.bytes_max);
     }
 
+    pub fn remove(&mut self, key: &str) {
+        if let Some(c) = self.objects.remove(key) {
+            self.bytes -= c.iter().map(Bytes::len).sum::<usize>();
+            self.order.retain(|k| k != key);
+        }
+    }
+
     /// The bytes of `range`, zero-copy when it lies within one chunk.
     pub fn get_range(&self, key: &str, range: Range<u64>) -> Option<Bytes> {
         let chunks = self.objects.get(key)?;

@@ -67,7 +67,9 @@ pub fn open_store(url: &str, s3: &S3Options) -> Result<(Arc<dyn ObjectStore>, Pa
             ));
         }
         std::fs::create_dir_all(rest).map_err(|e| bad(&format!("cannot create directory: {e}")))?;
-        let store = object_store::local::LocalFileSystem::new_with_prefix(rest)?;
+        // fsync the object and its directory before the PUT returns: a
+        // produce is acknowledged only once its object is durable.
+        let store = object_store::local::LocalFileSystem::new_with_prefix(rest)?.with_fsync(true);
         Ok((Arc::new(store), Path::default()))
     } else if url == "memory://" || url == "memory:///" {
         Ok((
@@ -285,6 +287,54 @@ impl Storage {
             match listing.next().await {
                 Some(Err(e)) => Err(e.into()),
                 _ => Ok(()),
+            }
+        })
+        .await
+    }
+
+    /// Keys of objects under this agent's prefix last modified more than
+    /// `age` ago, at most `limit` of them.
+    pub async fn list_older_than(
+        &self,
+        age: std::time::Duration,
+        limit: usize,
+    ) -> Result<Vec<String>, StorageError> {
+        let store = self.store.clone();
+        let prefix = if self.prefix.as_ref().is_empty() {
+            Path::from("objects")
+        } else {
+            Path::from(format!("{}/objects", self.prefix))
+        };
+        self.on_runtime(async move {
+            use futures::StreamExt;
+            let cutoff = std::time::SystemTime::now()
+                .checked_sub(age)
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_secs() as i64);
+            let mut listing = store.list(Some(&prefix));
+            let mut out = Vec::new();
+            while let Some(meta) = listing.next().await {
+                let meta = meta?;
+                if meta.last_modified.timestamp() < cutoff {
+                    out.push(meta.location.to_string());
+                    if out.len() >= limit {
+                        break;
+                    }
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Deletes an object (a missing one is fine) and drops it from the cache.
+    pub async fn delete(&self, key: String) -> Result<(), StorageError> {
+        self.cache.lock().expect("tail cache lock").remove(&key);
+        let store = self.store.clone();
+        self.on_runtime(async move {
+            match store.delete(&Path::from(key.as_str())).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(e.into()),
             }
         })
         .await

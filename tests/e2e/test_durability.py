@@ -244,3 +244,50 @@ def test_postgres_restart_mid_stream_agent_recovers(start_agent):
     assert not lost, f"{len(lost)} acknowledged records missing after the PostgreSQL restart: {lost[:10]}"
     idxs = [r.idx for r in at.values()]
     assert len(idxs) == len(set(idxs)), "a record was written twice across the PostgreSQL restart"
+
+
+def _object_files(root):
+    out = []
+    for dirpath, _, files in os.walk(root):
+        out.extend(os.path.join(dirpath, f) for f in files)
+    return sorted(out)
+
+
+@pytest.mark.timeout(300)
+def test_orphan_objects_are_collected(start_agent, tmp_path):
+    """Objects of a deleted topic, and an upload that was never committed,
+    are deleted by the orphan collector; objects of live topics stay and
+    stay readable."""
+    from kafkautil import delete_topic
+    d = tmp_path / "objects-gc"
+    d.mkdir()
+    a = start_agent(object_store=f"file://{d}",
+                    extra_args=["--gc-interval-ms", "300", "--gc-grace-ms", "2000"])
+    keep, drop = unique_topic("gc-keep"), unique_topic("gc-drop")
+    create_topic(a.bootstrap, keep, 1)
+    create_topic(a.bootstrap, drop, 1)
+    # Separate produce calls: objects hold one topic each.
+    sent_keep = produce_confluent(a.bootstrap, keep, make_records(200))
+    before_drop = set(_object_files(d))
+    produce_confluent(a.bootstrap, drop, make_records(200))
+    drop_objects = set(_object_files(d)) - before_drop
+    assert drop_objects, "producing to the second topic wrote no object"
+    # A stray upload nobody committed (as after a failed commit), made old.
+    stray_dir = d / "objects" / "999"
+    stray_dir.mkdir(parents=True, exist_ok=True)
+    stray = stray_dir / "0000000000000-stray.rtq"
+    stray.write_bytes(b"never committed")
+    old = time.time() - 3600
+    os.utime(stray, (old, old))
+    delete_topic(a.bootstrap, drop)
+    deadline = time.monotonic() + 60
+    while True:
+        left = set(_object_files(d))
+        if not (left & drop_objects) and not stray.exists():
+            break
+        assert time.monotonic() < deadline, (
+            f"orphans still present after 60 s: {sorted(left & drop_objects)[:5]}, stray exists: {stray.exists()}")
+        time.sleep(0.5)
+    assert left, "the live topic's objects were deleted too"
+    counts = partition_counts(sent_keep)
+    check_roundtrip(sent_keep, consume_confluent(a.bootstrap, keep, {0: counts.get(0, 0)}))

@@ -1,0 +1,67 @@
+//! The orphan collector: deletes objects no committed span points at.
+//!
+//! Two kinds of orphans exist: objects whose topic (or every span) was
+//! deleted — their `objects` row is marked, the object deleted, then the row
+//! dropped — and uploads whose commit never happened, which have no row at
+//! all: objects in the store older than the grace period and unknown to
+//! PostgreSQL are deleted. A commit older than half the grace period is
+//! refused (`MetaError::Expired`), so a span can never point at a collected
+//! object. Every agent may run it; each step is idempotent.
+
+use std::time::Duration;
+
+use rutomq_meta::Meta;
+use rutomq_storage::Storage;
+
+/// Objects handled per round at most (each kind).
+pub const GC_OBJECTS_PER_ROUND_MAX: usize = 10_000;
+
+pub async fn run(meta: Meta, storage: Storage, interval: Duration, grace: Duration) {
+    let mut tick = tokio::time::interval(interval);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        match round(&meta, &storage, grace).await {
+            Ok((0, 0)) => {}
+            Ok((deleted, uncommitted)) => {
+                tracing::info!(deleted, uncommitted, "orphan objects collected")
+            }
+            Err(e) => tracing::warn!(error = %e, "orphan collection round failed"),
+        }
+    }
+}
+
+/// One round; returns (unreferenced objects deleted, never-committed
+/// objects deleted).
+pub async fn round(
+    meta: &Meta,
+    storage: &Storage,
+    grace: Duration,
+) -> anyhow::Result<(usize, usize)> {
+    meta.mark_unreferenced_objects(grace).await?;
+    let marked = meta
+        .objects_to_delete(GC_OBJECTS_PER_ROUND_MAX as i64)
+        .await?;
+    for key in &marked {
+        storage.delete(key.clone()).await?;
+    }
+    if !marked.is_empty() {
+        meta.forget_objects(marked.clone()).await?;
+    }
+    let old = storage
+        .list_older_than(grace, GC_OBJECTS_PER_ROUND_MAX)
+        .await?;
+    let mut uncommitted = 0;
+    for chunk in old.chunks(1000) {
+        let known: std::collections::HashSet<String> = meta
+            .known_objects(chunk.to_vec())
+            .await?
+            .into_iter()
+            .collect();
+        for key in chunk.iter().filter(|k| !known.contains(*k)) {
+            storage.delete(key.clone()).await?;
+            uncommitted += 1;
+        }
+    }
+    Ok((marked.len(), uncommitted))
+}
