@@ -28,6 +28,22 @@ pub const TOPIC_CACHE_TTL: Duration = Duration::from_secs(5);
 pub const HW_CACHE_TTL: Duration = Duration::from_secs(5);
 /// Topics cached per shard at most.
 pub const TOPIC_CACHE_ENTRIES_MAX: usize = 100_000;
+/// Record bytes all fetches of one shard may hold while assembling
+/// responses; past it fetches answer with less (or no) data.
+pub const FETCH_BYTES_INFLIGHT_MAX: usize = 256 << 20;
+
+/// Fetch bytes reserved from the shard's budget; returned on drop.
+pub struct FetchGrant {
+    shard: Rc<Shard>,
+    pub bytes: usize,
+}
+
+impl Drop for FetchGrant {
+    fn drop(&mut self) {
+        let b = &self.shard.fetch_bytes_free;
+        b.set(b.get() + self.bytes);
+    }
+}
 
 /// The outcome of a buffer, awaited by every produce request in it.
 pub type BufferDone = Shared<oneshot::Receiver<WindowOutcome>>;
@@ -63,6 +79,7 @@ pub struct Shard {
     hw: RefCell<HashMap<(Uuid, i32), (i64, Instant)>>,
     waiters: RefCell<Vec<oneshot::Sender<()>>>,
     seal_tx: mpsc::UnboundedSender<Sealed>,
+    fetch_bytes_free: std::cell::Cell<usize>,
 }
 
 impl Shard {
@@ -80,6 +97,7 @@ impl Shard {
             hw: RefCell::new(HashMap::new()),
             waiters: RefCell::new(Vec::new()),
             seal_tx,
+            fetch_bytes_free: std::cell::Cell::new(FETCH_BYTES_INFLIGHT_MAX),
         });
         // Forward sealed buffers in seal order; a full pipeline queue holds
         // them here, and the shard's memory budget stops the sockets.
@@ -139,6 +157,17 @@ impl Shard {
             .get(&(topic_id, partition))
             .filter(|(_, at)| at.elapsed() < HW_CACHE_TTL)
             .map(|(w, _)| *w)
+    }
+
+    /// Reserves up to `want` bytes of the shard's fetch budget.
+    pub fn reserve_fetch_bytes(self: &Rc<Self>, want: usize) -> FetchGrant {
+        let free = self.fetch_bytes_free.get();
+        let bytes = want.min(free);
+        self.fetch_bytes_free.set(free - bytes);
+        FetchGrant {
+            shard: self.clone(),
+            bytes,
+        }
     }
 
     /// Resolves once any high watermark changes (or the waiter is dropped).

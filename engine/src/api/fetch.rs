@@ -64,7 +64,11 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: FetchRequest) -> FetchRe
     loop {
         // Register before reading, so a commit in between is not missed.
         let changed = shard.watermark_changed();
-        let (responses, total, errors) = read_all(shard, req.version, &wanted, max_bytes).await;
+        // Admission by memory: a shard busy assembling other responses
+        // answers with less data instead of growing.
+        let grant = shard.reserve_fetch_bytes(max_bytes);
+        let (responses, total, errors) = read_all(shard, req.version, &wanted, grant.bytes).await;
+        drop(grant);
         let now = Instant::now();
         if total >= min_bytes.max(1)
             || errors
@@ -82,7 +86,8 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: FetchRequest) -> FetchRe
         match select(changed, timer).await {
             Either::Left(_) => continue,
             Either::Right(_) => {
-                let (responses, _, _) = read_all(shard, req.version, &wanted, max_bytes).await;
+                let grant = shard.reserve_fetch_bytes(max_bytes);
+                let (responses, _, _) = read_all(shard, req.version, &wanted, grant.bytes).await;
                 return FetchResponse::default()
                     .with_session_id(0)
                     .with_responses(responses);
@@ -132,8 +137,14 @@ async fn read_all(
                             .with_records(Some(bytes::Bytes::new())),
                         _ => {
                             let budget = partition_max.min(max_bytes.saturating_sub(total));
-                            // The first batch of the response is returned whatever its size.
-                            let budget = if total == 0 { budget.max(1) } else { budget };
+                            // The first batch of the response is returned whatever its
+                            // size (consumers must progress), unless the shard has no
+                            // fetch memory left at all.
+                            let budget = if total == 0 && max_bytes > 0 {
+                                budget.max(1)
+                            } else {
+                                budget
+                            };
                             if budget == 0 {
                                 // Response full: report the partition without data.
                                 data.with_records(Some(bytes::Bytes::new()))
