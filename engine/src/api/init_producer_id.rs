@@ -19,12 +19,9 @@ pub async fn handle(
         // Not a fake success: transactional producers fail at init.
         return resp.with_error_code(ErrorCode::TransactionalIdAuthorizationFailed.code());
     }
-    // KIP-360: an idempotent producer may ask to bump its epoch.
-    if body.producer_id.0 >= 0 && body.producer_epoch >= 0 && body.producer_epoch < i16::MAX - 1 {
-        return resp
-            .with_producer_id(body.producer_id)
-            .with_producer_epoch(body.producer_epoch + 1);
-    }
+    // Without a transactional id Kafka always hands out a fresh producer id
+    // (epoch 0), also when the client names its current id and epoch
+    // (KIP-360 recovery): its sequences then restart at 0 under the new id.
     match shard.agent.meta.next_producer_id().await {
         Ok(id) => resp.with_producer_id(ProducerId(id)).with_producer_epoch(0),
         Err(e) => resp.with_error_code(ErrorCode::from(&e).code()),

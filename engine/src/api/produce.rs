@@ -5,7 +5,9 @@
 
 use std::rc::Rc;
 
-use futures::future::{FutureExt, LocalBoxFuture};
+use std::time::{Duration, Instant};
+
+use futures::future::{select, Either, FutureExt, LocalBoxFuture};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
@@ -14,6 +16,23 @@ use crate::error::ErrorCode;
 use crate::records::validate_produce_records;
 use crate::shard::{BufferDone, Shard};
 use crate::topics;
+
+/// Waits for a buffer's outcome, or gives up at `deadline`.
+async fn wait(
+    done: BufferDone,
+    deadline: Option<Instant>,
+) -> Option<<BufferDone as std::future::Future>::Output> {
+    let Some(deadline) = deadline else {
+        return Some(done.await);
+    };
+    let timer = Box::pin(rutomq_shards::sleep(
+        deadline.saturating_duration_since(Instant::now()),
+    ));
+    match select(done, timer).await {
+        Either::Left((outcome, _)) => Some(outcome),
+        Either::Right(_) => None,
+    }
+}
 
 enum Pending {
     Done(ErrorCode, Option<String>),
@@ -30,6 +49,11 @@ pub async fn handle(
     body: ProduceRequest,
 ) -> LocalBoxFuture<'static, Option<ProduceResponse>> {
     let acks = body.acks;
+    // Kafka's produce timeout: past it the partition gets REQUEST_TIMED_OUT
+    // (retriable; the batch may still commit, and an idempotent retry is
+    // then answered with its original offsets). 0 or less: no limit.
+    let deadline = (body.timeout_ms > 0)
+        .then(|| Instant::now() + Duration::from_millis(body.timeout_ms as u64));
     let acks_valid = matches!(acks, -1..=1);
     let mut topics_out = Vec::with_capacity(body.topic_data.len());
     for t in body.topic_data {
@@ -92,8 +116,13 @@ pub async fn handle(
                     Pending::Done(code, msg) => r
                         .with_error_code(code.code())
                         .with_error_message(msg.as_deref().map(str_bytes)),
-                    Pending::Appended { done, part, batch } => match done.await {
-                        Ok(Ok(outcome)) => {
+                    Pending::Appended { done, part, batch } => match wait(done, deadline).await {
+                        None => r
+                            .with_error_code(ErrorCode::RequestTimedOut.code())
+                            .with_error_message(Some(str_bytes(
+                                "not durable within timeout_ms; it may still be committed",
+                            ))),
+                        Some(Ok(Ok(outcome))) => {
                             let part = &outcome[part];
                             let r = r.with_log_start_offset(part.log_start_offset);
                             match part.batches[batch] {
@@ -104,8 +133,8 @@ pub async fn handle(
                                 other => r.with_error_code(ErrorCode::from(other).code()),
                             }
                         }
-                        Ok(Err(code)) => r.with_error_code(code.code()),
-                        Err(_) => r.with_error_code(ErrorCode::KafkaStorageError.code()),
+                        Some(Ok(Err(code))) => r.with_error_code(code.code()),
+                        Some(Err(_)) => r.with_error_code(ErrorCode::KafkaStorageError.code()),
                     },
                 };
                 partition_responses.push(r);
