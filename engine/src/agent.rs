@@ -65,6 +65,8 @@ pub struct Agent {
     pub sealed_tx: tokio::sync::mpsc::Sender<Sealed>,
     epoch: Instant,
     pub stopping: AtomicBool,
+    /// Each shard's metrics, registered when the shard starts.
+    pub shard_metrics: Mutex<Vec<Arc<crate::metrics::ShardMetrics>>>,
 }
 
 impl Agent {
@@ -224,6 +226,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         sealed_tx,
         epoch: Instant::now(),
         stopping: AtomicBool::new(false),
+        shard_metrics: Mutex::new(Vec::new()),
     });
     refresh_cluster(&rt, &agent);
 

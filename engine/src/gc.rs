@@ -4,9 +4,10 @@
 //! deleted — their `objects` row is marked, the object deleted, then the row
 //! dropped — and uploads whose commit never happened, which have no row at
 //! all: objects in the store older than the grace period and unknown to
-//! PostgreSQL are deleted. A commit older than half the grace period is
-//! refused (`MetaError::Expired`), so a span can never point at a collected
-//! object. Every agent may run it; each step is idempotent.
+//! PostgreSQL are first claimed with a row of their own (so a commit of the
+//! same object that is still in flight fails on the primary key), then
+//! deleted. Commits older than half the grace period are refused as well
+//! (`MetaError::Expired`). Every agent may run it; each step is idempotent.
 
 use std::time::Duration;
 
@@ -53,13 +54,11 @@ pub async fn round(
         .await?;
     let mut uncommitted = 0;
     for chunk in old.chunks(1000) {
-        let known: std::collections::HashSet<String> = meta
-            .known_objects(chunk.to_vec())
-            .await?
-            .into_iter()
-            .collect();
-        for key in chunk.iter().filter(|k| !known.contains(*k)) {
-            storage.delete(key.clone()).await?;
+        // Claimed in PostgreSQL first: a commit of the same object racing
+        // with this round fails on the claim instead of pointing at a
+        // deleted object. Later rounds drop the claimed rows.
+        for key in meta.claim_unknown_objects(chunk.to_vec()).await? {
+            storage.delete(key).await?;
             uncommitted += 1;
         }
     }

@@ -179,5 +179,13 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         "counter",
         shards.requests.load(r) as u64,
     );
+    counter(
+        "rutomq_decoder_panics_total",
+        "Requests that made a decoder panic (each closed its connection).",
+        "counter",
+        crate::api::DECODER_PANICS.load(r),
+    );
+    let shard_metrics = agent.shard_metrics.lock().expect("metrics lock").clone();
+    crate::metrics::render(&mut out, &shard_metrics);
     out
 }

@@ -12,6 +12,7 @@ pub mod embedded_pg;
 pub mod error;
 pub mod gc;
 pub mod http;
+pub mod metrics;
 pub mod pipeline;
 pub mod read;
 pub mod records;

@@ -146,28 +146,10 @@ pub fn validate_produce_records(
     }
     let codec = attributes & ATTR_COMPRESSION_MASK;
     let body = &records[BATCH_HEADER_BYTES..total];
-    let counted = match codec {
-        0 => count_records(body, body.len() as u64),
-        1 => count_records(
-            flate2::read::GzDecoder::new(body),
-            DECOMPRESSED_BATCH_BYTES_MAX,
-        ),
-        2 => count_records(SnappyReader::new(body)?, DECOMPRESSED_BATCH_BYTES_MAX),
-        3 => count_records(
-            lz4_flex::frame::FrameDecoder::new(body),
-            DECOMPRESSED_BATCH_BYTES_MAX,
-        ),
-        4 => {
-            let d = zstd::stream::read::Decoder::with_buffer(body)
-                .map_err(|e| invalid(ErrorCode::CorruptMessage, format!("zstd: {e}")))?;
-            count_records(d, DECOMPRESSED_BATCH_BYTES_MAX)
-        }
-        c => {
-            return Err(invalid(
-                ErrorCode::InvalidRecord,
-                format!("unknown compression codec {c}"),
-            ));
-        }
+    let counted = if codec == 0 {
+        count_records(body, body.len() as u64)
+    } else {
+        count_records(records_reader(codec, body)?, DECOMPRESSED_BATCH_BYTES_MAX)
     }?;
     if counted != record_count as u64 {
         return Err(invalid(
@@ -183,6 +165,96 @@ pub fn validate_produce_records(
         base_sequence,
         transactional: attributes & ATTR_TRANSACTIONAL != 0,
     })
+}
+
+/// The (decompressed) records of a batch body, for codec 0–4.
+fn records_reader(codec: i16, body: &[u8]) -> Result<Box<dyn Read + '_>, Invalid> {
+    Ok(match codec {
+        0 => Box::new(body),
+        1 => Box::new(flate2::read::GzDecoder::new(body)),
+        2 => Box::new(SnappyReader::new(body)?),
+        3 => Box::new(lz4_flex::frame::FrameDecoder::new(body)),
+        4 => Box::new(
+            zstd::stream::read::Decoder::with_buffer(body)
+                .map_err(|e| invalid(ErrorCode::CorruptMessage, format!("zstd: {e}")))?,
+        ),
+        c => {
+            return Err(invalid(
+                ErrorCode::InvalidRecord,
+                format!("unknown compression codec {c}"),
+            ))
+        }
+    })
+}
+
+fn read_varint<R: Read>(r: &mut R) -> Result<Option<i64>, Invalid> {
+    let mut value: u64 = 0;
+    let mut shift = 0;
+    loop {
+        let mut byte = [0u8; 1];
+        match r.read(&mut byte) {
+            Ok(0) if shift == 0 => return Ok(None),
+            Ok(0) => return Err(invalid(ErrorCode::CorruptMessage, "truncated varint")),
+            Ok(_) => {}
+            Err(e) => {
+                return Err(invalid(
+                    ErrorCode::CorruptMessage,
+                    format!("decompression failed: {e}"),
+                ))
+            }
+        }
+        value |= ((byte[0] & 0x7f) as u64) << shift;
+        if byte[0] & 0x80 == 0 {
+            return Ok(Some(((value >> 1) as i64) ^ -((value & 1) as i64)));
+        }
+        shift += 7;
+        if shift > 63 {
+            return Err(invalid(ErrorCode::CorruptMessage, "varint too long"));
+        }
+    }
+}
+
+/// The offset and timestamp of the first record of a stored batch (base
+/// offset already known) whose timestamp satisfies `hit`. Reads only each
+/// record's length, attributes and deltas; nothing is sized from the wire.
+pub fn first_record_matching(
+    batch: &[u8],
+    base_offset: i64,
+    hit: impl Fn(i64) -> bool,
+) -> Result<Option<(i64, i64)>, Invalid> {
+    if batch.len() < BATCH_HEADER_BYTES {
+        return Err(invalid(ErrorCode::CorruptMessage, "stored batch truncated"));
+    }
+    let codec = i16_at(batch, 21) & ATTR_COMPRESSION_MASK;
+    let base_timestamp = i64_at(batch, 27);
+    let reader = records_reader(codec, &batch[BATCH_HEADER_BYTES..])?;
+    let mut r =
+        std::io::BufReader::with_capacity(16 << 10, reader.take(DECOMPRESSED_BATCH_BYTES_MAX));
+    while let Some(len) = read_varint(&mut r)? {
+        if len <= 1 {
+            return Err(invalid(ErrorCode::CorruptMessage, "record too short"));
+        }
+        let mut counted = (&mut r).take(len as u64);
+        let mut attributes = [0u8; 1];
+        counted
+            .read_exact(&mut attributes)
+            .map_err(|_| invalid(ErrorCode::CorruptMessage, "truncated record"))?;
+        let ts_delta = read_varint(&mut counted)?
+            .ok_or_else(|| invalid(ErrorCode::CorruptMessage, "truncated record"))?;
+        let offset_delta = read_varint(&mut counted)?
+            .ok_or_else(|| invalid(ErrorCode::CorruptMessage, "truncated record"))?;
+        let timestamp = base_timestamp.wrapping_add(ts_delta);
+        if hit(timestamp) {
+            return Ok(Some((base_offset.wrapping_add(offset_delta), timestamp)));
+        }
+        std::io::copy(&mut counted, &mut std::io::sink()).map_err(|e| {
+            invalid(
+                ErrorCode::CorruptMessage,
+                format!("decompression failed: {e}"),
+            )
+        })?;
+    }
+    Ok(None)
 }
 
 /// Counts length-prefixed records in `r` (each record starts with a zigzag
@@ -484,6 +556,17 @@ pub mod tests {
             validate_produce_records(&b, 1 << 20).unwrap_err().code,
             ErrorCode::InvalidRecord
         );
+    }
+
+    #[test]
+    fn first_record_by_timestamp() {
+        // batch(): base timestamp 0 in the header, every record delta 0.
+        let b = batch(3, 3);
+        assert_eq!(
+            first_record_matching(&b, 100, |ts| ts >= 0).unwrap(),
+            Some((100, 0))
+        );
+        assert_eq!(first_record_matching(&b, 100, |ts| ts > 0).unwrap(), None);
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub const TOPIC_CACHE_TTL: Duration = Duration::from_secs(5);
 pub const HW_CACHE_TTL: Duration = Duration::from_secs(5);
 /// Topics cached per shard at most.
 pub const TOPIC_CACHE_ENTRIES_MAX: usize = 100_000;
+/// Long-poll waiter list length at which finished waiters are pruned.
+pub const WAITERS_PRUNE_AT: usize = 1024;
 /// Record bytes all fetches of one shard may hold while assembling
 /// responses; past it fetches answer with less (or no) data.
 pub const FETCH_BYTES_INFLIGHT_MAX: usize = 256 << 20;
@@ -80,6 +82,7 @@ pub struct Shard {
     waiters: RefCell<Vec<oneshot::Sender<()>>>,
     seal_tx: mpsc::UnboundedSender<Sealed>,
     fetch_bytes_free: std::cell::Cell<usize>,
+    pub metrics: Arc<crate::metrics::ShardMetrics>,
 }
 
 impl Shard {
@@ -98,7 +101,13 @@ impl Shard {
             waiters: RefCell::new(Vec::new()),
             seal_tx,
             fetch_bytes_free: std::cell::Cell::new(FETCH_BYTES_INFLIGHT_MAX),
+            metrics: Arc::new(crate::metrics::ShardMetrics::default()),
         });
+        agent
+            .shard_metrics
+            .lock()
+            .expect("metrics lock")
+            .push(shard.metrics.clone());
         // Forward sealed buffers in seal order; a full pipeline queue holds
         // them here, and the shard's memory budget stops the sockets.
         let sealed_tx = agent.sealed_tx.clone();
@@ -173,7 +182,13 @@ impl Shard {
     /// Resolves once any high watermark changes (or the waiter is dropped).
     pub fn watermark_changed(&self) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
-        self.waiters.borrow_mut().push(tx);
+        let mut waiters = self.waiters.borrow_mut();
+        // Finished long polls leave their senders behind until the next
+        // change; on an idle cluster that could grow without end.
+        if waiters.len() >= WAITERS_PRUNE_AT {
+            waiters.retain(|w| !w.is_canceled());
+        }
+        waiters.push(tx);
         rx
     }
 

@@ -37,6 +37,12 @@ pub const COMMIT_QUEUE_MAX: usize = 1024;
 pub const GROUP_COMMIT_WINDOWS_MAX: usize = 64;
 /// Other queries queued at most.
 pub const QUERY_QUEUE_MAX: usize = 4096;
+/// Connecting to PostgreSQL gives up after this.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Session settings of every connection: no statement or lock wait is
+/// unbounded (a commit blocked on another agent's dead transaction fails
+/// and is retried by its client instead of stalling the agent).
+pub const SESSION_OPTIONS: &str = "-c statement_timeout=60000 -c lock_timeout=30000";
 /// Spans returned by one fetch lookup at most.
 pub const FETCH_SPANS_MAX: i64 = 256;
 
@@ -184,7 +190,14 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaErro
 
 /// Connects one client and drives its connection on the current runtime.
 pub async fn connect(url: &str) -> Result<tokio_postgres::Client, MetaError> {
-    let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
+    let mut config: tokio_postgres::Config = url.parse()?;
+    // A dead or half-open server must fail requests, not hang them.
+    config
+        .connect_timeout(CONNECT_TIMEOUT)
+        .keepalives(true)
+        .keepalives_idle(Duration::from_secs(10))
+        .options(SESSION_OPTIONS);
+    let (client, connection) = config.connect(NoTls).await?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
             tracing::warn!(error = %e, "postgres connection ended");
@@ -557,10 +570,11 @@ impl Meta {
             .await
     }
 
-    /// Which of `keys` have an `objects` row (were ever committed).
-    pub async fn known_objects(&self, keys: Vec<String>) -> Result<Vec<String>, MetaError> {
+    /// Of `keys`, claims (marks for deletion) those no commit ever recorded,
+    /// and returns them; a later commit of one of them fails.
+    pub async fn claim_unknown_objects(&self, keys: Vec<String>) -> Result<Vec<String>, MetaError> {
         self.run(move |c| async move {
-            Ok(c.query(sql::KNOWN_OBJECTS, &[&keys])
+            Ok(c.query(sql::CLAIM_UNKNOWN_OBJECTS, &[&keys])
                 .await?
                 .iter()
                 .map(|r| r.get(0))

@@ -34,5 +34,5 @@ statements! {
     MARK_UNREFERENCED_OBJECTS => "mark_unreferenced_objects.sql",
     OBJECTS_TO_DELETE => "objects_to_delete.sql",
     FORGET_OBJECTS => "forget_objects.sql",
-    KNOWN_OBJECTS => "known_objects.sql",
+    CLAIM_UNKNOWN_OBJECTS => "claim_unknown_objects.sql",
 }

@@ -293,6 +293,10 @@ def test_produce_bad_crc_is_rejected_per_partition(agent):
         f"good batch in the same request: {res[topic][1]}")
     assert watermarks(agent.bootstrap, topic, [0, 1]) == {0: (0, 0), 1: (0, 4)}, (
         "the corrupt batch must not be appended and the good one must be")
+    m = agent.metrics()
+    assert m.get("rutomq_produce_batches_rejected_total", 0) >= 1, "rejected batch not counted in /metrics"
+    assert m.get("rutomq_produce_batches_total", 0) >= 1, "appended batch not counted in /metrics"
+    assert m.get("rutomq_produce_latency_seconds_count", 0) >= 1, "produce latency histogram is empty"
 
 
 @pytest.mark.parametrize("claimed", [3, 1_000_000, -1], ids=["one-more", "million", "negative"])

@@ -160,6 +160,10 @@ async fn read_all(
                                 {
                                     Ok(read) => {
                                         total += read.records.len();
+                                        shard.metrics.fetch_bytes.fetch_add(
+                                            read.records.len() as u64,
+                                            std::sync::atomic::Ordering::Relaxed,
+                                        );
                                         data.with_high_watermark(read.high_watermark)
                                             .with_last_stable_offset(read.high_watermark)
                                             .with_log_start_offset(read.log_start_offset)

@@ -4,14 +4,13 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
-use kafka_protocol::records::RecordBatchDecoder;
 use rutomq_meta::SpanRecord;
 use uuid::Uuid;
 
 use super::Req;
 use crate::error::ErrorCode;
 use crate::read::read_span;
-use crate::records::put_with_base_offset;
+use crate::records::first_record_matching;
 use crate::shard::Shard;
 
 const LATEST: i64 = -1;
@@ -20,7 +19,9 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 
-pub async fn handle(shard: &Shard, _req: &Req, body: ListOffsetsRequest) -> ListOffsetsResponse {
+pub async fn handle(shard: &Shard, req: &Req, body: ListOffsetsRequest) -> ListOffsetsResponse {
+    // leader_epoch exists from v4; setting it earlier fails the encoding.
+    let leader_epoch = if req.version >= 4 { 0 } else { -1 };
     let mut topics = Vec::new();
     for t in body.topics {
         let topic = shard.topic_by_name(t.name.0.as_str()).await;
@@ -30,7 +31,7 @@ pub async fn handle(shard: &Shard, _req: &Req, body: ListOffsetsRequest) -> List
                 .with_partition_index(p.partition_index)
                 .with_timestamp(-1)
                 .with_offset(-1)
-                .with_leader_epoch(0);
+                .with_leader_epoch(leader_epoch);
             let found = match &topic {
                 Err(code) => Err(*code),
                 Ok(None) => Err(ErrorCode::UnknownTopicOrPartition),
@@ -106,12 +107,10 @@ async fn find_record(
         if rb.batch.max_timestamp < target && !hit(rb.batch.max_timestamp, target) {
             continue;
         }
-        let mut patched = bytes::BytesMut::with_capacity(rb.batch.bytes.len());
-        put_with_base_offset(&mut patched, &rb.batch.bytes, rb.base_offset);
-        let mut buf = patched.freeze();
-        let set = RecordBatchDecoder::decode(&mut buf).map_err(|_| ErrorCode::KafkaStorageError)?;
-        if let Some(r) = set.records.iter().find(|r| hit(r.timestamp, target)) {
-            return Ok(Some((r.offset, r.timestamp)));
+        let found = first_record_matching(&rb.batch.bytes, rb.base_offset, |ts| hit(ts, target))
+            .map_err(|_| ErrorCode::KafkaStorageError)?;
+        if found.is_some() {
+            return Ok(found);
         }
     }
     Ok(None)

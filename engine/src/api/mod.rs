@@ -236,7 +236,12 @@ async fn dispatch(shard: Rc<Shard>, frame: Bytes) -> Result<Reply, Close> {
     macro_rules! now {
         ($module:ident, $body:expr) => {{
             let resp = $module::handle(&shard, &req, $body).await;
-            Ok(Reply::Now(encode(corr, version, &resp)))
+            match encode(corr, version, &resp) {
+                Some(frame) => Ok(Reply::Now(Some(frame))),
+                // Never skip a response silently: the client would pair the
+                // next response with this request.
+                None => Err(Close("response could not be encoded")),
+            }
         }};
     }
     match body {

@@ -5,6 +5,7 @@
 
 use std::rc::Rc;
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures::future::{select, Either, FutureExt, LocalBoxFuture};
@@ -48,6 +49,8 @@ pub async fn handle(
     req: &Req,
     body: ProduceRequest,
 ) -> LocalBoxFuture<'static, Option<ProduceResponse>> {
+    let started = Instant::now();
+    let metrics = shard.metrics.clone();
     let acks = body.acks;
     // Kafka's produce timeout: past it the partition gets REQUEST_TIMED_OUT
     // (retriable; the batch may still commit, and an idempotent retry is
@@ -82,7 +85,12 @@ pub async fn handle(
                     None => Pending::Done(ErrorCode::InvalidRecord, Some("no records".into())),
                     Some(records) => {
                         match validate_produce_records(&records, topics::max_message_bytes(rec)) {
-                            Err(invalid) => Pending::Done(invalid.code, Some(invalid.message)),
+                            Err(invalid) => {
+                                metrics
+                                    .produce_batches_rejected
+                                    .fetch_add(1, Ordering::Relaxed);
+                                Pending::Done(invalid.code, Some(invalid.message))
+                            }
                             Ok(info) if info.transactional || body.transactional_id.is_some() => {
                                 Pending::Done(
                                     ErrorCode::InvalidRecord,
@@ -90,6 +98,10 @@ pub async fn handle(
                                 )
                             }
                             Ok(info) => {
+                                metrics.produce_batches.fetch_add(1, Ordering::Relaxed);
+                                metrics
+                                    .produce_bytes
+                                    .fetch_add(records.len() as u64, Ordering::Relaxed);
                                 let (done, part, batch) =
                                     shard.append(rec.topic_id, p.index, records, &info);
                                 Pending::Appended { done, part, batch }
@@ -146,6 +158,7 @@ pub async fn handle(
                     .with_partition_responses(partition_responses),
             );
         }
+        metrics.observe_produce(started.elapsed());
         (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
     }
     .boxed_local()

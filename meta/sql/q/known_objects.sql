@@ -1,1 +1,0 @@
-SELECT object_key FROM objects WHERE object_key = ANY($1::text[])
