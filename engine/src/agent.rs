@@ -242,6 +242,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             shard_memory_bytes_max: args.shard_memory_bytes.max(args.max_request_bytes),
             connections_per_shard_max: 10_000,
             io_memory_bytes: 1 << 20,
+            frame_io_timeout: Duration::from_millis(args.frame_io_timeout_ms.max(100)),
         },
         move |i| {
             let rx = hub_rxs.lock().expect("hub lock")[i]

@@ -85,6 +85,10 @@ pub struct ServeArgs {
     /// Bytes of recently written objects kept for tail reads.
     #[arg(long, env = "RUTOMQ_TAIL_CACHE_BYTES", default_value_t = 256 << 20)]
     pub tail_cache_bytes: usize,
+    /// A request body being received, or a response being sent, must move
+    /// within this or the connection is closed.
+    #[arg(long, env = "RUTOMQ_FRAME_IO_TIMEOUT_MS", default_value_t = 60_000)]
+    pub frame_io_timeout_ms: u64,
     /// How often the orphan collector runs.
     #[arg(long, env = "RUTOMQ_GC_INTERVAL_MS", default_value_t = 60_000)]
     pub gc_interval_ms: u64,

@@ -77,6 +77,9 @@ pub struct ShardConfig {
     pub connections_per_shard_max: usize,
     /// Memory glommio registers for io_uring buffers, per shard.
     pub io_memory_bytes: usize,
+    /// A frame body being received, or a response being sent, must make it
+    /// within this; otherwise the connection is closed.
+    pub frame_io_timeout: Duration,
 }
 
 /// Counters the engine exports on `/metrics`.
@@ -277,6 +280,7 @@ async fn serve_connection<S: Service>(
     let (mut reader, mut writer) = stream.buffered().split();
     let (mut tx, mut rx) = mpsc::channel::<Pending>(config.inflight_requests_per_connection_max);
     let writer_state = state.clone();
+    let frame_io_timeout = config.frame_io_timeout;
     let queued = Rc::new(Cell::new(0usize));
     let writer_queued = queued.clone();
     let writer_task = glommio::spawn_local(async move {
@@ -287,14 +291,25 @@ async fn serve_connection<S: Service>(
                 Either::Right(handle) => handle.await.flatten(),
             };
             let ok = match frame {
-                Some(frame) => writer.write_all(&frame).await.is_ok(),
+                // A peer that stops reading is cut off instead of holding
+                // its responses' memory forever.
+                Some(frame) => matches!(
+                    within(frame_io_timeout, writer.write_all(&frame)).await,
+                    Some(Ok(()))
+                ),
                 None => true,
             };
             drop(permit);
             writer_state.inflight.set(writer_state.inflight.get() - 1);
             if !ok {
                 // The peer is gone; drain so the in-flight count settles.
-                while let Some((_p, _r)) = rx.next().await {
+                // Requests still running (produce waiting for durability)
+                // keep their memory permits until they finish.
+                while let Some((permit, reply)) = rx.next().await {
+                    if let Either::Right(handle) = reply {
+                        let _ = handle.await;
+                    }
+                    drop(permit);
                     writer_state.inflight.set(writer_state.inflight.get() - 1);
                 }
                 return;
@@ -330,8 +345,15 @@ async fn serve_connection<S: Service>(
             Err(_) => break,
         };
         let mut buf = BytesMut::zeroed(size);
-        if reader.read_exact(&mut buf).await.is_err() {
-            break;
+        // A started frame must arrive within the timeout: a client that
+        // stalls mid-frame would otherwise hold its memory permit forever.
+        match within(config.frame_io_timeout, reader.read_exact(&mut buf)).await {
+            Some(Ok(())) => {}
+            Some(Err(_)) => break,
+            None => {
+                tracing::debug!(size, "closing connection: frame body not received in time");
+                break;
+            }
         }
         stats.requests.fetch_add(1, Ordering::Relaxed);
         state.inflight.set(state.inflight.get() + 1);
@@ -354,6 +376,17 @@ async fn serve_connection<S: Service>(
     }
     drop(tx);
     let _ = writer_task.await;
+}
+
+/// `fut`'s output, or `None` if `limit` passes first.
+async fn within<F: Future>(limit: Duration, fut: F) -> Option<F::Output> {
+    let timer = glommio::timer::sleep(limit);
+    futures::pin_mut!(fut);
+    futures::pin_mut!(timer);
+    match futures::future::select(fut, timer).await {
+        Either::Left((out, _)) => Some(out),
+        Either::Right(_) => None,
+    }
 }
 
 /// Boxes a future for [`Reply::Later`].

@@ -182,6 +182,28 @@ def test_garbage_closes_connection(agent, payload):
     assert_serves(agent)
 
 
+def test_stalled_half_frame_is_cut_off(start_agent):
+    """A client that sends half a frame and stalls holds memory admitted for
+    the whole frame: it is disconnected after --frame-io-timeout-ms."""
+    a = start_agent(extra_args=["--frame-io-timeout-ms", "1000"])
+    s = socket.create_connection(("127.0.0.1", a.port), timeout=10)
+    try:
+        s.sendall(struct.pack(">i", 1 << 20) + b"\x00" * 1000)
+        time.sleep(0.3)
+        s.settimeout(10)
+        start = time.monotonic()
+        try:
+            data = s.recv(1)
+        except ConnectionResetError:
+            data = b""
+        waited = time.monotonic() - start
+        assert data == b"", f"expected the broker to close the stalled connection, got {data!r}"
+        assert waited < 8, f"stalled connection closed only after {waited:.1f}s (timeout 1 s)"
+    finally:
+        s.close()
+    assert_serves(a)
+
+
 def test_stalled_half_frame_does_not_block_others(agent):
     stalled = []
     try:

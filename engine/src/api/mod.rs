@@ -72,6 +72,8 @@ pub struct Req {
     pub key: ApiKey,
     pub version: i16,
     pub header: RequestHeader,
+    /// Size of the request frame (without its size prefix).
+    pub frame_bytes: usize,
 }
 
 impl rutomq_shards::Service for Service {
@@ -186,6 +188,7 @@ pub enum Parsed {
 /// a well-formed request of an implemented API at a served version is a
 /// `Close` (except a too-new ApiVersions, which Kafka answers).
 pub fn parse_request(mut frame: Bytes) -> Result<Parsed, Close> {
+    let frame_bytes = frame.len();
     if frame.len() < 8 {
         return Err(Close("request shorter than its header"));
     }
@@ -219,6 +222,7 @@ pub fn parse_request(mut frame: Bytes) -> Result<Parsed, Close> {
             key: spec.key,
             version,
             header,
+            frame_bytes,
         },
         body,
     ))

@@ -37,6 +37,12 @@ async fn wait(
 
 enum Pending {
     Done(ErrorCode, Option<String>),
+    /// Validated, not yet appended (pass 1).
+    Valid {
+        topic_id: uuid::Uuid,
+        records: bytes::Bytes,
+        info: crate::records::BatchInfo,
+    },
     Appended {
         done: BufferDone,
         part: usize,
@@ -59,6 +65,7 @@ pub async fn handle(
         .then(|| Instant::now() + Duration::from_millis(body.timeout_ms as u64));
     let acks_valid = matches!(acks, -1..=1);
     let mut topics_out = Vec::with_capacity(body.topic_data.len());
+    let mut accepted_bytes = 0usize;
     for t in body.topic_data {
         let topic = if req.version >= 13 {
             shard.topic_by_id(t.topic_id).await
@@ -98,21 +105,52 @@ pub async fn handle(
                                 )
                             }
                             Ok(info) => {
-                                metrics.produce_batches.fetch_add(1, Ordering::Relaxed);
-                                metrics
-                                    .produce_bytes
-                                    .fetch_add(records.len() as u64, Ordering::Relaxed);
-                                let (done, part, batch) =
-                                    shard.append(rec.topic_id, p.index, records, &info);
-                                Pending::Appended { done, part, batch }
+                                accepted_bytes += records.len();
+                                Pending::Valid {
+                                    topic_id: rec.topic_id,
+                                    records,
+                                    info,
+                                }
                             }
                         }
                     }
                 },
             };
             parts.push((p.index, pending));
+            // Validation decompresses; let other connections run.
+            rutomq_shards::yield_if_needed().await;
         }
         topics_out.push((t.name, t.topic_id, parts));
+    }
+    // Pass 2, with no await: append in request order. Batches are slices of
+    // the request frame and the tail cache keeps them; when they are a small
+    // part of the frame (the rest rejected or padding), copy them so the
+    // frame is not kept alive for their sake.
+    let copy = accepted_bytes.saturating_mul(2) < req.frame_bytes;
+    for (_, _, parts) in &mut topics_out {
+        for (index, pending) in parts.iter_mut() {
+            if let Pending::Valid { .. } = pending {
+                let Pending::Valid {
+                    topic_id,
+                    records,
+                    info,
+                } = std::mem::replace(pending, Pending::Done(ErrorCode::None, None))
+                else {
+                    unreachable!("matched above")
+                };
+                let records = if copy {
+                    bytes::Bytes::copy_from_slice(&records)
+                } else {
+                    records
+                };
+                metrics.produce_batches.fetch_add(1, Ordering::Relaxed);
+                metrics
+                    .produce_bytes
+                    .fetch_add(records.len() as u64, Ordering::Relaxed);
+                let (done, part, batch) = shard.append(topic_id, *index, records, &info);
+                *pending = Pending::Appended { done, part, batch };
+            }
+        }
     }
     async move {
         let mut responses = Vec::with_capacity(topics_out.len());
@@ -125,6 +163,7 @@ pub async fn handle(
                     .with_log_append_time_ms(-1)
                     .with_log_start_offset(-1);
                 let r = match pending {
+                    Pending::Valid { .. } => unreachable!("appended in pass 2"),
                     Pending::Done(code, msg) => r
                         .with_error_code(code.code())
                         .with_error_message(msg.as_deref().map(str_bytes)),
