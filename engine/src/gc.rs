@@ -20,9 +20,12 @@ pub const GC_OBJECTS_PER_ROUND_MAX: usize = 10_000;
 pub async fn run(meta: Meta, storage: Storage, interval: Duration, grace: Duration) {
     let mut tick = tokio::time::interval(interval);
     tick.tick().await;
+    // Listing resumes where the last round stopped, so a large store is
+    // covered over several rounds instead of re-reading its first keys.
+    let mut cursor = None;
     loop {
         tick.tick().await;
-        match round(&meta, &storage, grace).await {
+        match round(&meta, &storage, grace, &mut cursor).await {
             Ok((0, 0)) => {}
             Ok((deleted, uncommitted)) => {
                 tracing::info!(deleted, uncommitted, "orphan objects collected")
@@ -38,6 +41,7 @@ pub async fn round(
     meta: &Meta,
     storage: &Storage,
     grace: Duration,
+    cursor: &mut Option<String>,
 ) -> anyhow::Result<(usize, usize)> {
     meta.mark_unreferenced_objects(grace).await?;
     let marked = meta
@@ -50,8 +54,11 @@ pub async fn round(
         meta.forget_objects(marked.clone()).await?;
     }
     let old = storage
-        .list_older_than(grace, GC_OBJECTS_PER_ROUND_MAX)
+        .list_older_than(grace, GC_OBJECTS_PER_ROUND_MAX, cursor.take())
         .await?;
+    if old.len() == GC_OBJECTS_PER_ROUND_MAX {
+        *cursor = old.last().cloned();
+    }
     let mut uncommitted = 0;
     for chunk in old.chunks(1000) {
         // Claimed in PostgreSQL first: a commit of the same object racing

@@ -40,6 +40,17 @@ pub struct FetchGrant {
     pub bytes: usize,
 }
 
+impl FetchGrant {
+    /// Returns what was reserved beyond `used` to the shard.
+    pub fn shrink_to(&mut self, used: usize) {
+        if used < self.bytes {
+            let b = &self.shard.fetch_bytes_free;
+            b.set(b.get() + self.bytes - used);
+            self.bytes = used;
+        }
+    }
+}
+
 impl Drop for FetchGrant {
     fn drop(&mut self) {
         let b = &self.shard.fetch_bytes_free;

@@ -293,11 +293,12 @@ impl Storage {
     }
 
     /// Keys of objects under this agent's prefix last modified more than
-    /// `age` ago, at most `limit` of them.
+    /// `age` ago, at most `limit` of them, listing from after `after`.
     pub async fn list_older_than(
         &self,
         age: std::time::Duration,
         limit: usize,
+        after: Option<String>,
     ) -> Result<Vec<String>, StorageError> {
         let store = self.store.clone();
         let prefix = if self.prefix.as_ref().is_empty() {
@@ -311,7 +312,10 @@ impl Storage {
                 .checked_sub(age)
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map_or(0, |d| d.as_secs() as i64);
-            let mut listing = store.list(Some(&prefix));
+            let mut listing = match &after {
+                Some(a) => store.list_with_offset(Some(&prefix), &Path::from(a.as_str())),
+                None => store.list(Some(&prefix)),
+            };
             let mut out = Vec::new();
             while let Some(meta) = listing.next().await {
                 let meta = meta?;

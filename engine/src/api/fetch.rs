@@ -16,7 +16,7 @@ use uuid::Uuid;
 use super::Req;
 use crate::error::ErrorCode;
 use crate::read::read_partition;
-use crate::shard::Shard;
+use crate::shard::{FetchGrant, Shard};
 
 /// Longest long poll honoured.
 pub const FETCH_WAIT_MS_MAX: i32 = 60_000;
@@ -30,7 +30,14 @@ struct Wanted {
     partitions: Vec<(i32, i64, usize)>,
 }
 
-pub async fn handle(shard: &Rc<Shard>, req: &Req, body: FetchRequest) -> FetchResponse {
+/// The response, and the fetch memory its records hold (drop it once the
+/// response is encoded).
+pub async fn handle(
+    shard: &Rc<Shard>,
+    req: &Req,
+    body: FetchRequest,
+) -> (FetchResponse, Vec<FetchGrant>) {
+    let mut grants = Vec::new();
     let mut wanted = Vec::with_capacity(body.topics.len());
     for t in body.topics {
         let resolved = if req.version >= 13 {
@@ -66,11 +73,11 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: FetchRequest) -> FetchRe
         let changed = shard.watermark_changed();
         // Admission by memory: a shard busy assembling other responses
         // answers with less data instead of growing.
-        let grant = shard.reserve_fetch_bytes(max_bytes);
-        let (responses, total, errors) = read_all(shard, req.version, &wanted, grant.bytes).await;
-        drop(grant);
+        grants.clear();
+        let (responses, total, errors) =
+            read_all(shard, req.version, &wanted, max_bytes, &mut grants).await;
         let now = Instant::now();
-        if total >= min_bytes.max(1)
+        if total >= min_bytes
             || errors
             || now >= deadline
             || shard
@@ -78,29 +85,37 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: FetchRequest) -> FetchRe
                 .stopping
                 .load(std::sync::atomic::Ordering::Relaxed)
         {
-            return FetchResponse::default()
-                .with_session_id(0)
-                .with_responses(responses);
+            return (
+                FetchResponse::default()
+                    .with_session_id(0)
+                    .with_responses(responses),
+                grants,
+            );
         }
         let timer = Box::pin(rutomq_shards::sleep(deadline - now));
         match select(changed, timer).await {
             Either::Left(_) => continue,
             Either::Right(_) => {
-                let grant = shard.reserve_fetch_bytes(max_bytes);
-                let (responses, _, _) = read_all(shard, req.version, &wanted, grant.bytes).await;
-                return FetchResponse::default()
-                    .with_session_id(0)
-                    .with_responses(responses);
+                grants.clear();
+                let (responses, _, _) =
+                    read_all(shard, req.version, &wanted, max_bytes, &mut grants).await;
+                return (
+                    FetchResponse::default()
+                        .with_session_id(0)
+                        .with_responses(responses),
+                    grants,
+                );
             }
         }
     }
 }
 
 async fn read_all(
-    shard: &Shard,
+    shard: &Rc<Shard>,
     version: i16,
     wanted: &[Wanted],
     max_bytes: usize,
+    grants: &mut Vec<FetchGrant>,
 ) -> (Vec<FetchableTopicResponse>, usize, bool) {
     let mut total = 0usize;
     let mut errors = false;
@@ -136,15 +151,17 @@ async fn read_all(
                             .with_log_start_offset(0)
                             .with_records(Some(bytes::Bytes::new())),
                         _ => {
-                            let budget = partition_max.min(max_bytes.saturating_sub(total));
+                            // Memory is reserved per partition as it is read, and
+                            // held until the response is encoded.
+                            let grant = shard.reserve_fetch_bytes(
+                                partition_max.min(max_bytes.saturating_sub(total)),
+                            );
                             // The first batch of the response is returned whatever its
                             // size (consumers must progress), unless the shard has no
                             // fetch memory left at all.
-                            let budget = if total == 0 && max_bytes > 0 {
-                                budget.max(1)
-                            } else {
-                                budget
-                            };
+                            // Within the grant, the first batch is returned whatever
+                            // its size (consumers must progress).
+                            let budget = grant.bytes;
                             if budget == 0 {
                                 // Response full: report the partition without data.
                                 data.with_records(Some(bytes::Bytes::new()))
@@ -159,6 +176,9 @@ async fn read_all(
                                 .await
                                 {
                                     Ok(read) => {
+                                        let mut grant = grant;
+                                        grant.shrink_to(read.records.len());
+                                        grants.push(grant);
                                         total += read.records.len();
                                         shard.metrics.fetch_bytes.fetch_add(
                                             read.records.len() as u64,

@@ -269,8 +269,10 @@ async fn dispatch(shard: Rc<Shard>, frame: Bytes) -> Result<Reply, Close> {
             let shard = shard.clone();
             Ok(Reply::Later(
                 async move {
-                    let resp = fetch::handle(&shard, &req, b).await;
-                    encode(corr, version, &resp)
+                    let (resp, grants) = fetch::handle(&shard, &req, b).await;
+                    let frame = encode(corr, version, &resp);
+                    drop(grants);
+                    frame
                 }
                 .boxed_local(),
             ))
