@@ -84,103 +84,24 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
     let r = Ordering::Relaxed;
     const C: &str = "counter";
     const G: &str = "gauge";
+    #[rustfmt::skip]
     let rows: [(&str, &str, &str, u64); 16] = [
-        (
-            "rutomq_object_puts_total",
-            "Objects uploaded.",
-            C,
-            s.puts.load(r),
-        ),
-        (
-            "rutomq_object_put_bytes_total",
-            "Bytes uploaded.",
-            C,
-            s.put_bytes.load(r),
-        ),
-        (
-            "rutomq_object_put_failures_total",
-            "Failed uploads.",
-            C,
-            s.put_failures.load(r),
-        ),
-        (
-            "rutomq_object_gets_total",
-            "Ranged reads from the object store.",
-            C,
-            s.gets.load(r),
-        ),
-        (
-            "rutomq_object_get_bytes_total",
-            "Bytes read from the object store.",
-            C,
-            s.get_bytes.load(r),
-        ),
-        (
-            "rutomq_tail_cache_hits_total",
-            "Reads served by the tail cache.",
-            C,
-            s.cache_hits.load(r),
-        ),
-        (
-            "rutomq_tail_cache_bytes",
-            "Bytes held by the tail cache.",
-            G,
-            agent.storage.cache_bytes() as u64,
-        ),
-        (
-            "rutomq_commit_transactions_total",
-            "PostgreSQL window-commit transactions.",
-            C,
-            m.commit_transactions.load(r),
-        ),
-        (
-            "rutomq_committed_windows_total",
-            "Flush windows (objects) committed.",
-            C,
-            m.committed_windows.load(r),
-        ),
-        (
-            "rutomq_commit_failures_total",
-            "Failed window commits.",
-            C,
-            m.commit_failures.load(r),
-        ),
-        (
-            "rutomq_meta_queries_total",
-            "Other metadata queries.",
-            C,
-            m.queries.load(r),
-        ),
-        (
-            "rutomq_connections_open",
-            "Open Kafka connections.",
-            G,
-            shards.connections_open.load(r) as u64,
-        ),
-        (
-            "rutomq_connections_accepted_total",
-            "Accepted Kafka connections.",
-            C,
-            shards.connections_accepted.load(r) as u64,
-        ),
-        (
-            "rutomq_connections_closed_bad_frame_total",
-            "Connections closed for bad frames.",
-            C,
-            shards.connections_closed_bad_frame.load(r) as u64,
-        ),
-        (
-            "rutomq_requests_total",
-            "Kafka requests read.",
-            C,
-            shards.requests.load(r) as u64,
-        ),
-        (
-            "rutomq_decoder_panics_total",
-            "Requests that made a decoder panic (each closed its connection).",
-            C,
-            crate::api::DECODER_PANICS.load(r),
-        ),
+        ("rutomq_object_puts_total", "Objects uploaded.", C, s.puts.load(r)),
+        ("rutomq_object_put_bytes_total", "Bytes uploaded.", C, s.put_bytes.load(r)),
+        ("rutomq_object_put_failures_total", "Failed uploads.", C, s.put_failures.load(r)),
+        ("rutomq_object_gets_total", "Ranged reads from the object store.", C, s.gets.load(r)),
+        ("rutomq_object_get_bytes_total", "Bytes read from the object store.", C, s.get_bytes.load(r)),
+        ("rutomq_tail_cache_hits_total", "Reads served by the tail cache.", C, s.cache_hits.load(r)),
+        ("rutomq_tail_cache_bytes", "Bytes held by the tail cache.", G, agent.storage.cache_bytes() as u64),
+        ("rutomq_commit_transactions_total", "PostgreSQL window-commit transactions.", C, m.commit_transactions.load(r)),
+        ("rutomq_committed_windows_total", "Flush windows (objects) committed.", C, m.committed_windows.load(r)),
+        ("rutomq_commit_failures_total", "Failed window commits.", C, m.commit_failures.load(r)),
+        ("rutomq_meta_queries_total", "Other metadata queries.", C, m.queries.load(r)),
+        ("rutomq_connections_open", "Open Kafka connections.", G, shards.connections_open.load(r) as u64),
+        ("rutomq_connections_accepted_total", "Accepted Kafka connections.", C, shards.connections_accepted.load(r) as u64),
+        ("rutomq_connections_closed_bad_frame_total", "Connections closed for bad frames.", C, shards.connections_closed_bad_frame.load(r) as u64),
+        ("rutomq_requests_total", "Kafka requests read.", C, shards.requests.load(r) as u64),
+        ("rutomq_decoder_panics_total", "Requests that made a decoder panic (each closed its connection).", C, crate::api::DECODER_PANICS.load(r)),
     ];
     let mut out = String::new();
     for (name, help, kind, v) in rows {

@@ -454,35 +454,26 @@ impl Meta {
         .await
     }
 
-    /// The first span holding a record with timestamp >= `timestamp`.
+    /// The first span holding a record with timestamp >= `timestamp`, or,
+    /// with `None`, the span holding the partition's largest timestamp.
     pub async fn span_by_timestamp(
         &self,
         topic_id: Uuid,
         partition: i32,
-        timestamp: i64,
+        timestamp: Option<i64>,
     ) -> Result<Option<SpanRecord>, MetaError> {
         self.run(move |c| async move {
-            Ok(
-                c.query_opt(sql::SPAN_BY_TIMESTAMP, &[&topic_id, &partition, &timestamp])
-                    .await?
-                    .map(|r| span_from_row(&r)),
-            )
-        })
-        .await
-    }
-
-    /// The span holding the partition's largest timestamp.
-    pub async fn span_max_timestamp(
-        &self,
-        topic_id: Uuid,
-        partition: i32,
-    ) -> Result<Option<SpanRecord>, MetaError> {
-        self.run(move |c| async move {
-            Ok(
-                c.query_opt(sql::SPAN_MAX_TIMESTAMP, &[&topic_id, &partition])
-                    .await?
-                    .map(|r| span_from_row(&r)),
-            )
+            let row = match timestamp {
+                Some(ts) => {
+                    c.query_opt(sql::SPAN_BY_TIMESTAMP, &[&topic_id, &partition, &ts])
+                        .await?
+                }
+                None => {
+                    c.query_opt(sql::SPAN_MAX_TIMESTAMP, &[&topic_id, &partition])
+                        .await?
+                }
+            };
+            Ok(row.map(|r| span_from_row(&r)))
         })
         .await
     }
@@ -725,25 +716,27 @@ async fn run_committer(
         if jobs.is_empty() {
             continue;
         }
-        let objects: Vec<ObjectCommit> = jobs.iter().map(|j| j.object.clone()).collect();
+        // Move the objects out (no copy of their batch lists per commit).
+        let (objects, replies): (Vec<ObjectCommit>, Vec<_>) =
+            jobs.drain(..).map(|j| (j.object, j.reply)).unzip();
         let result = commit::execute(&mut client, &objects).await;
         match result {
             Ok(mut r) => {
                 stats.commit_transactions.fetch_add(1, Ordering::Relaxed);
                 stats
                     .committed_windows
-                    .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+                    .fetch_add(replies.len() as u64, Ordering::Relaxed);
                 let outcomes = std::mem::take(&mut r.outcomes);
-                for (job, outcome) in jobs.drain(..).zip(outcomes) {
-                    let _ = job.reply.send(Ok((outcome, r.watermarks.clone())));
+                for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                    let _ = reply.send(Ok((outcome, r.watermarks.clone())));
                 }
             }
             Err(e) => {
                 stats.commit_failures.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(error = %e, windows = jobs.len(), "window commit failed");
+                tracing::error!(error = %e, windows = replies.len(), "window commit failed");
                 let e = Arc::new(e);
-                for job in jobs.drain(..) {
-                    let _ = job.reply.send(Err(e.clone()));
+                for reply in replies {
+                    let _ = reply.send(Err(e.clone()));
                 }
                 if client.is_closed() {
                     // Reconnect with a bounded backoff; queued commits wait.

@@ -74,7 +74,7 @@ async fn lookup(
         EARLIEST | EARLIEST_LOCAL => Ok(Some((offsets.log_start_offset, -1))),
         MAX_TIMESTAMP => {
             let span = meta
-                .span_max_timestamp(topic_id, partition)
+                .span_by_timestamp(topic_id, partition, None)
                 .await
                 .map_err(|e| ErrorCode::from(&e))?;
             match span {
@@ -84,7 +84,7 @@ async fn lookup(
         }
         ts if ts >= 0 => {
             let span = meta
-                .span_by_timestamp(topic_id, partition, ts)
+                .span_by_timestamp(topic_id, partition, Some(ts))
                 .await
                 .map_err(|e| ErrorCode::from(&e))?;
             match span {
