@@ -407,32 +407,38 @@ mod tests {
         }
     }
 
+    /// An object holding `appends` (topic, partition, batches).
+    fn object(key: &str, appends: Vec<(Uuid, i32, Vec<BatchRef>)>) -> ObjectCommit {
+        let appends: Vec<PartitionAppend> = appends
+            .into_iter()
+            .map(|(topic_id, partition, batches)| PartitionAppend {
+                topic_id,
+                partition,
+                batches,
+            })
+            .collect();
+        ObjectCommit {
+            object_key: key.into(),
+            size_bytes: appends
+                .iter()
+                .flat_map(|a| &a.batches)
+                .map(|b| b.byte_len as u64)
+                .sum(),
+            agent_id: 1,
+            commit_deadline: std::time::Instant::now(),
+            appends,
+        }
+    }
+
     #[test]
     fn offsets_are_contiguous_across_objects_and_spans_merge() {
         let t = Uuid::from_u128(1);
         let objects = vec![
-            ObjectCommit {
-                object_key: "a".into(),
-                size_bytes: 300,
-                agent_id: 1,
-                commit_deadline: std::time::Instant::now(),
-                appends: vec![PartitionAppend {
-                    topic_id: t,
-                    partition: 0,
-                    batches: vec![batch(0, 100, 3, None), batch(100, 100, 2, None)],
-                }],
-            },
-            ObjectCommit {
-                object_key: "b".into(),
-                size_bytes: 100,
-                agent_id: 1,
-                commit_deadline: std::time::Instant::now(),
-                appends: vec![PartitionAppend {
-                    topic_id: t,
-                    partition: 0,
-                    batches: vec![batch(0, 100, 4, None)],
-                }],
-            },
+            object(
+                "a",
+                vec![(t, 0, vec![batch(0, 100, 3, None), batch(100, 100, 2, None)])],
+            ),
+            object("b", vec![(t, 0, vec![batch(0, 100, 4, None)])]),
         ];
         let partitions = HashMap::from([((t, 0), (10, 0))]);
         let p = plan(&objects, &partitions, &HashMap::new());
@@ -465,22 +471,19 @@ mod tests {
                 base_sequence: seq,
             })
         };
-        let objects = vec![ObjectCommit {
-            object_key: "a".into(),
-            size_bytes: 300,
-            agent_id: 1,
-            commit_deadline: std::time::Instant::now(),
-            appends: vec![PartitionAppend {
-                topic_id: t,
-                partition: 1,
-                batches: vec![
+        let objects = vec![object(
+            "a",
+            vec![(
+                t,
+                1,
+                vec![
                     batch(0, 100, 5, pf(0)),
                     batch(100, 100, 5, pf(0)),
                     batch(200, 100, 5, pf(5)),
                     batch(300, 100, 5, pf(20)),
                 ],
-            }],
-        }];
+            )],
+        )];
         let partitions = HashMap::from([((t, 1), (0, 0))]);
         let p = plan(&objects, &partitions, &HashMap::new());
         assert_eq!(
@@ -500,24 +503,13 @@ mod tests {
     #[test]
     fn unknown_partitions_fail_only_their_batches() {
         let t = Uuid::from_u128(3);
-        let objects = vec![ObjectCommit {
-            object_key: "a".into(),
-            size_bytes: 200,
-            agent_id: 1,
-            commit_deadline: std::time::Instant::now(),
-            appends: vec![
-                PartitionAppend {
-                    topic_id: t,
-                    partition: 9,
-                    batches: vec![batch(0, 100, 1, None)],
-                },
-                PartitionAppend {
-                    topic_id: t,
-                    partition: 0,
-                    batches: vec![batch(100, 100, 1, None)],
-                },
+        let objects = vec![object(
+            "a",
+            vec![
+                (t, 9, vec![batch(0, 100, 1, None)]),
+                (t, 0, vec![batch(100, 100, 1, None)]),
             ],
-        }];
+        )];
         let partitions = HashMap::from([((t, 0), (0, 0))]);
         let p = plan(&objects, &partitions, &HashMap::new());
         assert_eq!(
