@@ -176,6 +176,16 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             allow_http: args.s3_allow_http,
         },
     )?;
+    let store = if args.inject_object_latency_ms > 0 || args.inject_object_jitter_ms > 0 {
+        let latency = rutomq_storage::InjectedLatency {
+            base: Duration::from_millis(args.inject_object_latency_ms),
+            jitter: Duration::from_millis(args.inject_object_jitter_ms),
+        };
+        tracing::warn!(?latency, "injecting object-store latency (benchmarking)");
+        rutomq_storage::with_injected_latency(store, latency)
+    } else {
+        store
+    };
     let (storage, storage_thread) = Storage::start(store, prefix, args.tail_cache_bytes)?;
 
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -96,6 +96,13 @@ pub struct ServeArgs {
     /// committed within half of it are refused.
     #[arg(long, env = "RUTOMQ_GC_GRACE_MS", default_value_t = 600_000)]
     pub gc_grace_ms: u64,
+    /// Benchmarking only: delay every object PUT and GET by this many ms
+    /// (uniformly ± --inject-object-jitter-ms), to behave like a distant
+    /// store such as S3. 0 = off.
+    #[arg(long, env = "RUTOMQ_INJECT_OBJECT_LATENCY_MS", default_value_t = 0)]
+    pub inject_object_latency_ms: u64,
+    #[arg(long, env = "RUTOMQ_INJECT_OBJECT_JITTER_MS", default_value_t = 0)]
+    pub inject_object_jitter_ms: u64,
     /// Rack reported in Metadata.
     #[arg(long, env = "RUTOMQ_RACK")]
     pub rack: Option<String>,

@@ -85,10 +85,11 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
     const C: &str = "counter";
     const G: &str = "gauge";
     #[rustfmt::skip]
-    let rows: [(&str, &str, &str, u64); 16] = [
+    let rows: [(&str, &str, &str, u64); 17] = [
         ("rutomq_object_puts_total", "Objects uploaded.", C, s.puts.load(r)),
         ("rutomq_object_put_bytes_total", "Bytes uploaded.", C, s.put_bytes.load(r)),
         ("rutomq_object_put_failures_total", "Failed uploads.", C, s.put_failures.load(r)),
+        ("rutomq_sealed_buffers_total", "Shard buffers gathered into uploaded objects.", C, s.sealed_buffers.load(r)),
         ("rutomq_object_gets_total", "Ranged reads from the object store.", C, s.gets.load(r)),
         ("rutomq_object_get_bytes_total", "Bytes read from the object store.", C, s.get_bytes.load(r)),
         ("rutomq_tail_cache_hits_total", "Reads served by the tail cache.", C, s.cache_hits.load(r)),

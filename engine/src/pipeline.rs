@@ -115,6 +115,10 @@ impl Pipeline {
         mut window: Vec<Sealed>,
     ) -> impl std::future::Future<Output = Uploaded> + 'static {
         let key = self.storage.new_object_key(self.agent_id);
+        self.storage
+            .stats
+            .sealed_buffers
+            .fetch_add(window.len() as u64, std::sync::atomic::Ordering::Relaxed);
         let mut chunks = Vec::new();
         let mut appends = Vec::new();
         let mut offset = 0u64;

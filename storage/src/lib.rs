@@ -7,6 +7,7 @@
 //! concurrent upload can never overwrite data another span points at.
 
 mod cache;
+mod latency;
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +19,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 pub use cache::TailCache;
+pub use latency::{with_injected_latency, InjectedLatency, LatencyStore};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -54,6 +56,9 @@ pub struct StorageStats {
     pub gets: AtomicU64,
     pub get_bytes: AtomicU64,
     pub cache_hits: AtomicU64,
+    /// Sealed shard buffers gathered into uploaded objects (several per
+    /// object when several shards wrote in one window).
+    pub sealed_buffers: AtomicU64,
 }
 
 /// Opens the store named by `url`: `file:///abs/dir`, `memory://`, or

@@ -1,0 +1,857 @@
+#!/usr/bin/env bash
+# One benchmark race: Apache Kafka, rutomq and rutomq with injected
+# object-store latency, one after the other on this machine, each on a fresh
+# empty data directory, driven by the same load generator (rutomq-bench).
+# Prints a table with the figures and the ratios, and saves every JSON result
+# plus a summary (race-<utc>.json, race-<utc>.md) in the results folder.
+#
+# Run `benches/race.sh --help` for the options; the usage text is in usage()
+# below. Nothing here builds: build first with
+#   cargo build --release --bin rutomq --bin rutomq-bench
+#
+# Per system, in this order (all runs: 8 partitions, 1 KiB records, acks=-1):
+#   a. produce-max   as fast as the broker acks, DURATION s after a WARMUP s
+#                    warmup, topic race-max (created by this run)
+#                    -> max MiB/s and records/s, MiB per broker CPU-second
+#   b. consume       topic race-max from the beginning, exactly the records
+#                    run (a) sent (its records_total, warmup included)
+#                    -> consume MiB/s
+#   c. produce-half  at a fixed rate of 50 % of Kafka's max records/s from
+#                    (a), DURATION s after the warmup, topic race-half
+#                    -> ack latency p50 / p99 / p99.9
+#   (--confirm) Kafka's own ProducerPerformance, 1,000,000 x 1 KiB on a new
+#                    8-partition topic (kafka and rutomq only), as a check of
+#                    the headline produce ratio with a second client stack.
+#
+# The systems:
+#   kafka         Apache Kafka 4.1.1, one KRaft node (benches/kafka/start-kafka.sh)
+#   rutomq        rutomq serve with embedded defaults: file object store under
+#                 DATA_DIR/objects, a private PostgreSQL under DATA_DIR/pg
+#   rutomq-s3lat  the same, plus --inject-object-latency-ms 30
+#                 --inject-object-jitter-ms 10 (every object PUT/GET waits a
+#                 uniform 20-40 ms, like S3)
+# For rutomq the broker CPU is rutomq plus its PostgreSQL (the postmaster is
+# not rutomq's descendant: pg_ctl daemonizes it, so both pids are passed to
+# rutomq-bench); the table also shows the rutomq process alone.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+
+usage() {
+    cat <<EOF
+Usage: benches/race.sh [OPTIONS]
+
+Runs kafka, then rutomq, then rutomq-s3lat (or the subset given), each on a
+fresh broker, and prints a table of their figures and ratios.
+
+Options:
+  --systems LIST       comma-separated subset of kafka,rutomq,rutomq-s3lat
+                       (default: all three; they always run in that order)
+  --duration SECS      measured seconds of each produce run (default 30,
+                       or the DURATION environment variable)
+  --warmup SECS        unmeasured seconds before each produce run (default 5)
+  --half-rate N        records/s of the fixed-rate run (c); default 50 % of
+                       Kafka's max from run (a), or, without kafka, 50 % of
+                       the first rutomq system's max. Given, it wins.
+  --confirm            also run Kafka's ProducerPerformance
+                       (benches/perf-tools.sh produce, 1,000,000 x 1 KiB,
+                       8 partitions) against kafka and rutomq, print both
+                       MB/s and their ratio
+  --work-dir DIR       broker data and logs (default: a new
+                       \$(mktemp -d /tmp/rq-race.XXXX)); each system gets
+                       DIR/SYSTEM, which must not exist yet. Keep the path
+                       short: PostgreSQL's unix socket path has a 107-byte limit
+  --keep               keep the work dir (with all broker data); by default
+                       each broker's data is deleted once it is stopped, and
+                       the work dir too when the race succeeded
+  --results-dir DIR    where the JSONs and the summary go
+                       (default: benches/results)
+  --rutomq BIN         rutomq binary (default: target/release/rutomq)
+  --bench BIN          rutomq-bench binary (default: target/release/rutomq-bench)
+                       Both are copied into the work dir first, so a rebuild
+                       during the race cannot swap them; their sha256 is recorded.
+  --bench-arg ARG      extra argument for every rutomq-bench run; repeat for
+                       several (e.g. --bench-arg --producers --bench-arg 8)
+  --s3-latency-ms MS   rutomq-s3lat --inject-object-latency-ms (default 30)
+  --s3-jitter-ms MS    rutomq-s3lat --inject-object-jitter-ms (default 10)
+  --run-timeout SECS   kill a client run after this long (default
+                       10 x duration + 300)
+  -h, --help           this text
+
+Environment: DURATION (as --duration); the start-kafka.sh and perf-tools.sh
+variables (KAFKA_HEAP, KAFKA_LIBS, PERF_LIBS, ...) pass through.
+
+Output: the JSONs as RESULTS_DIR/race-<utc>-<system>-<run>.json, the
+summary as RESULTS_DIR/race-<utc>.json and RESULTS_DIR/race-<utc>.md
+(table, exact command, git revision, nproc, uname -r, binaries, load seen).
+Client and broker logs stay in the work dir (printed at the end).
+EOF
+}
+
+# A command line as text, quoting only the words that need it.
+quote_cmd() {
+    local w words=()
+    for w in "$@"; do
+        if [[ "$w" =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then words+=("$w"); else words+=("$(printf '%q' "$w")"); fi
+    done
+    echo "${words[*]}"
+}
+log() { printf '[race %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# The exact command as typed, with DURATION when it came from the environment.
+orig_cmd="$(quote_cmd "$0" "$@")"
+[[ -z "${DURATION:-}" ]] || orig_cmd="DURATION=$DURATION $orig_cmd"
+
+# ---------------------------------------------------------------- options --
+ALL_SYSTEMS=(kafka rutomq rutomq-s3lat)
+systems_arg="kafka,rutomq,rutomq-s3lat"
+DURATION="${DURATION:-30}"
+WARMUP=5
+HALF_RATE=""
+CONFIRM=0
+WORK=""
+KEEP=0
+RESULTS_DIR="$repo/benches/results"
+RUTOMQ_SRC="$repo/target/release/rutomq"
+BENCH_SRC="$repo/target/release/rutomq-bench"
+BENCH_ARGS=()
+S3_LATENCY_MS=30
+S3_JITTER_MS=10
+RUN_TIMEOUT=""
+
+need_arg() { [[ $# -ge 2 && -n "$2" ]] || die "$1 needs a value (see --help)"; }
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --systems) need_arg "$@"; systems_arg="$2"; shift 2 ;;
+        --duration) need_arg "$@"; DURATION="$2"; shift 2 ;;
+        --warmup) need_arg "$@"; WARMUP="$2"; shift 2 ;;
+        --half-rate) need_arg "$@"; HALF_RATE="$2"; shift 2 ;;
+        --confirm) CONFIRM=1; shift ;;
+        --work-dir) need_arg "$@"; WORK="$2"; shift 2 ;;
+        --keep) KEEP=1; shift ;;
+        --results-dir) need_arg "$@"; RESULTS_DIR="$2"; shift 2 ;;
+        --rutomq) need_arg "$@"; RUTOMQ_SRC="$2"; shift 2 ;;
+        --bench) need_arg "$@"; BENCH_SRC="$2"; shift 2 ;;
+        --bench-arg) [[ $# -ge 2 ]] || die "--bench-arg needs a value"; BENCH_ARGS+=("$2"); shift 2 ;;
+        --s3-latency-ms) need_arg "$@"; S3_LATENCY_MS="$2"; shift 2 ;;
+        --s3-jitter-ms) need_arg "$@"; S3_JITTER_MS="$2"; shift 2 ;;
+        --run-timeout) need_arg "$@"; RUN_TIMEOUT="$2"; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        *) usage >&2; die "unknown argument: $1" ;;
+    esac
+done
+
+is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
+{ is_uint "$DURATION" && ((DURATION > 0)); } || die "--duration must be a positive integer, got $DURATION"
+is_uint "$WARMUP" || die "--warmup must be an integer, got $WARMUP"
+[[ -z "$HALF_RATE" ]] || { is_uint "$HALF_RATE" && ((HALF_RATE > 0)); } || die "--half-rate must be a positive integer, got $HALF_RATE"
+is_uint "$S3_LATENCY_MS" || die "--s3-latency-ms must be an integer"
+is_uint "$S3_JITTER_MS" || die "--s3-jitter-ms must be an integer"
+RUN_TIMEOUT="${RUN_TIMEOUT:-$((10 * DURATION + 300))}"
+is_uint "$RUN_TIMEOUT" || die "--run-timeout must be an integer"
+
+# Selected systems, always in the canonical order (Kafka's max rate is
+# needed before the half-rate runs of the others).
+SYSTEMS=()
+IFS=',' read -r -a wanted <<<"$systems_arg"
+for w in "${wanted[@]}"; do
+    case "$w" in kafka|rutomq|rutomq-s3lat) ;; *) die "unknown system '$w' (kafka, rutomq, rutomq-s3lat)" ;; esac
+done
+for s in "${ALL_SYSTEMS[@]}"; do
+    for w in "${wanted[@]}"; do
+        if [[ "$w" == "$s" ]]; then SYSTEMS+=("$s"); break; fi
+    done
+done
+((${#SYSTEMS[@]} > 0)) || die "--systems selects nothing"
+has_system() { local s; for s in "${SYSTEMS[@]}"; do [[ "$s" == "$1" ]] && return 0; done; return 1; }
+
+# ----------------------------------------------------------- pre-flight ----
+for tool in python3 curl timeout tail sha256sum; do
+    command -v "$tool" >/dev/null || die "$tool not found"
+done
+[[ -x "$BENCH_SRC" ]] || die "no load generator at $BENCH_SRC (cargo build --release --bin rutomq-bench, or --bench BIN)"
+if has_system rutomq || has_system rutomq-s3lat; then
+    [[ -x "$RUTOMQ_SRC" ]] || die "no rutomq at $RUTOMQ_SRC (cargo build --release --bin rutomq, or --rutomq BIN)"
+fi
+if has_system rutomq-s3lat; then
+    "$RUTOMQ_SRC" serve --help 2>/dev/null | grep -q -- '--inject-object-latency-ms' \
+        || die "$RUTOMQ_SRC has no --inject-object-latency-ms (rebuild it, or leave rutomq-s3lat out of --systems)"
+fi
+if has_system kafka || ((CONFIRM)); then
+    command -v java >/dev/null || die "java not found (Kafka 4.x needs Java 17+)"
+fi
+
+UTC="$(date -u +%Y%m%dT%H%M%SZ)"
+mkdir -p "$RESULTS_DIR"
+RESULTS_DIR="$(cd "$RESULTS_DIR" && pwd)"
+WORK_CREATED=0      # 1: the whole work dir is ours to delete
+if [[ -z "$WORK" ]]; then
+    WORK_CREATED=1
+    WORK="$(mktemp -d /tmp/rq-race.XXXX)"
+    # mktemp makes it 0700; the embedded PostgreSQL runs as `postgres` when
+    # we are root and must reach DATA/pg below it.
+    chmod 755 "$WORK"
+else
+    [[ -e "$WORK" ]] || WORK_CREATED=1
+    mkdir -p "$WORK"
+fi
+WORK="$(cd "$WORK" && pwd)"
+for s in "${SYSTEMS[@]}"; do
+    [[ ! -e "$WORK/$s" ]] || die "$WORK/$s exists; each system needs a fresh folder (use another --work-dir)"
+done
+
+# ------------------------------------------------------------- clean-up ----
+# Everything that runs in the background is recorded here so the EXIT trap
+# can stop it, whatever failed (or on Ctrl-C / SIGTERM).
+BENCH_PID=""        # the current client run (timeout wrapper around it)
+TAIL_PID=""         # the tail -f showing its output
+KAFKA_DIR=""        # data dir of a Kafka broker that may be running
+RUTOMQ_PID=""       # a rutomq agent that may be running (our child)
+RUTOMQ_DATA=""      # its --data-dir (to find its postmaster)
+SUCCESS=0
+DATA_DIRS=()        # broker data dirs to delete once stopped (unless --keep)
+
+# Is PID a live (non-zombie) process?
+alive() {
+    local st
+    st="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" || return 1
+    [[ -n "$st" && "$st" != Z ]]
+}
+
+# The postmaster of the embedded PostgreSQL under a rutomq data dir, if it
+# runs: first line of DATA/pg/data/postmaster.pid, checked against the live
+# process's command line so we never signal a stranger.
+postmaster_pid() {
+    local data="$1/pg/data" pid
+    [[ -r "$data/postmaster.pid" ]] || return 1
+    pid="$(head -n 1 "$data/postmaster.pid")"
+    is_uint "$pid" && alive "$pid" || return 1
+    [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == *"$data"* ]] || return 1
+    echo "$pid"
+}
+
+# Wait up to $2 seconds for PID $1 to be gone; 0 if it went.
+wait_gone() {
+    local i
+    for ((i = 0; i < $2 * 10; i++)); do
+        alive "$1" || return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+stop_postmaster() {
+    local data="$1" pid
+    pid="$(postmaster_pid "$data")" || return 0
+    log "stopping leftover PostgreSQL postmaster $pid (fast shutdown)"
+    kill -INT "$pid" 2>/dev/null || true
+    wait_gone "$pid" 30 && return 0
+    log "postmaster $pid still there after 30 s; SIGQUIT"
+    kill -QUIT "$pid" 2>/dev/null || true
+    wait_gone "$pid" 10 || kill -KILL "$pid" 2>/dev/null || true
+}
+
+# SIGTERM rutomq and wait: it answers in-flight produces, stops its
+# PostgreSQL and exits 0. Falls back to KILL, then stops the postmaster.
+stop_rutomq() {
+    [[ -n "$RUTOMQ_PID" ]] || return 0
+    local pid="$RUTOMQ_PID" rc=0
+    if alive "$pid"; then
+        log "stopping rutomq pid $pid (SIGTERM)"
+        kill -TERM "$pid" 2>/dev/null || true
+        if ! wait_gone "$pid" 90; then
+            log "rutomq pid $pid did not stop in 90 s; SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+    fi
+    wait "$pid" 2>/dev/null || rc=$?
+    if ((rc != 0)); then log "rutomq exited with status $rc"; else log "rutomq exited 0"; fi
+    RUTOMQ_PID=""
+    [[ -z "$RUTOMQ_DATA" ]] || stop_postmaster "$RUTOMQ_DATA"
+    RUTOMQ_DATA=""
+    return 0
+}
+
+stop_kafka() {
+    [[ -n "$KAFKA_DIR" ]] || return 0
+    "$here/kafka/start-kafka.sh" --stop "$KAFKA_DIR" >&2 || true
+    KAFKA_DIR=""
+}
+
+stop_client() {
+    if [[ -n "$BENCH_PID" ]]; then
+        kill -TERM "$BENCH_PID" 2>/dev/null || true
+        wait_gone "$BENCH_PID" 15 || kill -KILL "$BENCH_PID" 2>/dev/null || true
+        wait "$BENCH_PID" 2>/dev/null || true
+        BENCH_PID=""
+    fi
+    if [[ -n "$TAIL_PID" ]]; then
+        kill "$TAIL_PID" 2>/dev/null || true
+        wait "$TAIL_PID" 2>/dev/null || true
+        TAIL_PID=""
+    fi
+}
+
+delete_data() {
+    local d
+    ((KEEP)) && return 0
+    for d in "${DATA_DIRS[@]}"; do rm -rf "$d"; done
+    DATA_DIRS=()
+}
+
+on_exit() {
+    local rc=$?
+    set +e
+    trap - INT TERM
+    stop_client
+    stop_rutomq
+    stop_kafka
+    delete_data
+    # A failed race still summarizes the runs that finished (e.g. kafka and
+    # rutomq when rutomq-s3lat failed), marked as partial.
+    if ((!SUCCESS)) && [[ -n "${MANIFEST:-}" && -s "${MANIFEST:-}" ]] && grep -q $'\tproduce-max\t' "$MANIFEST"; then
+        log "writing a partial summary of the runs that finished"
+        py summarize "$MANIFEST" "$RESULTS_DIR/race-$UTC.json" "$RESULTS_DIR/race-$UTC.md" partial \
+            || log "partial summary failed"
+    fi
+    if ((KEEP)); then
+        log "work dir kept: $WORK"
+    elif ((SUCCESS)); then
+        if ((WORK_CREATED)); then
+            rm -rf "$WORK"
+        else    # a folder given with --work-dir that existed: only our files
+            rm -rf "${WORK:?}/bin" "$WORK/race.py" "$WORK/manifest.tsv"
+            for s in "${SYSTEMS[@]}"; do rm -rf "${WORK:?}/$s"; done
+        fi
+    else
+        rm -rf "${WORK:?}/bin"
+        log "race failed (status $rc); logs kept in $WORK (broker data deleted)"
+    fi
+    exit "$rc"
+}
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# --------------------------------------------------------- python helper ----
+# JSON reading, free ports, the summary table (stdlib only).
+PY="$WORK/race.py"
+cat >"$PY" <<'PYEOF'
+import json, os, re, socket, sys
+
+def load(p):
+    with open(p) as f:
+        return json.load(f)
+
+def dig(d, *keys):
+    for k in keys:
+        if not isinstance(d, dict) or d.get(k) is None:
+            return None
+        d = d[k]
+    return d
+
+def ports(n):
+    # Bind all first so the n ports are distinct, then release them.
+    socks = []
+    for _ in range(int(n)):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+    print(" ".join(str(s.getsockname()[1]) for s in socks))
+    for s in socks:
+        s.close()
+
+def records_total(path):
+    d = load(path)
+    n = d.get("records_total")
+    if n is None:
+        n = d.get("records")
+        print(f"race: {path} has no records_total; using records={n}", file=sys.stderr)
+    print(int(n))
+
+def half(path):
+    print(max(1, int(float(load(path)["records_per_sec"]) * 0.5)))
+
+PP = re.compile(r"records sent, ([0-9.]+) records/sec \(([0-9.]+) MB/sec\), ([0-9.]+) ms avg latency, ([0-9.]+) ms max latency(?:, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th, (\d+) ms 99.9th)?")
+
+def perf_line(path):
+    """The final ProducerPerformance line (the one with percentiles)."""
+    last = None
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = PP.search(line)
+            if m and m.group(5) is not None:
+                last = m
+    return last
+
+def confirm_mbs(path):
+    m = perf_line(path)
+    if not m:
+        sys.exit(f"race: no ProducerPerformance summary line in {path}")
+    print(m.group(2))
+
+# --- summary ---------------------------------------------------------------
+
+SYSTEMS = ["kafka", "rutomq", "rutomq-s3lat"]
+RATIOS = [("rutomq/kafka", "rutomq", "kafka"), ("rutomq-s3lat/rutomq", "rutomq-s3lat", "rutomq")]
+
+def read_manifest(path):
+    g, per = {}, {}
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line:
+                continue
+            sysname, key, val = line.split("\t", 2)
+            target = g if sysname == "-" else per.setdefault(sysname, {})
+            if key in ("load", "cmd"):
+                target.setdefault(key, []).append(val)
+            else:
+                target[key] = val
+    return g, per
+
+def figures(m):
+    """The table's figures for one system from its manifest entries."""
+    f = {}
+    pmax = load(m["produce-max"]) if "produce-max" in m else None
+    cons = load(m["consume"]) if "consume" in m else None
+    phalf = load(m["produce-half"]) if "produce-half" in m else None
+    errors = 0
+    for d in (pmax, cons, phalf):
+        if d and d.get("errors"):
+            errors += int(d["errors"])
+    f["errors"] = errors
+    if pmax:
+        f["produce_mib_s"] = pmax.get("mib_per_sec")
+        f["produce_records_s"] = pmax.get("records_per_sec")
+        f["produce_records_total"] = pmax.get("records_total")
+        b = pmax.get("broker") or {}
+        cpu = b.get("cpu_seconds")
+        f["produce_cpu_s"] = cpu
+        f["produce_mib_per_cpu_s"] = b.get("mib_per_cpu_second")
+        # The broker process alone (rutomq without its PostgreSQL; for Kafka
+        # the one JVM, so the same figure). Same window as the tool's figure.
+        mib = pmax.get("bytes", 0) / 1048576.0
+        first = None
+        pid = m.get("broker_pid")
+        by_pid = b.get("cpu_seconds_by_pid") or {}
+        if pid is not None and by_pid.get(str(pid)) is not None:
+            first = float(by_pid[str(pid)])
+        elif b.get("mib_per_cpu_second_first_pid") is not None:
+            f["produce_mib_per_cpu_s_broker_only"] = b["mib_per_cpu_second_first_pid"]
+        if first is not None:
+            f["produce_cpu_s_broker_only"] = first
+            f["produce_mib_per_cpu_s_broker_only"] = mib / first if first > 0 else None
+        f["produce_rss_max_mib"] = b["rss_max_kib"] / 1024.0 if b.get("rss_max_kib") is not None else None
+        f.update(window_figures(pmax, "max"))
+    if cons:
+        f["consume_mib_s"] = cons.get("mib_per_sec")
+        f["consume_records"] = cons.get("records_total", cons.get("records"))
+    if phalf:
+        f["half_target_records_s"] = dig(phalf, "workload", "rate") or (float(m["half_rate"]) if "half_rate" in m else None)
+        f["half_records_s"] = phalf.get("records_per_sec")
+        for q in ("p50", "p99", "p999", "max"):
+            f["ack_" + q + "_ms"] = dig(phalf, "latency_ms", q)
+        f.update(window_figures(phalf, "half"))
+    if "confirm_mbs" in m:
+        f["confirm_mb_s"] = float(m["confirm_mbs"])
+    return f
+
+def window_figures(d, tag):
+    mt = d.get("metrics")
+    if not isinstance(mt, dict):
+        return {}
+    w = mt.get("committed_windows") or 0
+    def per(key, precomputed):
+        if mt.get(precomputed) is not None and w:
+            return mt[precomputed]
+        return mt[key] / w if w and mt.get(key) is not None else None
+    return {
+        f"{tag}_puts_per_window": per("object_puts", "puts_per_window"),
+        f"{tag}_txns_per_window": per("commit_transactions", "transactions_per_window"),
+        f"{tag}_windows": w,
+    }
+
+# (label, key, format, ratio shown?)
+ROWS = [
+    ("max produce MiB/s", "produce_mib_s", "{:.1f}", True),
+    ("max produce records/s", "produce_records_s", "{:,.0f}", True),
+    ("produce MiB per broker CPU-s (rutomq: + its PostgreSQL)", "produce_mib_per_cpu_s", "{:.1f}", True),
+    ("produce MiB per CPU-s, broker process alone", "produce_mib_per_cpu_s_broker_only", "{:.1f}", True),
+    ("broker RSS max MiB (max produce)", "produce_rss_max_mib", "{:,.0f}", True),
+    ("half rate: target records/s", "half_target_records_s", "{:,.0f}", False),
+    ("half rate: achieved records/s", "half_records_s", "{:,.0f}", True),
+    ("half rate: ack p50 ms", "ack_p50_ms", "{:.2f}", True),
+    ("half rate: ack p99 ms", "ack_p99_ms", "{:.2f}", True),
+    ("half rate: ack p99.9 ms", "ack_p999_ms", "{:.2f}", True),
+    ("consume MiB/s", "consume_mib_s", "{:.1f}", True),
+    ("PUTs/window (max produce)", "max_puts_per_window", "{:.2f}", True),
+    ("txns/window (max produce)", "max_txns_per_window", "{:.2f}", True),
+    ("PUTs/window (half rate)", "half_puts_per_window", "{:.2f}", True),
+    ("txns/window (half rate)", "half_txns_per_window", "{:.2f}", True),
+    ("client errors (all runs)", "errors", "{:d}", False),
+]
+
+def fmt(v, f):
+    if v is None:
+        return "—"
+    try:
+        return f.format(int(v) if f == "{:d}" else float(v))
+    except (TypeError, ValueError):
+        return str(v)
+
+def ratio(a, b):
+    try:
+        a, b = float(a), float(b)
+    except (TypeError, ValueError):
+        return None
+    return a / b if b else None
+
+def table(figs):
+    head = ["", *SYSTEMS, *(r[0] for r in RATIOS)]
+    rows = []
+    ratios = {}
+    for label, key, f, show in ROWS:
+        row = [label]
+        for s in SYSTEMS:
+            row.append(fmt(figs[s].get(key), f) if s in figs else "—")
+        for rname, num, den in RATIOS:
+            r = None
+            if show and num in figs and den in figs:
+                r = ratio(figs[num].get(key), figs[den].get(key))
+            ratios.setdefault(rname, {})[key] = r
+            row.append("—" if r is None else f"{r:.2f}")
+        rows.append(row)
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    def line(cells):
+        out = []
+        for i, c in enumerate(cells):
+            out.append(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]))
+        return "| " + " | ".join(out) + " |"
+    sep = "|" + "|".join(("-" * (w + 1) + ("-" if i == 0 else ":")) for i, w in enumerate(widths)) + "|"
+    return "\n".join([line(head), sep, *(line(r) for r in rows)]), ratios
+
+def summarize(manifest, out_json, out_md, status="complete"):
+    g, per = read_manifest(manifest)
+    figs = {s: figures(per[s]) for s in SYSTEMS if s in per}
+    tab, ratios = table(figs)
+    confirm = None
+    if any("confirm_mbs" in per.get(s, {}) for s in ("kafka", "rutomq")):
+        k = figs.get("kafka", {}).get("confirm_mb_s")
+        r = figs.get("rutomq", {}).get("confirm_mb_s")
+        confirm = {"kafka_mb_s": k, "rutomq_mb_s": r, "ratio": ratio(r, k),
+                   "race_ratio": ratios.get("rutomq/kafka", {}).get("produce_mib_s"),
+                   "logs": {s: per[s].get("confirm_log") for s in ("kafka", "rutomq") if s in per}}
+    summary = {
+        "utc": g.get("utc"), "command": g.get("command"), "git_rev": g.get("git_rev"),
+        "git_dirty": g.get("git_dirty") == "yes", "nproc": g.get("nproc"), "uname_r": g.get("uname_r"),
+        "cpu": g.get("cpu"), "duration_s": int(g["duration"]), "warmup_s": int(g["warmup"]),
+        "half_rate": int(g["half_rate"]) if g.get("half_rate") else None,
+        "half_rate_source": g.get("half_rate_source"),
+        "s3lat": {"latency_ms": int(g["s3_latency_ms"]), "jitter_ms": int(g["s3_jitter_ms"])},
+        "bench_args": g.get("bench_args", ""),
+        "binaries": {k[len("sha256."):]: v for k, v in g.items() if k.startswith("sha256.")},
+        "load_seen": g.get("load", []),
+        "systems": {s: {"figures": figs[s],
+                        "files": {k: os.path.basename(per[s][k]) for k in ("produce-max", "consume", "produce-half") if k in per[s]},
+                        "broker_pids": per[s].get("pids"),
+                        "commands": per[s].get("cmd", [])} for s in figs},
+        "ratios": ratios,
+        "confirm": confirm,
+        "status": status,
+    }
+    with open(out_json, "w") as f:
+        json.dump(summary, f, indent=2)
+        f.write("\n")
+
+    conf_txt = ""
+    if confirm:
+        conf_txt = ("Kafka ProducerPerformance, 1,000,000 x 1 KiB, 8 partitions, acks=all "
+                    "(benches/perf-tools.sh produce), on each broker after its race runs:\n\n"
+                    "| | kafka | rutomq | rutomq/kafka | race ratio (max produce MiB/s) |\n|---|--:|--:|--:|--:|\n"
+                    f"| produce MB/s | {fmt(confirm['kafka_mb_s'], '{:.1f}')} | {fmt(confirm['rutomq_mb_s'], '{:.1f}')} "
+                    f"| {fmt(confirm['ratio'], '{:.2f}')} | {fmt(confirm['race_ratio'], '{:.2f}')} |\n")
+    print()
+    if status != "complete":
+        print("PARTIAL race: it failed before it finished; only the runs that completed are shown")
+    print(tab)
+    print()
+    print(f"half rate: {summary['half_rate']} records/s ({summary['half_rate_source']})")
+    if conf_txt:
+        print()
+        print(conf_txt)
+    print(f"summary: {out_json}\n         {out_md}")
+
+    lines = [f"# Race {g.get('utc')}: {', '.join(figs)}", ""]
+    if status != "complete":
+        lines += ["**PARTIAL: the race failed before it finished; only the runs below completed.**", ""]
+    lines += [
+             f"{summary['duration_s']} s measured per produce run after a {summary['warmup_s']} s warmup; "
+             "8 partitions, 1 KiB records, acks=-1; client rutomq-bench on the same machine. "
+             "Each system on a fresh, empty data directory, one after the other.", "",
+             tab, "",
+             f"Half rate: {summary['half_rate']} records/s ({summary['half_rate_source']}). "
+             "Ratios are column/column: above 1 is better for throughput and MiB per CPU-s, "
+             "below 1 is better for latency, RSS and PUTs/txns per window. "
+             "MiB per CPU-s: MiB produced in the measured window / broker CPU seconds in it "
+             "(utime+stime of the process tree); for rutomq the broker is rutomq plus its PostgreSQL, "
+             "the next row rutomq alone. PUTs and txns per committed flush window come from rutomq's /metrics.", ""]
+    if conf_txt:
+        lines += ["## Confirm (Kafka's own client)", "", conf_txt]
+    lines += ["## Setup", "",
+              f"- command: `{g.get('command')}`",
+              f"- git rev: `{g.get('git_rev')}`" + (" (tree has uncommitted changes)" if summary["git_dirty"] else ""),
+              f"- nproc: {g.get('nproc')}; uname -r: {g.get('uname_r')}; cpu: {g.get('cpu')}",
+              f"- rutomq-s3lat: --inject-object-latency-ms {g['s3_latency_ms']} --inject-object-jitter-ms {g['s3_jitter_ms']}",
+              f"- extra rutomq-bench args: `{summary['bench_args'] or '(none)'}`"]
+    for name, sha in summary["binaries"].items():
+        lines.append(f"- {name} sha256 `{sha}`")
+    lines.append("- other load seen (cargo/rustc, load average) at each system's start and end:")
+    for l in summary["load_seen"]:
+        lines.append(f"  - {l}")
+    lines += ["", "## Runs", ""]
+    for s in figs:
+        lines.append(f"- {s} (broker pids {per[s].get('pids')}):")
+        for c in per[s].get("cmd", []):
+            lines.append(f"  - `{c}`")
+        for k, v in summary["systems"][s]["files"].items():
+            lines.append(f"  - {k}: `{v}`")
+    with open(out_md, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+if __name__ == "__main__":
+    cmd, args = sys.argv[1], sys.argv[2:]
+    {"ports": ports, "records-total": records_total, "half": half,
+     "confirm-mbs": confirm_mbs, "summarize": summarize}[cmd](*args)
+PYEOF
+py() { python3 "$PY" "$@"; }
+
+# Manifest: one "SYSTEM<TAB>KEY<TAB>VALUE" line per fact ("-" = the race);
+# the summary is built from it.
+MANIFEST="$WORK/manifest.tsv"
+: >"$MANIFEST"
+note() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$MANIFEST"; }
+
+# Other load on the machine distorts a 2-core race: record what is seen.
+note_load() {
+    local what="$1" busy
+    busy="$(pgrep -x -d, 'cargo|rustc' 2>/dev/null || true)"
+    note - load "$what: loadavg $(cut -d' ' -f1-3 /proc/loadavg)${busy:+; cargo/rustc running (pids $busy)}"
+    [[ -z "$busy" ]] || log "WARNING: cargo/rustc running ($busy) at $what; figures will be disturbed"
+}
+
+# --------------------------------------------------------- running steps ---
+# Run a command in the background with its output in LOGFILE, shown live;
+# waiting in `wait` keeps the EXIT trap responsive to Ctrl-C and SIGTERM.
+run_logged() {
+    local logfile="$1"; shift
+    : >"$logfile"   # exists before tail opens it
+    timeout -k 15 "$RUN_TIMEOUT" "$@" >"$logfile" 2>&1 </dev/null &
+    BENCH_PID=$!
+    tail -n +1 -f --pid="$BENCH_PID" "$logfile" &
+    TAIL_PID=$!
+    local rc=0
+    wait "$BENCH_PID" || rc=$?
+    BENCH_PID=""
+    wait "$TAIL_PID" 2>/dev/null || true
+    TAIL_PID=""
+    return "$rc"
+}
+
+# bench SYSTEM RUN MODE ARGS...: one rutomq-bench run, JSON to the results
+# dir, recorded in the manifest under RUN.
+LAST_OUT=""
+bench() {
+    local sys="$1" run="$2"; shift 2
+    local out="$RESULTS_DIR/race-$UTC-$sys-$run.json"
+    local logfile="$WORK/$sys/$run.log"
+    local cmd=("$BENCH_BIN" "$@" --label "$sys" --out "$out" "${BENCH_ARGS[@]}")
+    log "$sys $run: $(quote_cmd "${cmd[@]}")"
+    note "$sys" cmd "$(quote_cmd "${cmd[@]}")"
+    local rc=0
+    run_logged "$logfile" "${cmd[@]}" || rc=$?
+    if ((rc == 124)); then
+        die "$sys $run: rutomq-bench still running after --run-timeout $RUN_TIMEOUT s, killed; log $logfile"
+    fi
+    ((rc == 0)) || die "$sys $run: rutomq-bench exited $rc; log $logfile"
+    [[ -s "$out" ]] || die "$sys $run: no JSON written at $out"
+    note "$sys" "$run" "$out"
+    LAST_OUT="$out"
+}
+
+BOOTSTRAP=""
+BROKER_PIDS=()
+METRICS_ARGS=()
+
+start_kafka() {
+    local sysdir="$1" port cport
+    read -r port cport <<<"$(py ports 2)"
+    KAFKA_DIR="$sysdir/broker"
+    DATA_DIRS+=("$KAFKA_DIR/data")
+    log "kafka: starting on 127.0.0.1:$port (controller $cport), data $KAFKA_DIR"
+    KAFKA_CONTROLLER_PORT="$cport" "$here/kafka/start-kafka.sh" "$port" "$KAFKA_DIR" >&2
+    note kafka cmd "KAFKA_CONTROLLER_PORT=$cport benches/kafka/start-kafka.sh $port $KAFKA_DIR"
+    local pid
+    pid="$(cat "$KAFKA_DIR/kafka.pid")"
+    BOOTSTRAP="127.0.0.1:$port"
+    BROKER_PIDS=("$pid")
+    METRICS_ARGS=()
+}
+
+# start_rutomq SYSDIR [EXTRA SERVE FLAGS...]
+start_rutomq() {
+    local sysdir="$1"; shift
+    local port hport
+    read -r port hport <<<"$(py ports 2)"
+    RUTOMQ_DATA="$sysdir/data"
+    mkdir -p "$RUTOMQ_DATA"
+    DATA_DIRS+=("$RUTOMQ_DATA")
+    # As root, the embedded PostgreSQL runs as `postgres`, which must reach
+    # DATA/pg through every parent folder (mktemp -d makes a 0700 folder).
+    if [[ "$(id -u)" == 0 ]] && id postgres >/dev/null 2>&1 && command -v runuser >/dev/null; then
+        runuser -u postgres -- test -x "$RUTOMQ_DATA" \
+            || die "the postgres user cannot reach $RUTOMQ_DATA; make its parent folders world-searchable (chmod o+x) or use another --work-dir"
+    fi
+    local cmd=("$RUTOMQ_BIN" serve --data-dir "$RUTOMQ_DATA" --listen "127.0.0.1:$port" --http "127.0.0.1:$hport" "$@")
+    log "$(basename "$sysdir"): $(quote_cmd "${cmd[@]}")"
+    note "$(basename "$sysdir")" cmd "$(quote_cmd "${cmd[@]}")"
+    "${cmd[@]}" >"$sysdir/rutomq.log" 2>&1 </dev/null &
+    RUTOMQ_PID=$!
+    local deadline=$((SECONDS + 120)) code
+    while true; do
+        alive "$RUTOMQ_PID" || { tail -n 40 "$sysdir/rutomq.log" >&2; die "rutomq exited during start-up (log $sysdir/rutomq.log)"; }
+        code="$(curl -s -o /dev/null -m 2 -w '%{http_code}' "http://127.0.0.1:$hport/health/ready" || true)"
+        [[ "$code" == 200 ]] && break
+        ((SECONDS < deadline)) || { tail -n 40 "$sysdir/rutomq.log" >&2; die "rutomq not ready after 120 s"; }
+        sleep 0.2
+    done
+    local pg
+    pg="$(postmaster_pid "$RUTOMQ_DATA")" || die "rutomq is ready but no live postmaster in $RUTOMQ_DATA/pg/data/postmaster.pid"
+    log "$(basename "$sysdir"): ready, rutomq pid $RUTOMQ_PID, postmaster pid $pg"
+    BOOTSTRAP="127.0.0.1:$port"
+    BROKER_PIDS=("$RUTOMQ_PID" "$pg")
+    METRICS_ARGS=(--metrics-url "http://127.0.0.1:$hport/metrics")
+}
+
+# --confirm: Kafka's ProducerPerformance on a new 8-partition topic.
+confirm_run() {
+    local sys="$1" logfile="$WORK/$1/confirm-produce.log"
+    log "$sys confirm: perf-tools.sh create-topic + produce 1000000 on $BOOTSTRAP"
+    "$here/perf-tools.sh" create-topic "$BOOTSTRAP" race-confirm 8 >"$WORK/$sys/confirm-create.log" 2>&1 \
+        || { cat "$WORK/$sys/confirm-create.log" >&2; die "$sys confirm: create-topic failed"; }
+    note "$sys" cmd "benches/perf-tools.sh produce $BOOTSTRAP race-confirm 1000000"
+    local rc=0
+    run_logged "$logfile" "$here/perf-tools.sh" produce "$BOOTSTRAP" race-confirm 1000000 || rc=$?
+    ((rc == 0)) || die "$sys confirm: perf-tools.sh produce exited $rc; log $logfile"
+    local mbs
+    mbs="$(py confirm-mbs "$logfile")"
+    cp "$logfile" "$RESULTS_DIR/race-$UTC-$sys-confirm-produce.log"
+    note "$sys" confirm_mbs "$mbs"
+    note "$sys" confirm_log "race-$UTC-$sys-confirm-produce.log"
+    log "$sys confirm: $mbs MB/s"
+}
+
+HALF_SOURCE=""
+if [[ -n "$HALF_RATE" ]]; then
+    HALF_SOURCE="given with --half-rate"
+    note - half_rate "$HALF_RATE"
+    note - half_rate_source "$HALF_SOURCE"
+fi
+
+run_system() {
+    local sys="$1" sysdir="$WORK/$1"
+    [[ ! -e "$sysdir" ]] || die "$sysdir exists; each system needs a fresh work folder"
+    mkdir -p "$sysdir"
+    chmod 755 "$sysdir"
+    log "===== $sys ====="
+    note_load "$sys start"
+    sync   # write out the previous system's dirty pages before this one starts
+    case "$sys" in
+        kafka) start_kafka "$sysdir" ;;
+        rutomq) start_rutomq "$sysdir" ;;
+        rutomq-s3lat) start_rutomq "$sysdir" --inject-object-latency-ms "$S3_LATENCY_MS" \
+                          --inject-object-jitter-ms "$S3_JITTER_MS" ;;
+    esac
+    note "$sys" broker_pid "${BROKER_PIDS[0]}"
+    note "$sys" pids "${BROKER_PIDS[*]}"
+    local common=(--bootstrap "$BOOTSTRAP" --partitions 8 --record-size 1024 --acks -1)
+    local pid
+    for pid in "${BROKER_PIDS[@]}"; do common+=(--broker-pid "$pid"); done
+    common+=("${METRICS_ARGS[@]}")
+
+    # a. max-rate produce
+    bench "$sys" produce-max produce "${common[@]}" --topic race-max --create \
+        --rate 0 --duration "$DURATION" --warmup "$WARMUP"
+    local max_json="$LAST_OUT"
+    if [[ -z "$HALF_RATE" ]]; then
+        HALF_RATE="$(py half "$max_json")"
+        HALF_SOURCE="50 % of $sys's max produce records/s"
+        log "half rate: $HALF_RATE records/s ($HALF_SOURCE)"
+        note - half_rate "$HALF_RATE"
+        note - half_rate_source "$HALF_SOURCE"
+    fi
+    sleep 3
+
+    # b. consume what (a) wrote, warmup included
+    local total
+    total="$(py records-total "$max_json")"
+    bench "$sys" consume consume "${common[@]}" --topic race-max --from beginning --records "$total"
+    sleep 3
+
+    # c. fixed-rate produce on a new topic
+    note "$sys" half_rate "$HALF_RATE"
+    bench "$sys" produce-half produce "${common[@]}" --topic race-half --create \
+        --rate "$HALF_RATE" --duration "$DURATION" --warmup "$WARMUP"
+
+    if ((CONFIRM)) && [[ "$sys" == kafka || "$sys" == rutomq ]]; then
+        sleep 3
+        confirm_run "$sys"
+    fi
+    note_load "$sys end"
+    case "$sys" in
+        kafka) stop_kafka ;;
+        *) stop_rutomq ;;
+    esac
+    delete_data
+}
+
+# ------------------------------------------------------------------- main ---
+mkdir -p "$WORK/bin"
+BENCH_BIN="$WORK/bin/rutomq-bench"
+cp "$BENCH_SRC" "$BENCH_BIN"
+note - sha256.rutomq-bench "$(sha256sum "$BENCH_BIN" | cut -d' ' -f1)"
+RUTOMQ_BIN=""
+if has_system rutomq || has_system rutomq-s3lat; then
+    RUTOMQ_BIN="$WORK/bin/rutomq"
+    cp "$RUTOMQ_SRC" "$RUTOMQ_BIN"
+    note - sha256.rutomq "$(sha256sum "$RUTOMQ_BIN" | cut -d' ' -f1)"
+fi
+# Fetch jars now, not in the middle of the race (no-ops when cached).
+if has_system kafka; then "$here/kafka/start-kafka.sh" --fetch >&2; fi
+if ((CONFIRM)); then "$here/perf-tools.sh" fetch >&2; fi
+
+git_rev="$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+git_dirty=no
+[[ -z "$(git -C "$repo" status --porcelain --untracked-files=no 2>/dev/null)" ]] || git_dirty=yes
+note - utc "$UTC"
+note - command "$orig_cmd"
+note - git_rev "$git_rev"
+note - git_dirty "$git_dirty"
+note - nproc "$(nproc)"
+note - uname_r "$(uname -r)"
+note - cpu "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+note - duration "$DURATION"
+note - warmup "$WARMUP"
+note - s3_latency_ms "$S3_LATENCY_MS"
+note - s3_jitter_ms "$S3_JITTER_MS"
+note - bench_args "${BENCH_ARGS[*]}"
+
+log "race $UTC: systems ${SYSTEMS[*]}, ${DURATION} s per produce run, work dir $WORK, results $RESULTS_DIR"
+for sys in "${SYSTEMS[@]}"; do
+    run_system "$sys"
+done
+
+py summarize "$MANIFEST" "$RESULTS_DIR/race-$UTC.json" "$RESULTS_DIR/race-$UTC.md" complete
+SUCCESS=1

@@ -1,0 +1,575 @@
+//! `rutomq-bench`: a Kafka-protocol load generator shaped like the
+//! OpenMessaging Benchmark workloads, for rutomq and any Kafka broker.
+//!
+//! It speaks the protocol itself with pre-built record batches over many
+//! pipelined connections, so the client is not the bottleneck. Modes:
+//! `produce`, `consume` (from the beginning or the tail) and `e2e` (produce
+//! and consume at once, latency from producer timestamp to consumer). It
+//! prints a progress line every second and a summary, and writes a JSON
+//! result with the workload, git revision and machine.
+
+mod consume;
+mod produce;
+mod stats;
+mod wire;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, ValueEnum};
+use kafka_protocol::records::Compression;
+use serde_json::{json, Value};
+
+use stats::{Broker, BrokerSample, Shared};
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    Produce,
+    Consume,
+    E2e,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum Codec {
+    None,
+    Gzip,
+    Snappy,
+    Lz4,
+    Zstd,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum From {
+    Beginning,
+    Tail,
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "rutomq-bench", version, about)]
+struct Args {
+    /// What to run.
+    #[arg(value_enum)]
+    mode: Mode,
+    /// Broker address (every connection goes there).
+    #[arg(long, default_value = "127.0.0.1:9092")]
+    bootstrap: String,
+    /// Topic name; with --topics N > 1 the topics are NAME-0 .. NAME-(N-1).
+    #[arg(long, default_value = "bench")]
+    topic: String,
+    #[arg(long, default_value_t = 1)]
+    topics: usize,
+    /// Partitions per topic.
+    #[arg(long, default_value_t = 8)]
+    partitions: i32,
+    /// Create the topics first (an existing topic is fine).
+    #[arg(long)]
+    create: bool,
+    /// Bytes of value per record (no key).
+    #[arg(long, default_value_t = 1024)]
+    record_size: usize,
+    /// Records per batch; a produce request holds one batch per partition of
+    /// its connection.
+    #[arg(long, default_value_t = 64)]
+    batch_records: usize,
+    /// Producer connections.
+    #[arg(long, default_value_t = 4)]
+    producers: usize,
+    /// Produce requests in flight per connection. Deep, because each holds
+    /// one pre-built batch per partition and there is no accumulator: with
+    /// a 30-50 ms ack (S3-like stores) throughput is in-flight bytes over
+    /// latency.
+    #[arg(long, default_value_t = 32)]
+    in_flight: usize,
+    /// Records per second over all producers; 0 = as fast as the broker acks.
+    #[arg(long, default_value_t = 0.0)]
+    rate: f64,
+    /// Seconds to run (after the warmup). Default 30 unless --records is set.
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Stop after this many records (produced, or consumed), warmup included.
+    #[arg(long)]
+    records: Option<u64>,
+    /// Seconds at the start that are not measured.
+    #[arg(long, default_value_t = 0.0)]
+    warmup: f64,
+    /// -1 (all), 1 or 0.
+    #[arg(long, default_value_t = -1, allow_hyphen_values = true)]
+    acks: i16,
+    #[arg(long, value_enum, default_value_t = Codec::None)]
+    compression: Codec,
+    /// Consumer connections (consume and e2e).
+    #[arg(long, default_value_t = 2)]
+    consumers: usize,
+    /// Where consumers start (default: beginning for consume, tail for e2e).
+    #[arg(long, value_enum)]
+    from: Option<From>,
+    #[arg(long, default_value_t = 500)]
+    fetch_max_wait_ms: i32,
+    #[arg(long, default_value_t = 50 << 20)]
+    fetch_max_bytes: i32,
+    #[arg(long, default_value_t = 1 << 20)]
+    partition_max_bytes: i32,
+    /// Broker process whose CPU time (with its descendants) and memory are
+    /// measured; repeat for several (e.g. rutomq and its PostgreSQL).
+    #[arg(long)]
+    broker_pid: Vec<u32>,
+    /// rutomq's /metrics URL: PUT, transaction and window counts of the run.
+    #[arg(long)]
+    metrics_url: Option<String>,
+    /// Name of the system under test, for the result file.
+    #[arg(long, default_value = "broker")]
+    label: String,
+    /// Result file; default benches/results/raw/<time>-<label>-<mode>.json.
+    #[arg(long)]
+    out: Option<String>,
+    /// Write no result file.
+    #[arg(long)]
+    no_out: bool,
+    /// Client worker threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    if args.record_size == 0 || args.batch_records == 0 || args.partitions < 1 || args.topics == 0 {
+        bail!("--record-size, --batch-records, --partitions and --topics must be positive");
+    }
+    if ![-1, 0, 1].contains(&args.acks) {
+        bail!("--acks must be -1, 0 or 1");
+    }
+    if args.mode != Mode::Consume && (args.producers == 0 || args.in_flight == 0) {
+        bail!("--producers and --in-flight must be positive");
+    }
+    if args.mode != Mode::Produce && args.consumers == 0 {
+        bail!("--consumers must be positive");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.threads.max(1))
+        .enable_all()
+        .build()?;
+    rt.block_on(run(args))
+}
+
+fn topics(args: &Args) -> Vec<String> {
+    if args.topics == 1 {
+        vec![args.topic.clone()]
+    } else {
+        (0..args.topics)
+            .map(|i| format!("{}-{i}", args.topic))
+            .collect()
+    }
+}
+
+/// Deals the partitions out round-robin to `n` connections.
+fn deal<T: Clone>(all: &[T], n: usize) -> Vec<Vec<T>> {
+    let n = n.min(all.len()).max(1);
+    let mut out = vec![Vec::new(); n];
+    for (i, x) in all.iter().enumerate() {
+        out[i % n].push(x.clone());
+    }
+    out
+}
+
+async fn run(args: Args) -> Result<()> {
+    let topics = topics(&args);
+    if args.create {
+        wire::create_topics(&args.bootstrap, &topics, args.partitions).await?;
+    }
+    let parts: Vec<(String, i32)> = topics
+        .iter()
+        .flat_map(|t| (0..args.partitions).map(move |p| (t.clone(), p)))
+        .collect();
+    let duration = match (args.duration, args.records) {
+        (Some(d), _) => Some(Duration::from_secs_f64(d)),
+        (None, Some(_)) => None,
+        (None, None) => Some(Duration::from_secs(30)),
+    };
+    let shared = Arc::new(Shared::new());
+    let mut tasks = tokio::task::JoinSet::new();
+
+    if args.mode != Mode::Produce {
+        let from = args.from.unwrap_or(if args.mode == Mode::E2e {
+            From::Tail
+        } else {
+            From::Beginning
+        });
+        let which = if from == From::Tail { -1 } else { -2 };
+        let offsets = wire::list_offsets(&args.bootstrap, &parts, which).await?;
+        let with_offsets: Vec<(String, i32, i64)> = parts
+            .iter()
+            .zip(offsets)
+            .map(|((t, p), o)| (t.clone(), *p, o))
+            .collect();
+        for mine in deal(&with_offsets, args.consumers) {
+            let cfg = consume::ConsumerConfig {
+                addr: args.bootstrap.clone(),
+                parts: mine,
+                max_wait_ms: args.fetch_max_wait_ms,
+                max_bytes: args.fetch_max_bytes,
+                partition_max_bytes: args.partition_max_bytes,
+                record_size: args.record_size,
+                records_max: if args.mode == Mode::Consume {
+                    args.records
+                } else {
+                    None
+                },
+                e2e: args.mode == Mode::E2e,
+            };
+            tasks.spawn(consume::run(cfg, shared.clone()));
+        }
+    }
+    if args.mode != Mode::Consume {
+        let groups = deal(&parts, args.producers);
+        let per_conn = args.rate / groups.len() as f64;
+        let sent = Arc::new(AtomicU64::new(0));
+        let compression = match args.compression {
+            Codec::None => Compression::None,
+            Codec::Gzip => Compression::Gzip,
+            Codec::Snappy => Compression::Snappy,
+            Codec::Lz4 => Compression::Lz4,
+            Codec::Zstd => Compression::Zstd,
+        };
+        for mine in groups {
+            let cfg = produce::ProducerConfig {
+                addr: args.bootstrap.clone(),
+                parts: mine,
+                record_size: args.record_size,
+                batch_records: args.batch_records,
+                compression,
+                acks: args.acks,
+                in_flight: args.in_flight,
+                rate: per_conn,
+                records_max: if args.mode == Mode::Produce {
+                    args.records
+                } else {
+                    None
+                },
+            };
+            tasks.spawn(produce::run(cfg, shared.clone(), sent.clone()));
+        }
+    }
+
+    let broker = (!args.broker_pid.is_empty()).then(|| Broker::new(args.broker_pid.clone()));
+    let warmup = Duration::from_secs_f64(args.warmup);
+    let begun = Instant::now();
+    let mut measured_from: Option<(Instant, Option<BrokerSample>, Option<Metrics>)> = None;
+    let mut rss_series: Vec<u64> = Vec::new();
+    let mut last = (Instant::now(), 0u64);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.tick().await;
+    let mut failure: Option<anyhow::Error> = None;
+    let start_measuring = |shared: &Shared| -> Result<_> {
+        let b = broker.as_ref().map(Broker::sample).transpose()?;
+        let m = args.metrics_url.as_deref().map(stats::scrape).transpose()?;
+        shared.measuring.store(true, Ordering::Relaxed);
+        Ok((Instant::now(), b, m))
+    };
+    if warmup.is_zero() {
+        measured_from = Some(start_measuring(&shared)?);
+    }
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            done = tasks.join_next() => match done {
+                None => break,
+                Some(Ok(Ok(()))) => {
+                    if args.records.is_some() { shared.stop.store(true, Ordering::Relaxed); }
+                    continue;
+                }
+                Some(Ok(Err(e))) => { failure = Some(e); shared.stop.store(true, Ordering::Relaxed); continue; }
+                Some(Err(e)) => { failure = Some(e.into()); shared.stop.store(true, Ordering::Relaxed); continue; }
+            },
+        }
+        if measured_from.is_none() && begun.elapsed() >= warmup {
+            measured_from = Some(start_measuring(&shared)?);
+        }
+        let sample = broker.as_ref().map(Broker::sample).transpose()?;
+        if let Some(s) = &sample {
+            rss_series.push(s.rss_kib);
+        }
+        let total = shared.records_total.load(Ordering::Relaxed);
+        let rate = (total - last.1) as f64 / last.0.elapsed().as_secs_f64();
+        last = (Instant::now(), total);
+        let p99 = shared
+            .latency
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .value_at_quantile(0.99);
+        println!(
+            "[{:>5.0}s] {:>10.0} rec/s {:>8.1} MiB/s  p99 {:>8.2} ms  total {:>11}  errors {}{}{}",
+            begun.elapsed().as_secs_f64(),
+            rate,
+            rate * args.record_size as f64 / 1048576.0,
+            p99 as f64 / 1000.0,
+            total,
+            shared.errors.load(Ordering::Relaxed),
+            sample.map_or(String::new(), |s| format!("  rss {} MiB", s.rss_kib / 1024)),
+            if measured_from.is_none() {
+                "  (warmup)"
+            } else {
+                ""
+            },
+        );
+        if let (Some(d), Some((from, ..))) = (duration, &measured_from) {
+            if from.elapsed() >= d {
+                shared.stop.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+    if let Some(e) = failure {
+        return Err(e.context("a connection failed"));
+    }
+    let Some((from, b0, m0)) = measured_from else {
+        bail!("the run ended during the warmup");
+    };
+    let seconds = from.elapsed().as_secs_f64();
+    let b1 = broker.as_ref().map(Broker::sample).transpose()?;
+    let m1 = args.metrics_url.as_deref().map(stats::scrape).transpose()?;
+    let result = summarize(
+        &args,
+        &topics,
+        &shared,
+        seconds,
+        (b0, b1, &rss_series),
+        (m0, m1),
+    )?;
+    print_summary(&result);
+    if !args.no_out {
+        let path = args.out.clone().unwrap_or_else(|| {
+            format!(
+                "{}/results/raw/{}-{}-{:?}.json",
+                env!("CARGO_MANIFEST_DIR"),
+                utc_stamp(),
+                args.label,
+                args.mode
+            )
+            .to_lowercase()
+        });
+        if let Some(dir) = std::path::Path::new(&path).parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&path, serde_json::to_string_pretty(&result)? + "\n")
+            .with_context(|| format!("write {path}"))?;
+        println!("result: {path}");
+    }
+    Ok(())
+}
+
+type Metrics = std::collections::BTreeMap<String, f64>;
+
+fn summarize(
+    args: &Args,
+    topics: &[String],
+    shared: &Shared,
+    seconds: f64,
+    (b0, b1, rss): (Option<BrokerSample>, Option<BrokerSample>, &[u64]),
+    (m0, m1): (Option<Metrics>, Option<Metrics>),
+) -> Result<Value> {
+    let records = shared.records.load(Ordering::Relaxed);
+    let bytes = shared.bytes.load(Ordering::Relaxed);
+    let mib_s = bytes as f64 / 1048576.0 / seconds;
+    let h = shared.latency.lock().unwrap_or_else(|e| e.into_inner());
+    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    let latency = (!h.is_empty()).then(|| {
+        json!({"p50": ms(0.5), "p90": ms(0.9), "p99": ms(0.99), "p999": ms(0.999),
+               "max": h.max() as f64 / 1000.0, "mean": h.mean() / 1000.0, "count": h.len()})
+    });
+    let broker = match (b0, b1) {
+        (Some(a), Some(b)) => {
+            let by_pid: serde_json::Map<String, Value> = args
+                .broker_pid
+                .iter()
+                .zip(a.cpu.iter().zip(&b.cpu))
+                .map(|(pid, (x, y))| (pid.to_string(), json!(y - x)))
+                .collect();
+            let cpu: f64 = b.cpu.iter().sum::<f64>() - a.cpu.iter().sum::<f64>();
+            let first = b.cpu[0] - a.cpu[0];
+            json!({
+                "pids": args.broker_pid,
+                "cpu_seconds": cpu,
+                "cpu_seconds_by_pid": by_pid,
+                "cores_busy": cpu / seconds,
+                "mib_per_cpu_second": if cpu > 0.0 { bytes as f64 / 1048576.0 / cpu } else { 0.0 },
+                "mib_per_cpu_second_first_pid": if first > 0.0 { bytes as f64 / 1048576.0 / first } else { 0.0 },
+                "rss_start_kib": a.rss_kib,
+                "rss_end_kib": b.rss_kib,
+                "rss_max_kib": rss.iter().copied().max().unwrap_or(b.rss_kib),
+                "rss_series_kib": rss,
+            })
+        }
+        _ => Value::Null,
+    };
+    let metrics = match (m0, m1) {
+        (Some(a), Some(b)) => {
+            let d = |k: &str| b.get(k).copied().unwrap_or(0.0) - a.get(k).copied().unwrap_or(0.0);
+            let windows = d("committed_windows");
+            let mut m = serde_json::Map::new();
+            for k in b.keys() {
+                m.insert(k.clone(), json!(d(k)));
+            }
+            m.insert(
+                "puts_per_window".into(),
+                json!(if windows > 0.0 {
+                    d("object_puts") / windows
+                } else {
+                    0.0
+                }),
+            );
+            m.insert(
+                "transactions_per_window".into(),
+                json!(if windows > 0.0 {
+                    d("commit_transactions") / windows
+                } else {
+                    0.0
+                }),
+            );
+            m.insert(
+                "shard_buffers_per_window".into(),
+                json!(if windows > 0.0 {
+                    d("sealed_buffers") / windows
+                } else {
+                    0.0
+                }),
+            );
+            Value::Object(m)
+        }
+        _ => Value::Null,
+    };
+    Ok(json!({
+        "mode": format!("{:?}", args.mode).to_lowercase(),
+        "label": args.label,
+        "time_utc": utc_stamp(),
+        "workload": {
+            "bootstrap": args.bootstrap, "topics": topics, "partitions": args.partitions,
+            "record_size": args.record_size, "batch_records": args.batch_records,
+            "producers": args.producers, "in_flight": args.in_flight, "rate": args.rate,
+            "duration": args.duration, "records": args.records, "warmup": args.warmup,
+            "acks": args.acks, "compression": format!("{:?}", args.compression).to_lowercase(),
+            "consumers": args.consumers, "from": args.from.map(|f| format!("{f:?}").to_lowercase()),
+        },
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "git": git_rev(),
+        "machine": machine(),
+        "records": records,
+        "records_total": shared.records_total.load(Ordering::Relaxed),
+        "bytes": bytes,
+        "seconds": seconds,
+        "records_per_sec": records as f64 / seconds,
+        "mib_per_sec": mib_s,
+        "requests": shared.requests.load(Ordering::Relaxed),
+        "errors": shared.errors.load(Ordering::Relaxed),
+        "error_codes": shared.error_codes.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        "latency_ms": latency,
+        "broker": broker,
+        "metrics": metrics,
+    }))
+}
+
+fn print_summary(r: &Value) {
+    println!();
+    println!("{:<28} {}", "mode", r["mode"].as_str().unwrap_or(""));
+    println!("{:<28} {}", "label", r["label"].as_str().unwrap_or(""));
+    println!(
+        "{:<28} {:.1}",
+        "seconds measured",
+        r["seconds"].as_f64().unwrap_or(0.0)
+    );
+    println!("{:<28} {}", "records", r["records"]);
+    println!(
+        "{:<28} {:.0}",
+        "records/s",
+        r["records_per_sec"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "{:<28} {:.1}",
+        "MiB/s",
+        r["mib_per_sec"].as_f64().unwrap_or(0.0)
+    );
+    println!("{:<28} {} {}", "errors", r["errors"], r["error_codes"]);
+    if let Some(l) = r["latency_ms"].as_object() {
+        for k in ["p50", "p99", "p999", "max"] {
+            println!(
+                "{:<28} {:.2}",
+                format!("latency {k} (ms)"),
+                l[k].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    if let Some(b) = r["broker"].as_object() {
+        println!(
+            "{:<28} {:.2}",
+            "broker CPU s",
+            b["cpu_seconds"].as_f64().unwrap_or(0.0)
+        );
+        println!(
+            "{:<28} {:.1}",
+            "MiB per broker CPU s",
+            b["mib_per_cpu_second"].as_f64().unwrap_or(0.0)
+        );
+        println!(
+            "{:<28} {} / {} / {}",
+            "broker RSS start/end/max MiB",
+            b["rss_start_kib"].as_u64().unwrap_or(0) / 1024,
+            b["rss_end_kib"].as_u64().unwrap_or(0) / 1024,
+            b["rss_max_kib"].as_u64().unwrap_or(0) / 1024
+        );
+    }
+    if let Some(m) = r["metrics"].as_object() {
+        for k in [
+            "committed_windows",
+            "object_puts",
+            "commit_transactions",
+            "puts_per_window",
+            "transactions_per_window",
+            "shard_buffers_per_window",
+        ] {
+            if let Some(v) = m.get(k).and_then(Value::as_f64) {
+                println!("{:<28} {:.3}", k, v);
+            }
+        }
+    }
+}
+
+fn utc_stamp() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y%m%dT%H%M%SZ"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map_or_else(|| "unknown-time".into(), |s| s.trim().to_owned())
+}
+
+fn git_rev() -> Value {
+    let run = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|s| s.trim().to_owned())
+    };
+    json!({
+        "rev": run(&["rev-parse", "HEAD"]),
+        "dirty": run(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty()),
+    })
+}
+
+fn machine() -> Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
+        s.lines().find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+    });
+    json!({
+        "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_owned()),
+        "cpu": cpu,
+        "memory_kib": std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| s.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<u64>().ok())),
+    })
+}

@@ -1,0 +1,213 @@
+//! Kafka wire plumbing for the load generator: frames, one-shot requests and
+//! the admin calls a run needs (create topics, wait for leaders, list
+//! offsets).
+
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    CreateTopicsRequest, ListOffsetsRequest, MetadataRequest, RequestHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+
+/// Largest response frame accepted (a fetch of many partitions).
+pub const RESPONSE_BYTES_MAX: usize = 512 << 20;
+pub const CLIENT_ID: &str = "rutomq-bench";
+
+pub const PRODUCE_VERSION: i16 = 9;
+pub const FETCH_VERSION: i16 = 12;
+const LIST_OFFSETS_VERSION: i16 = 7;
+const METADATA_VERSION: i16 = 12;
+const CREATE_TOPICS_VERSION: i16 = 5;
+
+pub async fn connect(addr: &str) -> Result<(OwnedReadHalf, OwnedWriteHalf)> {
+    let s = TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connect to {addr}"))?;
+    s.set_nodelay(true)?;
+    Ok(s.into_split())
+}
+
+/// Encodes a whole request frame (length prefix included).
+pub fn encode_frame<R: Request>(correlation_id: i32, version: i16, req: &R) -> Result<BytesMut> {
+    let header = RequestHeader::default()
+        .with_request_api_key(R::KEY)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation_id)
+        .with_client_id(Some(StrBytes::from_static_str(CLIENT_ID)));
+    let mut buf = BytesMut::new();
+    buf.put_i32(0);
+    header.encode(&mut buf, R::header_version(version))?;
+    req.encode(&mut buf, version)?;
+    let len = (buf.len() - 4) as i32;
+    buf[..4].copy_from_slice(&len.to_be_bytes());
+    Ok(buf)
+}
+
+/// Reads one response frame; returns its correlation id and the rest.
+pub async fn read_frame(r: &mut OwnedReadHalf) -> Result<(i32, Bytes)> {
+    let len = r.read_i32().await.context("read response length")?;
+    if len < 4 || len as usize > RESPONSE_BYTES_MAX {
+        bail!("response frame of {len} bytes");
+    }
+    let mut buf = BytesMut::zeroed(len as usize);
+    r.read_exact(&mut buf).await.context("read response")?;
+    let mut b = buf.freeze();
+    let corr = b.get_i32();
+    Ok((corr, b))
+}
+
+/// Decodes a response body after its correlation id.
+pub fn decode_response<R: Request>(mut body: Bytes, version: i16) -> Result<R::Response> {
+    if R::Response::header_version(version) >= 1 {
+        // Tagged fields of the flexible response header.
+        let n = read_uvarint(&mut body)?;
+        for _ in 0..n {
+            read_uvarint(&mut body)?;
+            let len = read_uvarint(&mut body)? as usize;
+            if body.remaining() < len {
+                bail!("short response header");
+            }
+            body.advance(len);
+        }
+    }
+    R::Response::decode(&mut body, version)
+}
+
+fn read_uvarint(b: &mut Bytes) -> Result<u64> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        if !b.has_remaining() {
+            bail!("short varint");
+        }
+        let x = b.get_u8();
+        v |= u64::from(x & 0x7f) << shift;
+        if x & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    bail!("varint too long")
+}
+
+/// One request, one response, on a connection of its own.
+pub async fn call<R: Request>(addr: &str, version: i16, req: &R) -> Result<R::Response> {
+    let (mut r, mut w) = connect(addr).await?;
+    w.write_all(&encode_frame(1, version, req)?).await?;
+    let (corr, body) = read_frame(&mut r).await?;
+    if corr != 1 {
+        bail!("correlation id {corr}, expected 1");
+    }
+    decode_response::<R>(body, version)
+}
+
+pub fn topic_name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_owned()))
+}
+
+/// Creates the topics (an existing one is fine) and waits until every
+/// partition has a leader.
+pub async fn create_topics(addr: &str, topics: &[String], partitions: i32) -> Result<()> {
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(
+            topics
+                .iter()
+                .map(|t| {
+                    CreatableTopic::default()
+                        .with_name(topic_name(t))
+                        .with_num_partitions(partitions)
+                        .with_replication_factor(1)
+                })
+                .collect(),
+        );
+    let resp = call(addr, CREATE_TOPICS_VERSION, &req).await?;
+    for t in resp.topics {
+        // 36: TOPIC_ALREADY_EXISTS.
+        if t.error_code != 0 && t.error_code != 36 {
+            bail!(
+                "create topic {}: error {} {}",
+                t.name.0,
+                t.error_code,
+                t.error_message.as_deref().unwrap_or("")
+            );
+        }
+    }
+    wait_for_leaders(addr, topics, partitions).await
+}
+
+async fn wait_for_leaders(addr: &str, topics: &[String], partitions: i32) -> Result<()> {
+    let req = MetadataRequest::default().with_topics(Some(
+        topics
+            .iter()
+            .map(|t| MetadataRequestTopic::default().with_name(Some(topic_name(t))))
+            .collect(),
+    ));
+    for _ in 0..300 {
+        let resp = call(addr, METADATA_VERSION, &req).await?;
+        let ready = resp.topics.iter().all(|t| {
+            t.error_code == 0
+                && t.partitions.len() == partitions as usize
+                && t.partitions
+                    .iter()
+                    .all(|p| p.error_code == 0 && p.leader_id.0 >= 0)
+        });
+        // Metadata can name a leader before it serves the partition: ask
+        // every partition for its offsets too.
+        if ready && resp.topics.len() == topics.len() {
+            let parts: Vec<(String, i32)> = topics
+                .iter()
+                .flat_map(|t| (0..partitions).map(move |p| (t.clone(), p)))
+                .collect();
+            if list_offsets(addr, &parts, -1).await.is_ok() {
+                return Ok(());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("topics {topics:?} have no leaders after 30 s")
+}
+
+/// Earliest (`-2`) or latest (`-1`) offsets of `parts`, in their order.
+pub async fn list_offsets(addr: &str, parts: &[(String, i32)], which: i64) -> Result<Vec<i64>> {
+    let mut topics: Vec<ListOffsetsTopic> = Vec::new();
+    for (t, p) in parts {
+        let part = ListOffsetsPartition::default()
+            .with_partition_index(*p)
+            .with_timestamp(which);
+        match topics.iter_mut().find(|x| x.name.0.as_str() == t) {
+            Some(x) => x.partitions.push(part),
+            None => topics.push(
+                ListOffsetsTopic::default()
+                    .with_name(topic_name(t))
+                    .with_partitions(vec![part]),
+            ),
+        }
+    }
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+        .with_topics(topics);
+    let resp = call(addr, LIST_OFFSETS_VERSION, &req).await?;
+    parts
+        .iter()
+        .map(|(t, p)| {
+            let part = resp
+                .topics
+                .iter()
+                .filter(|x| x.name.0.as_str() == t)
+                .flat_map(|x| x.partitions.iter())
+                .find(|x| x.partition_index == *p)
+                .with_context(|| format!("no offset for {t}/{p}"))?;
+            if part.error_code != 0 {
+                bail!("list offsets {t}/{p}: error {}", part.error_code);
+            }
+            Ok(part.offset)
+        })
+        .collect()
+}
