@@ -186,7 +186,8 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     } else {
         store
     };
-    let (storage, storage_thread) = Storage::start(store, prefix, args.tail_cache_bytes)?;
+    let (storage, storage_thread) =
+        Storage::start(store, prefix, args.tail_cache_bytes, args.read_cache_bytes)?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

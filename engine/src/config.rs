@@ -85,6 +85,10 @@ pub struct ServeArgs {
     /// Bytes of recently written objects kept for tail reads.
     #[arg(long, env = "RUTOMQ_TAIL_CACHE_BYTES", default_value_t = 256 << 20)]
     pub tail_cache_bytes: usize,
+    /// Bytes of objects read back whole from the object store (objects up
+    /// to 16 MiB are read whole once, then shared by every partition in them).
+    #[arg(long, env = "RUTOMQ_READ_CACHE_BYTES", default_value_t = 256 << 20)]
+    pub read_cache_bytes: usize,
     /// A request body being received, or a response being sent, must move
     /// within this or the connection is closed.
     #[arg(long, env = "RUTOMQ_FRAME_IO_TIMEOUT_MS", default_value_t = 60_000)]

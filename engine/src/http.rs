@@ -85,7 +85,7 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
     const C: &str = "counter";
     const G: &str = "gauge";
     #[rustfmt::skip]
-    let rows: [(&str, &str, &str, u64); 17] = [
+    let rows: [(&str, &str, &str, u64); 21] = [
         ("rutomq_object_puts_total", "Objects uploaded.", C, s.puts.load(r)),
         ("rutomq_object_put_bytes_total", "Bytes uploaded.", C, s.put_bytes.load(r)),
         ("rutomq_object_put_failures_total", "Failed uploads.", C, s.put_failures.load(r)),
@@ -94,6 +94,10 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         ("rutomq_object_get_bytes_total", "Bytes read from the object store.", C, s.get_bytes.load(r)),
         ("rutomq_tail_cache_hits_total", "Reads served by the tail cache.", C, s.cache_hits.load(r)),
         ("rutomq_tail_cache_bytes", "Bytes held by the tail cache.", G, agent.storage.cache_bytes() as u64),
+        ("rutomq_read_cache_hits_total", "Reads served by the read cache.", C, s.read_cache_hits.load(r)),
+        ("rutomq_read_joins_total", "Reads that joined a whole-object GET in flight.", C, s.read_joins.load(r)),
+        ("rutomq_read_prefetches_total", "Whole-object reads started ahead of consumers.", C, s.prefetches.load(r)),
+        ("rutomq_read_cache_bytes", "Bytes held by the read cache.", G, agent.storage.read_cache_bytes() as u64),
         ("rutomq_commit_transactions_total", "PostgreSQL window-commit transactions.", C, m.commit_transactions.load(r)),
         ("rutomq_committed_windows_total", "Flush windows (objects) committed.", C, m.committed_windows.load(r)),
         ("rutomq_commit_failures_total", "Failed window commits.", C, m.commit_failures.load(r)),

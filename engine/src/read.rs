@@ -9,6 +9,9 @@ use crate::error::ErrorCode;
 use crate::records::{put_with_base_offset, walk_batches, StoredBatch};
 use crate::shard::Shard;
 
+/// Spans past a fetch whose objects are read ahead into the read cache.
+pub const READ_AHEAD_SPANS: usize = 8;
+
 /// A batch read back, with its assigned base offset.
 pub struct ReadBatch {
     pub base_offset: i64,
@@ -23,6 +26,7 @@ pub async fn read_span(shard: &Shard, span: &SpanRecord) -> Result<Vec<ReadBatch
         .get_range(
             span.object_key.clone(),
             span.byte_start..span.byte_start + span.byte_len as u64,
+            span.object_size,
         )
         .await
         .map_err(|e| {
@@ -72,7 +76,7 @@ pub async fn read_partition(
     fetch_offset: i64,
     bytes_max: usize,
 ) -> Result<PartitionRead, ErrorCode> {
-    let spans_max = (bytes_max / (64 << 10)).clamp(4, 64) as i64;
+    let spans_max = ((bytes_max / (64 << 10)).clamp(4, 64) + READ_AHEAD_SPANS) as i64;
     let (offsets, spans) = shard
         .agent
         .meta
@@ -89,11 +93,35 @@ pub async fn read_partition(
     if fetch_offset < offsets.log_start_offset || fetch_offset > offsets.high_watermark {
         return Err(ErrorCode::OffsetOutOfRange);
     }
-    'spans: for span in spans {
+    // The spans that can fill `bytes_max`, read concurrently (each is one
+    // GET, or a share of one whole-object GET).
+    let mut chosen = Vec::new();
+    let mut planned = 0usize;
+    let mut spans = spans.into_iter();
+    for span in spans.by_ref() {
         if span.base_offset >= offsets.high_watermark {
             break;
         }
-        for rb in read_span(shard, &span).await? {
+        if span.last_offset < fetch_offset {
+            continue;
+        }
+        planned += span.byte_len as usize;
+        chosen.push(span);
+        if planned >= bytes_max {
+            break;
+        }
+    }
+    // Read ahead: the objects of the next spans, which this consumer's next
+    // fetch will want (a no-op for objects already cached).
+    for span in spans.take(READ_AHEAD_SPANS) {
+        shard
+            .agent
+            .storage
+            .prefetch(&span.object_key, span.object_size);
+    }
+    let reads = futures::future::join_all(chosen.iter().map(|s| read_span(shard, s))).await;
+    'spans: for read in reads {
+        for rb in read? {
             let last = rb.base_offset + rb.batch.last_offset_delta as i64;
             if last < fetch_offset {
                 continue;

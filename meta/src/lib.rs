@@ -91,6 +91,9 @@ pub struct SpanRecord {
     pub byte_len: u32,
     pub batch_count: i32,
     pub max_timestamp: i64,
+    /// Size of the whole object (0 if unknown): small objects are read
+    /// whole once and cached, so the partitions sharing them cost one GET.
+    pub object_size: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -625,6 +628,7 @@ fn span_from_row(r: &tokio_postgres::Row) -> SpanRecord {
         byte_len: r.get::<_, i32>(4) as u32,
         batch_count: r.get(5),
         max_timestamp: r.get(6),
+        object_size: r.get::<_, i64>(7).max(0) as u64,
     }
 }
 

@@ -48,6 +48,10 @@ impl TailCache {
         debug_assert!(self.bytes <= self.bytes_max);
     }
 
+    pub fn contains(&self, key: &str) -> bool {
+        self.objects.contains_key(key)
+    }
+
     pub fn remove(&mut self, key: &str) {
         if let Some(c) = self.objects.remove(key) {
             self.bytes -= c.iter().map(Bytes::len).sum::<usize>();

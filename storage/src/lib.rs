@@ -9,12 +9,14 @@
 mod cache;
 mod latency;
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use futures::channel::oneshot;
+use futures::future::{BoxFuture, FutureExt, Shared};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
@@ -29,6 +31,8 @@ pub enum StorageError {
     BadUrl(String, String),
     #[error("storage thread is gone")]
     Closed,
+    #[error("object store: {0}")]
+    Shared(String),
     #[error("object {key} is {len} bytes; range {start}..{end} is outside it")]
     ShortObject {
         key: String,
@@ -48,6 +52,15 @@ pub struct S3Options {
     pub allow_http: bool,
 }
 
+/// Objects up to this size are read whole on a miss and kept in the read
+/// cache: the partitions of a window share one object, so their consumers
+/// then cost one GET per object instead of one per span.
+pub const WHOLE_OBJECT_READ_BYTES_MAX: u64 = 16 << 20;
+/// Whole-object reads in flight at once; past it, misses use ranged GETs.
+pub const WHOLE_OBJECT_READS_INFLIGHT_MAX: usize = 32;
+
+type ObjectRead = Shared<BoxFuture<'static, Result<Bytes, Arc<object_store::Error>>>>;
+
 #[derive(Default, Debug)]
 pub struct StorageStats {
     pub puts: AtomicU64,
@@ -56,6 +69,12 @@ pub struct StorageStats {
     pub gets: AtomicU64,
     pub get_bytes: AtomicU64,
     pub cache_hits: AtomicU64,
+    /// Reads served by the read cache (objects read whole before).
+    pub read_cache_hits: AtomicU64,
+    /// Reads that joined a whole-object GET already in flight.
+    pub read_joins: AtomicU64,
+    /// Whole-object reads started ahead of a consumer.
+    pub prefetches: AtomicU64,
     /// Sealed shard buffers gathered into uploaded objects (several per
     /// object when several shards wrote in one window).
     pub sealed_buffers: AtomicU64,
@@ -120,6 +139,10 @@ pub struct Storage {
     store: Arc<dyn ObjectStore>,
     prefix: Path,
     cache: Arc<Mutex<TailCache>>,
+    /// Objects read whole (see [`WHOLE_OBJECT_READ_BYTES_MAX`]).
+    read_cache: Arc<Mutex<TailCache>>,
+    /// Whole-object reads in flight, shared by every reader of the object.
+    reads: Arc<Mutex<HashMap<String, ObjectRead>>>,
     pub stats: Arc<StorageStats>,
 }
 
@@ -142,11 +165,13 @@ impl Drop for StorageThread {
 
 impl Storage {
     /// Starts the storage thread over `store`, with a tail cache of at most
-    /// `tail_cache_bytes_max` bytes.
+    /// `tail_cache_bytes_max` bytes and a read cache of at most
+    /// `read_cache_bytes_max`.
     pub fn start(
         store: Arc<dyn ObjectStore>,
         prefix: Path,
         tail_cache_bytes_max: usize,
+        read_cache_bytes_max: usize,
     ) -> std::io::Result<(Storage, StorageThread)> {
         let (handle_tx, handle_rx) = std::sync::mpsc::channel();
         let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
@@ -176,6 +201,8 @@ impl Storage {
                 store,
                 prefix,
                 cache: Arc::new(Mutex::new(TailCache::new(tail_cache_bytes_max))),
+                read_cache: Arc::new(Mutex::new(TailCache::new(read_cache_bytes_max))),
+                reads: Arc::new(Mutex::new(HashMap::new())),
                 stats: Arc::new(StorageStats::default()),
             },
             StorageThread {
@@ -248,9 +275,23 @@ impl Storage {
         .await
     }
 
-    /// Reads `range` of object `key`: from the tail cache when it is there,
-    /// otherwise with a ranged GET.
-    pub async fn get_range(&self, key: String, range: Range<u64>) -> Result<Bytes, StorageError> {
+    /// Reads `range` of object `key` (of `object_size` bytes, 0 if unknown):
+    /// from the tail cache or the read cache when it is there; otherwise a
+    /// small object is read whole (one GET shared by all its readers) and
+    /// cached, a large one with a ranged GET.
+    pub async fn get_range(
+        &self,
+        key: String,
+        range: Range<u64>,
+        object_size: u64,
+    ) -> Result<Bytes, StorageError> {
+        let (start, end) = (range.start, range.end);
+        let short = move |len: u64, key: String| StorageError::ShortObject {
+            key,
+            len,
+            start,
+            end,
+        };
         if let Some(b) = self
             .cache
             .lock()
@@ -260,18 +301,37 @@ impl Storage {
             self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(b);
         }
+        if let Some(b) = self
+            .read_cache
+            .lock()
+            .expect("read cache lock")
+            .get_range(&key, range.clone())
+        {
+            self.stats.read_cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(b);
+        }
+        if range.end > object_size && object_size > 0 {
+            return Err(short(object_size, key));
+        }
+        let whole = object_size > 0 && object_size <= WHOLE_OBJECT_READ_BYTES_MAX;
+        if let Some(read) = whole.then(|| self.whole_object_read(&key)).flatten() {
+            let bytes = self
+                .on_runtime(
+                    async move { read.await.map_err(|e| StorageError::Shared(e.to_string())) },
+                )
+                .await?;
+            if (bytes.len() as u64) < range.end {
+                return Err(short(bytes.len() as u64, key));
+            }
+            return Ok(bytes.slice(range.start as usize..range.end as usize));
+        }
         let store = self.store.clone();
         let stats = self.stats.clone();
         self.on_runtime(async move {
             let path = Path::from(key.as_str());
             let bytes = store.get_range(&path, range.clone()).await?;
             if bytes.len() as u64 != range.end - range.start {
-                return Err(StorageError::ShortObject {
-                    key,
-                    len: bytes.len() as u64,
-                    start: range.start,
-                    end: range.end,
-                });
+                return Err(short(bytes.len() as u64, key));
             }
             stats.gets.fetch_add(1, Ordering::Relaxed);
             stats
@@ -280,6 +340,77 @@ impl Storage {
             Ok(bytes)
         })
         .await
+    }
+
+    /// Starts reading object `key` whole into the read cache, without
+    /// waiting (read-ahead for a consumer about to need it). Does nothing
+    /// when it is cached, too large, or too many reads are in flight.
+    pub fn prefetch(&self, key: &str, object_size: u64) {
+        if object_size == 0 || object_size > WHOLE_OBJECT_READ_BYTES_MAX {
+            return;
+        }
+        if self.cache.lock().expect("tail cache lock").contains(key)
+            || self
+                .read_cache
+                .lock()
+                .expect("read cache lock")
+                .contains(key)
+            || self
+                .reads
+                .lock()
+                .expect("object reads lock")
+                .contains_key(key)
+        {
+            return;
+        }
+        if let Some(read) = self.whole_object_read(key) {
+            self.stats.prefetches.fetch_add(1, Ordering::Relaxed);
+            self.rt.spawn(async move {
+                let _ = read.await;
+            });
+        }
+    }
+
+    /// The whole-object read of `key`: joins one in flight, or starts one
+    /// (None when too many are in flight already).
+    fn whole_object_read(&self, key: &str) -> Option<ObjectRead> {
+        let mut reads = self.reads.lock().expect("object reads lock");
+        if let Some(r) = reads.get(key) {
+            self.stats.read_joins.fetch_add(1, Ordering::Relaxed);
+            return Some(r.clone());
+        }
+        if reads.len() >= WHOLE_OBJECT_READS_INFLIGHT_MAX {
+            return None;
+        }
+        let store = self.store.clone();
+        let stats = self.stats.clone();
+        let read_cache = self.read_cache.clone();
+        let all_reads = self.reads.clone();
+        let owned = key.to_owned();
+        let read = async move {
+            let key = owned;
+            let path = Path::from(key.as_str());
+            let result = match store.get(&path).await {
+                Ok(r) => r.bytes().await,
+                Err(e) => Err(e),
+            };
+            if let Ok(bytes) = &result {
+                stats.gets.fetch_add(1, Ordering::Relaxed);
+                stats
+                    .get_bytes
+                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                read_cache
+                    .lock()
+                    .expect("read cache lock")
+                    .insert(key.clone(), vec![bytes.clone()]);
+            }
+            all_reads.lock().expect("object reads lock").remove(&key);
+            result.map_err(Arc::new)
+        }
+        .boxed()
+        .shared();
+        reads.insert(key.to_owned(), read.clone());
+        Some(read)
     }
 
     /// Checks that the object store answers (for `/health/ready`).
@@ -336,9 +467,13 @@ impl Storage {
         .await
     }
 
-    /// Deletes an object (a missing one is fine) and drops it from the cache.
+    /// Deletes an object (a missing one is fine) and drops it from the caches.
     pub async fn delete(&self, key: String) -> Result<(), StorageError> {
         self.cache.lock().expect("tail cache lock").remove(&key);
+        self.read_cache
+            .lock()
+            .expect("read cache lock")
+            .remove(&key);
         let store = self.store.clone();
         self.on_runtime(async move {
             match store.delete(&Path::from(key.as_str())).await {
@@ -351,5 +486,9 @@ impl Storage {
 
     pub fn cache_bytes(&self) -> usize {
         self.cache.lock().expect("tail cache lock").bytes()
+    }
+
+    pub fn read_cache_bytes(&self) -> usize {
+        self.read_cache.lock().expect("read cache lock").bytes()
     }
 }

@@ -110,6 +110,17 @@ pub async fn handle(
     }
 }
 
+/// What one requested partition becomes before any data is read.
+enum Slot {
+    Ready(PartitionData),
+    Read {
+        data: PartitionData,
+        topic_id: Uuid,
+        fetch_offset: i64,
+        grant: FetchGrant,
+    },
+}
+
 async fn read_all(
     shard: &Rc<Shard>,
     version: i16,
@@ -117,9 +128,11 @@ async fn read_all(
     max_bytes: usize,
     grants: &mut Vec<FetchGrant>,
 ) -> (Vec<FetchableTopicResponse>, usize, bool) {
-    let mut total = 0usize;
-    let mut errors = false;
-    let mut responses = Vec::with_capacity(wanted.len());
+    // Plan every partition and reserve its memory in request order (a
+    // shard busy assembling other responses answers with less data instead
+    // of growing), then read all of them concurrently.
+    let mut reserved = 0usize;
+    let mut slots: Vec<Vec<Slot>> = Vec::with_capacity(wanted.len());
     for w in wanted {
         let mut parts = Vec::with_capacity(w.partitions.len());
         for &(partition, fetch_offset, partition_max) in &w.partitions {
@@ -129,80 +142,101 @@ async fn read_all(
                 .with_last_stable_offset(-1)
                 .with_log_start_offset(-1)
                 .with_preferred_read_replica((-1).into());
-            let data = match &w.resolved {
-                Err(code) => data.with_error_code(code.code()),
-                Ok(None) => data.with_error_code(
-                    if version >= 13 {
-                        ErrorCode::UnknownTopicId
-                    } else {
-                        ErrorCode::UnknownTopicOrPartition
-                    }
-                    .code(),
+            parts.push(match &w.resolved {
+                Err(code) => Slot::Ready(data.with_error_code(code.code())),
+                Ok(None) => Slot::Ready(
+                    data.with_error_code(
+                        if version >= 13 {
+                            ErrorCode::UnknownTopicId
+                        } else {
+                            ErrorCode::UnknownTopicOrPartition
+                        }
+                        .code(),
+                    ),
                 ),
                 Ok(Some((_, count))) if partition < 0 || partition >= *count => {
-                    data.with_error_code(ErrorCode::UnknownTopicOrPartition.code())
+                    Slot::Ready(data.with_error_code(ErrorCode::UnknownTopicOrPartition.code()))
                 }
-                Ok(Some((topic_id, _))) => {
-                    match shard.known_watermark(*topic_id, partition) {
-                        // Caught up: no need to ask PostgreSQL.
-                        Some(hw) if hw == fetch_offset => data
-                            .with_high_watermark(hw)
+                Ok(Some((topic_id, _))) => match shard.known_watermark(*topic_id, partition) {
+                    // Caught up: no need to ask PostgreSQL.
+                    Some(hw) if hw == fetch_offset => Slot::Ready(
+                        data.with_high_watermark(hw)
                             .with_last_stable_offset(hw)
                             .with_log_start_offset(0)
                             .with_records(Some(bytes::Bytes::new())),
-                        _ => {
-                            // Memory is reserved per partition as it is read, and
-                            // held until the response is encoded.
-                            let grant = shard.reserve_fetch_bytes(
-                                partition_max.min(max_bytes.saturating_sub(total)),
-                            );
-                            // The first batch of the response is returned whatever its
-                            // size (consumers must progress), unless the shard has no
-                            // fetch memory left at all.
-                            // Within the grant, the first batch is returned whatever
-                            // its size (consumers must progress).
-                            let budget = grant.bytes;
-                            if budget == 0 {
-                                // Response full: report the partition without data.
-                                data.with_records(Some(bytes::Bytes::new()))
-                            } else {
-                                match read_partition(
-                                    shard,
-                                    *topic_id,
-                                    partition,
-                                    fetch_offset,
-                                    budget,
-                                )
-                                .await
-                                {
-                                    Ok(read) => {
-                                        let mut grant = grant;
-                                        grant.shrink_to(read.records.len());
-                                        grants.push(grant);
-                                        total += read.records.len();
-                                        shard.metrics.fetch_bytes.fetch_add(
-                                            read.records.len() as u64,
-                                            std::sync::atomic::Ordering::Relaxed,
-                                        );
-                                        data.with_high_watermark(read.high_watermark)
-                                            .with_last_stable_offset(read.high_watermark)
-                                            .with_log_start_offset(read.log_start_offset)
-                                            .with_records(Some(read.records.freeze()))
-                                    }
-                                    Err(code) => {
-                                        errors = true;
-                                        data.with_error_code(code.code())
-                                    }
-                                }
+                    ),
+                    _ => {
+                        // Within its grant the first batch of a partition is
+                        // returned whatever its size (consumers must progress).
+                        let grant = shard.reserve_fetch_bytes(
+                            partition_max.min(max_bytes.saturating_sub(reserved)),
+                        );
+                        reserved += grant.bytes;
+                        if grant.bytes == 0 {
+                            // Response full: report the partition without data.
+                            Slot::Ready(data.with_records(Some(bytes::Bytes::new())))
+                        } else {
+                            Slot::Read {
+                                data,
+                                topic_id: *topic_id,
+                                fetch_offset,
+                                grant,
                             }
                         }
                     }
-                }
+                },
+            });
+        }
+        slots.push(parts);
+    }
+    let reads = futures::future::join_all(slots.iter().flatten().filter_map(|slot| match slot {
+        Slot::Read {
+            data,
+            topic_id,
+            fetch_offset,
+            grant,
+        } => Some(read_partition(
+            shard,
+            *topic_id,
+            data.partition_index,
+            *fetch_offset,
+            grant.bytes,
+        )),
+        Slot::Ready(_) => None,
+    }))
+    .await;
+    let mut reads = reads.into_iter();
+    let mut total = 0usize;
+    let mut errors = false;
+    let mut responses = Vec::with_capacity(wanted.len());
+    for (w, parts) in wanted.iter().zip(slots) {
+        let mut out = Vec::with_capacity(parts.len());
+        for slot in parts {
+            let data = match slot {
+                Slot::Ready(data) => data,
+                Slot::Read {
+                    data, mut grant, ..
+                } => match reads.next().expect("one read per Slot::Read") {
+                    Ok(read) => {
+                        grant.shrink_to(read.records.len());
+                        grants.push(grant);
+                        total += read.records.len();
+                        shard.metrics.fetch_bytes.fetch_add(
+                            read.records.len() as u64,
+                            std::sync::atomic::Ordering::Relaxed,
+                        );
+                        data.with_high_watermark(read.high_watermark)
+                            .with_last_stable_offset(read.high_watermark)
+                            .with_log_start_offset(read.log_start_offset)
+                            .with_records(Some(read.records.freeze()))
+                    }
+                    Err(code) => data.with_error_code(code.code()),
+                },
             };
             if data.error_code != 0 {
                 errors = true;
             }
-            parts.push(data);
+            out.push(data);
         }
         responses.push(
             FetchableTopicResponse::default()
@@ -211,7 +245,7 @@ async fn read_all(
                     Ok(Some((id, _))) => *id,
                     _ => w.topic_id,
                 })
-                .with_partitions(parts),
+                .with_partitions(out),
         );
     }
     (responses, total, errors)

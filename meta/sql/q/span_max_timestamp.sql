@@ -1,5 +1,6 @@
-SELECT base_offset, last_offset, object_key, byte_start, byte_len, batch_count, max_timestamp
-FROM spans
-WHERE topic_id = $1 AND partition = $2
-ORDER BY max_timestamp DESC, base_offset ASC
+SELECT s.base_offset, s.last_offset, s.object_key, s.byte_start, s.byte_len, s.batch_count,
+       s.max_timestamp, coalesce(o.size_bytes, 0)
+FROM spans s LEFT JOIN objects o ON o.object_key = s.object_key
+WHERE s.topic_id = $1 AND s.partition = $2
+ORDER BY s.max_timestamp DESC, s.base_offset ASC
 LIMIT 1
