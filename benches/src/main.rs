@@ -426,6 +426,18 @@ fn summarize(
                     0.0
                 }),
             );
+            let stage_windows = d("windows");
+            for stage in ["queued", "gather", "upload", "commit"] {
+                let us = d(&format!("window_{stage}_microseconds"));
+                m.insert(
+                    format!("window_{stage}_ms_mean"),
+                    json!(if stage_windows > 0.0 {
+                        us / stage_windows / 1000.0
+                    } else {
+                        0.0
+                    }),
+                );
+            }
             m.insert(
                 "shard_buffers_per_window".into(),
                 json!(if windows > 0.0 {

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use crate::config::ServeArgs;
 use crate::embedded_pg::EmbeddedPg;
-use crate::pipeline::{Pipeline, Sealed, SEALED_QUEUE_MAX};
+use crate::pipeline::{Pipeline, Sealed, WindowMembers, WindowStages, SEALED_QUEUE_MAX};
 use crate::shard::Shard;
 
 /// Watermark changes sent to each shard.
@@ -67,16 +67,24 @@ pub struct Agent {
     pub stopping: AtomicBool,
     /// Each shard's metrics, registered when the shard starts.
     pub shard_metrics: Mutex<Vec<Arc<crate::metrics::ShardMetrics>>>,
+    /// Time spent per flush-window stage.
+    pub stages: Arc<WindowStages>,
+    /// Which shards will seal a buffer in each window.
+    pub windows: Arc<WindowMembers>,
 }
 
 impl Agent {
     /// Time until the next flush window boundary. All shards use the same
     /// grid so that their buffers of one window reach the pipeline together.
-    pub fn until_next_window(&self) -> Duration {
+    /// Also returns the index of that window.
+    pub fn until_next_window(&self) -> (Duration, u64) {
         let interval = self.cfg.flush_interval.as_nanos().max(1);
         let elapsed = self.epoch.elapsed().as_nanos();
-        let next = (elapsed / interval + 1) * interval;
-        Duration::from_nanos((next - elapsed) as u64)
+        let index = elapsed / interval + 1;
+        (
+            Duration::from_nanos((index * interval - elapsed) as u64),
+            index as u64,
+        )
     }
 
     /// The live agents, this one first if the list is still empty.
@@ -200,6 +208,8 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     let (sealed_tx, sealed_rx) = tokio::sync::mpsc::channel(SEALED_QUEUE_MAX);
     let gc_grace = Duration::from_millis(args.gc_grace_ms.max(1000));
     let commit_hub = hub.clone();
+    let stages = Arc::new(WindowStages::default());
+    let windows = Arc::new(WindowMembers::default());
     let pipeline = Pipeline {
         storage: storage.clone(),
         meta: meta.clone(),
@@ -210,6 +220,8 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             commit_hub.notify(w.iter().map(|(&(t, p), &(hw, _))| (t, p, hw)).collect())
         }),
         commit_age_max: gc_grace / 2,
+        stages: stages.clone(),
+        windows: windows.clone(),
     };
     storage.spawn(pipeline.run(sealed_rx));
     storage.spawn(crate::gc::run(
@@ -238,6 +250,8 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         epoch: Instant::now(),
         stopping: AtomicBool::new(false),
         shard_metrics: Mutex::new(Vec::new()),
+        stages,
+        windows,
     });
     refresh_cluster(&rt, &agent);
 

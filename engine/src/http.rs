@@ -81,11 +81,12 @@ pub fn start(
 fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
     let m = &agent.meta.stats;
     let s = &agent.storage.stats;
+    let w = &agent.stages;
     let r = Ordering::Relaxed;
     const C: &str = "counter";
     const G: &str = "gauge";
     #[rustfmt::skip]
-    let rows: [(&str, &str, &str, u64); 21] = [
+    let rows: &[(&str, &str, &str, u64)] = &[
         ("rutomq_object_puts_total", "Objects uploaded.", C, s.puts.load(r)),
         ("rutomq_object_put_bytes_total", "Bytes uploaded.", C, s.put_bytes.load(r)),
         ("rutomq_object_put_failures_total", "Failed uploads.", C, s.put_failures.load(r)),
@@ -98,6 +99,11 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         ("rutomq_read_joins_total", "Reads that joined a whole-object GET in flight.", C, s.read_joins.load(r)),
         ("rutomq_read_prefetches_total", "Whole-object reads started ahead of consumers.", C, s.prefetches.load(r)),
         ("rutomq_read_cache_bytes", "Bytes held by the read cache.", G, agent.storage.read_cache_bytes() as u64),
+        ("rutomq_windows_total", "Flush windows taken by the pipeline.", C, w.windows.load(r)),
+        ("rutomq_window_queued_microseconds_total", "Windows: sealed until taken by the pipeline.", C, w.queued_us.load(r)),
+        ("rutomq_window_gather_microseconds_total", "Windows: gathering the shards' buffers.", C, w.gather_us.load(r)),
+        ("rutomq_window_upload_microseconds_total", "Windows: object upload.", C, w.upload_us.load(r)),
+        ("rutomq_window_commit_microseconds_total", "Windows: uploaded until committed (in order).", C, w.commit_us.load(r)),
         ("rutomq_commit_transactions_total", "PostgreSQL window-commit transactions.", C, m.commit_transactions.load(r)),
         ("rutomq_committed_windows_total", "Flush windows (objects) committed.", C, m.committed_windows.load(r)),
         ("rutomq_commit_failures_total", "Failed window commits.", C, m.commit_failures.load(r)),
@@ -109,7 +115,7 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         ("rutomq_decoder_panics_total", "Requests that made a decoder panic (each closed its connection).", C, crate::api::DECODER_PANICS.load(r)),
     ];
     let mut out = String::new();
-    for (name, help, kind, v) in rows {
+    for &(name, help, kind, v) in rows {
         let _ = writeln!(
             out,
             "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {v}"

@@ -8,8 +8,9 @@
 //! overlap (up to [`UPLOADS_INFLIGHT_MAX`]); commits are submitted strictly in
 //! window order, so a producer's batches keep their order across windows.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::channel::oneshot;
@@ -50,6 +51,65 @@ pub struct Sealed {
     pub parts: Vec<SealedPart>,
     pub bytes: usize,
     pub reply: oneshot::Sender<WindowOutcome>,
+    pub sealed_at: std::time::Instant,
+    /// The grid window it was sealed for; None when sealed early (full).
+    pub window: Option<u64>,
+}
+
+/// Windows tracked at once (a ring; windows further apart than this never
+/// overlap in the pipeline's gather).
+const WINDOW_SLOTS: usize = 64;
+
+/// How many shards armed a buffer for each grid window: the pipeline stops
+/// gathering a window as soon as all of them arrived, instead of waiting
+/// out the gather time for shards that had nothing to send.
+pub struct WindowMembers {
+    slots: [AtomicU64; WINDOW_SLOTS],
+}
+
+impl Default for WindowMembers {
+    fn default() -> Self {
+        WindowMembers {
+            slots: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl WindowMembers {
+    fn slot(&self, window: u64) -> &AtomicU64 {
+        &self.slots[(window % WINDOW_SLOTS as u64) as usize]
+    }
+    /// A shard will seal a buffer at the end of `window`.
+    pub fn announce(&self, window: u64) {
+        self.slot(window).fetch_add(1, Ordering::Relaxed);
+    }
+    /// ... after all, it sealed early.
+    pub fn withdraw(&self, window: u64) {
+        self.slot(window).fetch_sub(1, Ordering::Relaxed);
+    }
+    fn expected(&self, window: u64) -> u64 {
+        self.slot(window).load(Ordering::Relaxed)
+    }
+    fn gathered(&self, window: u64, n: u64) {
+        self.slot(window).fetch_sub(n, Ordering::Relaxed);
+    }
+}
+
+/// Where a window's time goes, summed over windows (for `/metrics`):
+/// sealed → taken by the pipeline → gathered → uploaded → committed.
+#[derive(Default, Debug)]
+pub struct WindowStages {
+    pub windows: AtomicU64,
+    pub queued_us: AtomicU64,
+    pub gather_us: AtomicU64,
+    pub upload_us: AtomicU64,
+    pub commit_us: AtomicU64,
+}
+
+impl WindowStages {
+    fn add(counter: &AtomicU64, since: std::time::Instant) {
+        counter.fetch_add(since.elapsed().as_micros() as u64, Ordering::Relaxed);
+    }
 }
 
 /// Called with new high watermarks after each local commit.
@@ -64,12 +124,15 @@ pub struct Pipeline {
     pub on_commit: OnCommit,
     /// Uploads not committed within this are refused (see `gc`).
     pub commit_age_max: Duration,
+    pub stages: Arc<WindowStages>,
+    pub windows: Arc<WindowMembers>,
 }
 
 struct Uploaded {
     window: Vec<Sealed>,
     object: ObjectCommit,
     result: Result<(), ErrorCode>,
+    uploaded_at: Instant,
 }
 
 impl Pipeline {
@@ -95,18 +158,41 @@ impl Pipeline {
         first: Sealed,
         rx: &mut tokio::sync::mpsc::Receiver<Sealed>,
     ) -> Vec<Sealed> {
+        let taken = Instant::now();
+        self.stages.windows.fetch_add(1, Ordering::Relaxed);
+        self.stages.queued_us.fetch_add(
+            taken.duration_since(first.sealed_at).as_micros() as u64,
+            Ordering::Relaxed,
+        );
+        let grid = first.window;
+        let mut members = u64::from(grid.is_some());
         let mut bytes = first.bytes;
         let mut window = vec![first];
         let deadline = tokio::time::Instant::now() + self.gather;
         while bytes < self.flush_bytes {
+            if let Some(w) = grid {
+                if members >= self.windows.expected(w) {
+                    break; // every shard of this window is here
+                }
+            }
             match tokio::time::timeout_at(deadline, rx.recv()).await {
                 Ok(Some(s)) => {
+                    match s.window {
+                        Some(w) if Some(w) == grid => members += 1,
+                        // Another window's buffer rides along; it is taken.
+                        Some(w) => self.windows.gathered(w, 1),
+                        None => {}
+                    }
                     bytes += s.bytes;
                     window.push(s);
                 }
                 _ => break,
             }
         }
+        if let Some(w) = grid {
+            self.windows.gathered(w, members);
+        }
+        WindowStages::add(&self.stages.gather_us, taken);
         window
     }
 
@@ -148,15 +234,19 @@ impl Pipeline {
             commit_deadline: std::time::Instant::now() + self.commit_age_max,
         };
         let storage = self.storage.clone();
+        let stages = self.stages.clone();
         async move {
+            let started = Instant::now();
             let result = storage.put(key, chunks).await.map_err(|e| {
                 tracing::warn!(error = %e, "object upload failed; failing its produce requests (retriable)");
                 ErrorCode::from(&e)
             });
+            WindowStages::add(&stages.upload_us, started);
             Uploaded {
                 window,
                 object,
                 result,
+                uploaded_at: Instant::now(),
             }
         }
     }
@@ -166,6 +256,7 @@ impl Pipeline {
             window,
             object,
             result,
+            uploaded_at,
         } = done;
         if let Err(code) = result {
             for s in window {
@@ -190,8 +281,10 @@ impl Pipeline {
             }
         };
         let on_commit = self.on_commit.clone();
+        let stages = self.stages.clone();
         tokio::spawn(async move {
             let outcome = receiver.await;
+            WindowStages::add(&stages.commit_us, uploaded_at);
             let (mut outcomes, watermarks) = match outcome {
                 Ok(Ok(o)) => o,
                 Ok(Err(e)) => {

@@ -68,6 +68,9 @@ struct OpenBuffer {
     bytes: usize,
     reply: oneshot::Sender<WindowOutcome>,
     done: BufferDone,
+    /// The grid window this buffer is announced for (see
+    /// [`crate::agent::Agent::announce_window`]), once its timer is armed.
+    window: Option<u64>,
 }
 
 impl OpenBuffer {
@@ -80,6 +83,7 @@ impl OpenBuffer {
             bytes: 0,
             reply,
             done: rx.shared(),
+            window: None,
         }
     }
 }
@@ -330,23 +334,29 @@ impl Shard {
             )
         };
         if seal_now {
-            self.seal();
+            self.seal(false);
         } else if first {
-            let generation = self.buffer.borrow().generation;
-            let wait = self.agent.until_next_window();
+            let (wait, window) = self.agent.until_next_window();
+            let generation = {
+                let mut buf = self.buffer.borrow_mut();
+                buf.window = Some(window);
+                buf.generation
+            };
+            self.agent.windows.announce(window);
             let me = self.clone();
             rutomq_shards::spawn(async move {
                 rutomq_shards::sleep(wait).await;
                 if me.buffer.borrow().generation == generation {
-                    me.seal();
+                    me.seal(true);
                 }
             });
         }
         (done, part_idx, batch_idx)
     }
 
-    /// Seals the open buffer and sends it towards the pipeline.
-    pub fn seal(&self) {
+    /// Seals the open buffer and sends it towards the pipeline; `on_grid`
+    /// when its window's time has come (not flush_bytes).
+    pub fn seal(&self, on_grid: bool) {
         let sealed = {
             let mut buf = self.buffer.borrow_mut();
             if buf.bytes == 0 {
@@ -354,10 +364,21 @@ impl Shard {
             }
             let next = OpenBuffer::new(buf.generation + 1);
             let old = std::mem::replace(&mut *buf, next);
+            // Sealed before its window (flush_bytes reached): it travels
+            // alone, and the window no longer waits for it.
+            let window = match old.window {
+                Some(w) if !on_grid => {
+                    self.agent.windows.withdraw(w);
+                    None
+                }
+                w => w,
+            };
             Sealed {
                 parts: old.parts.into_values().collect(),
                 bytes: old.bytes,
                 reply: old.reply,
+                sealed_at: std::time::Instant::now(),
+                window,
             }
         };
         if let Err(e) = self.seal_tx.unbounded_send(sealed) {

@@ -217,9 +217,48 @@ pub fn plan(
     plan
 }
 
-/// Runs the whole commit in one transaction on `client`.
+/// The commit's statements, prepared once per connection: each execution
+/// is then one round trip (no Parse/Describe) and PostgreSQL reuses its plans.
+pub struct Statements {
+    lock_partitions: tokio_postgres::Statement,
+    load_producer_state: tokio_postgres::Statement,
+    insert_objects: tokio_postgres::Statement,
+    insert_spans: tokio_postgres::Statement,
+    advance_partitions: tokio_postgres::Statement,
+    upsert_producer_state: tokio_postgres::Statement,
+    notify_watermarks: tokio_postgres::Statement,
+}
+
+impl Statements {
+    pub async fn prepare(
+        client: &tokio_postgres::Client,
+    ) -> Result<Statements, tokio_postgres::Error> {
+        let (a, b, c, d, e, f, g) = futures::join!(
+            client.prepare(sql::LOCK_PARTITIONS),
+            client.prepare(sql::LOAD_PRODUCER_STATE),
+            client.prepare(sql::INSERT_OBJECTS),
+            client.prepare(sql::INSERT_SPANS),
+            client.prepare(sql::ADVANCE_PARTITIONS),
+            client.prepare(sql::UPSERT_PRODUCER_STATE),
+            client.prepare(sql::NOTIFY_WATERMARKS),
+        );
+        Ok(Statements {
+            lock_partitions: a?,
+            load_producer_state: b?,
+            insert_objects: c?,
+            insert_spans: d?,
+            advance_partitions: e?,
+            upsert_producer_state: f?,
+            notify_watermarks: g?,
+        })
+    }
+}
+
+/// Runs the whole commit in one transaction on `client`, with `st`
+/// prepared on that same connection.
 pub async fn execute(
     client: &mut tokio_postgres::Client,
+    st: &Statements,
     objects: &[ObjectCommit],
 ) -> Result<CommitResult, MetaError> {
     let tx = client.transaction().await?;
@@ -232,9 +271,7 @@ pub async fn execute(
     tps.sort_unstable();
     tps.dedup();
     let (topic_ids, parts): (Vec<Uuid>, Vec<i32>) = tps.iter().copied().unzip();
-    let rows = tx
-        .query(sql::LOCK_PARTITIONS, &[&topic_ids, &parts])
-        .await?;
+    let rows = tx.query(&st.lock_partitions, &[&topic_ids, &parts]).await?;
     let partitions: HashMap<(Uuid, i32), (i64, i64)> = rows
         .iter()
         .map(|r| ((r.get(0), r.get(1)), (r.get(2), r.get(3))))
@@ -259,7 +296,7 @@ pub async fn execute(
         let ptopics: Vec<Uuid> = pkeys.iter().map(|k| k.1).collect();
         let pparts: Vec<i32> = pkeys.iter().map(|k| k.2).collect();
         for r in tx
-            .query(sql::LOAD_PRODUCER_STATE, &[&pids, &ptopics, &pparts])
+            .query(&st.load_producer_state, &[&pids, &ptopics, &pparts])
             .await?
         {
             let history: Vec<i64> = r.get(4);
@@ -308,32 +345,32 @@ pub async fn execute(
     let advance_params: [&(dyn ToSql + Sync); 4] = [&a_topic, &a_part, &a_next, &a_ts];
     let producer_params: [&(dyn ToSql + Sync); 5] = [&p_id, &p_topic, &p_part, &p_epoch, &p_hist];
     let notify_payloads = watermark_payloads(&plan.advanced);
-    let insert_objects = tx.execute(sql::INSERT_OBJECTS, &objects_params);
+    let insert_objects = tx.execute(&st.insert_objects, &objects_params);
     let insert_spans = async {
         if s.is_empty() {
             Ok(0)
         } else {
-            tx.execute(sql::INSERT_SPANS, &spans_params).await
+            tx.execute(&st.insert_spans, &spans_params).await
         }
     };
     let advance = async {
         if a.is_empty() {
             Ok(0)
         } else {
-            tx.execute(sql::ADVANCE_PARTITIONS, &advance_params).await
+            tx.execute(&st.advance_partitions, &advance_params).await
         }
     };
     let producers_upsert = async {
         if p.is_empty() {
             Ok(0)
         } else {
-            tx.execute(sql::UPSERT_PRODUCER_STATE, &producer_params)
+            tx.execute(&st.upsert_producer_state, &producer_params)
                 .await
         }
     };
     let notify = async {
         for payload in &notify_payloads {
-            tx.execute(sql::NOTIFY_WATERMARKS, &[payload]).await?;
+            tx.execute(&st.notify_watermarks, &[payload]).await?;
         }
         Ok::<_, tokio_postgres::Error>(0)
     };

@@ -707,6 +707,8 @@ async fn run_committer(
     stats: Arc<MetaStats>,
 ) {
     let mut jobs = Vec::with_capacity(GROUP_COMMIT_WINDOWS_MAX);
+    // Prepared on `client`; dropped with it when it is replaced.
+    let mut statements: Option<commit::Statements> = None;
     while rx.recv_many(&mut jobs, GROUP_COMMIT_WINDOWS_MAX).await > 0 {
         // An object older than its commit deadline may already be collected
         // as an orphan: never let a span point at it.
@@ -723,7 +725,20 @@ async fn run_committer(
         // Move the objects out (no copy of their batch lists per commit).
         let (objects, replies): (Vec<ObjectCommit>, Vec<_>) =
             jobs.drain(..).map(|j| (j.object, j.reply)).unzip();
-        let result = commit::execute(&mut client, &objects).await;
+        let prepared = match statements.take() {
+            Some(st) => Ok(st),
+            None => commit::Statements::prepare(&client)
+                .await
+                .map_err(MetaError::from),
+        };
+        let result = match prepared {
+            Ok(st) => {
+                let r = commit::execute(&mut client, &st, &objects).await;
+                statements = Some(st);
+                r
+            }
+            Err(e) => Err(e),
+        };
         match result {
             Ok(mut r) => {
                 stats.commit_transactions.fetch_add(1, Ordering::Relaxed);
@@ -749,6 +764,7 @@ async fn run_committer(
                         match connect(&url).await {
                             Ok(c) => {
                                 client = c;
+                                statements = None;
                                 break;
                             }
                             Err(e) => {
