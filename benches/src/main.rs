@@ -275,10 +275,9 @@ async fn run(args: Args) -> Result<()> {
             _ = tick.tick() => {}
             done = tasks.join_next() => match done {
                 None => break,
-                Some(Ok(Ok(()))) => {
-                    if args.records.is_some() { shared.stop.store(true, Ordering::Relaxed); }
-                    continue;
-                }
+                // With --records each connection stops by itself once the
+                // shared budget is spent.
+                Some(Ok(Ok(()))) => continue,
                 Some(Ok(Err(e))) => { failure = Some(e); shared.stop.store(true, Ordering::Relaxed); continue; }
                 Some(Err(e)) => { failure = Some(e.into()); shared.stop.store(true, Ordering::Relaxed); continue; }
             },

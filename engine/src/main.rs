@@ -2,6 +2,7 @@ use clap::Parser;
 use rutomq::config::{Cli, Command};
 
 fn main() {
+    rutomq_shards::alloc::tune();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("RUTOMQ_LOG")

@@ -20,7 +20,7 @@ pub struct ReadBatch {
 
 /// Reads the batches of `span` (checked: CRC again, offsets add up).
 pub async fn read_span(shard: &Shard, span: &SpanRecord) -> Result<Vec<ReadBatch>, ErrorCode> {
-    let bytes = shard
+    let (bytes, origin) = shard
         .agent
         .storage
         .get_range(
@@ -35,7 +35,7 @@ pub async fn read_span(shard: &Shard, span: &SpanRecord) -> Result<Vec<ReadBatch
         })?;
     let mut out = Vec::with_capacity(span.batch_count.max(0) as usize);
     let mut next = span.base_offset;
-    for b in walk_batches(bytes) {
+    for b in walk_batches(bytes, origin == rutomq_storage::Origin::Stored) {
         let b = b.map_err(|invalid| {
             tracing::error!(
                 key = span.object_key,
@@ -119,6 +119,9 @@ pub async fn read_partition(
             .storage
             .prefetch(&span.object_key, span.object_size);
     }
+    // One allocation for the partition's records (no regrowth copies).
+    out.records
+        .reserve(planned.min(bytes_max.saturating_add(1 << 20)));
     let reads = futures::future::join_all(chosen.iter().map(|s| read_span(shard, s))).await;
     'spans: for read in reads {
         for rb in read? {

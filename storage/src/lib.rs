@@ -42,6 +42,15 @@ pub enum StorageError {
     },
 }
 
+/// Where a read was served from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The tail cache: the very bytes this agent validated and uploaded.
+    Written,
+    /// The object store (directly or through the read cache).
+    Stored,
+}
+
 /// Options for `s3://` stores (S3 or an S3-compatible server).
 #[derive(Clone, Debug, Default)]
 pub struct S3Options {
@@ -284,7 +293,7 @@ impl Storage {
         key: String,
         range: Range<u64>,
         object_size: u64,
-    ) -> Result<Bytes, StorageError> {
+    ) -> Result<(Bytes, Origin), StorageError> {
         let (start, end) = (range.start, range.end);
         let short = move |len: u64, key: String| StorageError::ShortObject {
             key,
@@ -299,7 +308,7 @@ impl Storage {
             .get_range(&key, range.clone())
         {
             self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(b);
+            return Ok((b, Origin::Written));
         }
         if let Some(b) = self
             .read_cache
@@ -308,7 +317,7 @@ impl Storage {
             .get_range(&key, range.clone())
         {
             self.stats.read_cache_hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(b);
+            return Ok((b, Origin::Stored));
         }
         if range.end > object_size && object_size > 0 {
             return Err(short(object_size, key));
@@ -323,7 +332,10 @@ impl Storage {
             if (bytes.len() as u64) < range.end {
                 return Err(short(bytes.len() as u64, key));
             }
-            return Ok(bytes.slice(range.start as usize..range.end as usize));
+            return Ok((
+                bytes.slice(range.start as usize..range.end as usize),
+                Origin::Stored,
+            ));
         }
         let store = self.store.clone();
         let stats = self.stats.clone();
@@ -337,7 +349,7 @@ impl Storage {
             stats
                 .get_bytes
                 .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-            Ok(bytes)
+            Ok((bytes, Origin::Stored))
         })
         .await
     }
