@@ -11,6 +11,9 @@ use crate::shard::Shard;
 
 /// Spans past a fetch whose objects are read ahead into the read cache.
 pub const READ_AHEAD_SPANS: usize = 8;
+/// Spans asked of PostgreSQL per partition read; what is not needed now is
+/// cached by the shard for the consumer's next fetches.
+pub const FETCH_SPANS_READ: i64 = 64;
 
 /// A batch read back, with its assigned base offset.
 pub struct ReadBatch {
@@ -66,7 +69,29 @@ pub async fn read_span(shard: &Shard, span: &SpanRecord) -> Result<Vec<ReadBatch
 pub struct PartitionRead {
     pub high_watermark: i64,
     pub log_start_offset: i64,
-    pub records: BytesMut,
+    pub records: Records,
+}
+
+/// Stored batches (shared, not copied) with the base offsets they get on
+/// the wire: copied once, straight into the response frame.
+#[derive(Default)]
+pub struct Records {
+    pub batches: Vec<(i64, bytes::Bytes)>,
+    pub len: usize,
+}
+
+impl Records {
+    pub fn push(&mut self, base_offset: i64, batch: bytes::Bytes) {
+        self.len += batch.len();
+        self.batches.push((base_offset, batch));
+    }
+
+    /// Writes the batches with their base offsets set.
+    pub fn write_to(&self, out: &mut BytesMut) {
+        for (base, batch) in &self.batches {
+            put_with_base_offset(out, batch, *base);
+        }
+    }
 }
 
 pub async fn read_partition(
@@ -76,19 +101,35 @@ pub async fn read_partition(
     fetch_offset: i64,
     bytes_max: usize,
 ) -> Result<PartitionRead, ErrorCode> {
-    let spans_max = ((bytes_max / (64 << 10)).clamp(4, 64) + READ_AHEAD_SPANS) as i64;
-    let (offsets, spans) = shard
-        .agent
-        .meta
-        .fetch_spans(topic_id, partition, fetch_offset, spans_max)
-        .await
-        .map_err(|e| ErrorCode::from(&e))?;
-    let offsets = offsets.ok_or(ErrorCode::UnknownTopicOrPartition)?;
-    shard.set_watermark(topic_id, partition, offsets.high_watermark);
+    let cached = shard.known_watermark(topic_id, partition).and_then(|hw| {
+        shard
+            .cached_spans(topic_id, partition, fetch_offset, hw, bytes_max)
+            .map(|(log_start, spans)| (hw, log_start, spans))
+    });
+    let (high_watermark, log_start_offset, spans) = match cached {
+        Some(c) => c,
+        None => {
+            let (offsets, spans) = shard
+                .agent
+                .meta
+                .fetch_spans(topic_id, partition, fetch_offset, FETCH_SPANS_READ)
+                .await
+                .map_err(|e| ErrorCode::from(&e))?;
+            let offsets = offsets.ok_or(ErrorCode::UnknownTopicOrPartition)?;
+            shard.set_watermark(topic_id, partition, offsets.high_watermark);
+            shard.cache_spans(topic_id, partition, offsets.log_start_offset, &spans);
+            (offsets.high_watermark, offsets.log_start_offset, spans)
+        }
+    };
+    let offsets = rutomq_meta::PartitionOffsets {
+        high_watermark,
+        log_start_offset,
+        max_timestamp: -1,
+    };
     let mut out = PartitionRead {
         high_watermark: offsets.high_watermark,
         log_start_offset: offsets.log_start_offset,
-        records: BytesMut::new(),
+        records: Records::default(),
     };
     if fetch_offset < offsets.log_start_offset || fetch_offset > offsets.high_watermark {
         return Err(ErrorCode::OffsetOutOfRange);
@@ -119,9 +160,6 @@ pub async fn read_partition(
             .storage
             .prefetch(&span.object_key, span.object_size);
     }
-    // One allocation for the partition's records (no regrowth copies).
-    out.records
-        .reserve(planned.min(bytes_max.saturating_add(1 << 20)));
     let reads = futures::future::join_all(chosen.iter().map(|s| read_span(shard, s))).await;
     'spans: for read in reads {
         for rb in read? {
@@ -132,11 +170,11 @@ pub async fn read_partition(
             if rb.base_offset >= offsets.high_watermark {
                 break 'spans;
             }
-            if !out.records.is_empty() && out.records.len() + rb.batch.bytes.len() > bytes_max {
+            if out.records.len > 0 && out.records.len + rb.batch.bytes.len() > bytes_max {
                 break 'spans;
             }
-            put_with_base_offset(&mut out.records, &rb.batch.bytes, rb.base_offset);
-            if out.records.len() >= bytes_max {
+            out.records.push(rb.base_offset, rb.batch.bytes);
+            if out.records.len >= bytes_max {
                 break 'spans;
             }
         }

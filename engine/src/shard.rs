@@ -26,6 +26,11 @@ pub const TOPIC_CACHE_TTL: Duration = Duration::from_secs(5);
 /// A high watermark learned from PostgreSQL or a notification is trusted
 /// this long without asking PostgreSQL again.
 pub const HW_CACHE_TTL: Duration = Duration::from_secs(5);
+/// Partitions whose spans a shard caches (each up to FETCH_SPANS_MAX spans).
+pub const SPAN_CACHE_PARTITIONS_MAX: usize = 1024;
+
+/// A partition's log start offset and the spans last read from it.
+type CachedSpans = (i64, Vec<rutomq_meta::SpanRecord>);
 /// Topics cached per shard at most.
 pub const TOPIC_CACHE_ENTRIES_MAX: usize = 100_000;
 /// Long-poll waiter list length at which finished waiters are pruned.
@@ -96,6 +101,10 @@ pub struct Shard {
     topic_names: RefCell<HashMap<Uuid, String>>,
     buffer: RefCell<OpenBuffer>,
     hw: RefCell<HashMap<(Uuid, i32), (i64, Instant)>>,
+    /// Committed spans last read per partition, with the log start offset.
+    /// Spans never change once committed, so a consumer reading on is
+    /// served from here instead of asking PostgreSQL on every fetch.
+    spans: RefCell<HashMap<(Uuid, i32), CachedSpans>>,
     waiters: RefCell<Vec<oneshot::Sender<()>>>,
     seal_tx: mpsc::UnboundedSender<Sealed>,
     fetch_bytes_free: std::cell::Cell<usize>,
@@ -116,6 +125,7 @@ impl Shard {
             topic_names: RefCell::new(HashMap::new()),
             buffer: RefCell::new(OpenBuffer::new(0)),
             hw: RefCell::new(HashMap::new()),
+            spans: RefCell::new(HashMap::new()),
             waiters: RefCell::new(Vec::new()),
             seal_tx,
             fetch_bytes_free: std::cell::Cell::new(FETCH_BYTES_INFLIGHT_MAX),
@@ -178,6 +188,50 @@ impl Shard {
     }
 
     /// A recent high watermark, if one is known.
+    /// Cached spans from the one holding `from`: when they hold at least
+    /// `bytes_max` bytes or reach the high watermark `hw`. Returns the log
+    /// start offset too.
+    pub fn cached_spans(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        from: i64,
+        hw: i64,
+        bytes_max: usize,
+    ) -> Option<(i64, Vec<rutomq_meta::SpanRecord>)> {
+        let map = self.spans.borrow();
+        let (log_start, spans) = map.get(&(topic_id, partition))?;
+        let first = spans.iter().position(|s| s.last_offset >= from)?;
+        if spans[first].base_offset > from || from < *log_start {
+            return None;
+        }
+        let mut bytes = 0usize;
+        for (i, s) in spans.iter().enumerate().skip(first) {
+            bytes += s.byte_len as usize;
+            if bytes >= bytes_max || s.last_offset + 1 >= hw {
+                // Enough, plus what follows for read-ahead.
+                let end = (i + 1 + crate::read::READ_AHEAD_SPANS).min(spans.len());
+                return Some((*log_start, spans[first..end].to_vec()));
+            }
+        }
+        None
+    }
+
+    /// Remembers the spans just read for a partition.
+    pub fn cache_spans(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        log_start: i64,
+        spans: &[rutomq_meta::SpanRecord],
+    ) {
+        let mut map = self.spans.borrow_mut();
+        if map.len() >= SPAN_CACHE_PARTITIONS_MAX && !map.contains_key(&(topic_id, partition)) {
+            map.clear();
+        }
+        map.insert((topic_id, partition), (log_start, spans.to_vec()));
+    }
+
     pub fn known_watermark(&self, topic_id: Uuid, partition: i32) -> Option<i64> {
         self.hw
             .borrow()

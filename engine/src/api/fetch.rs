@@ -8,6 +8,7 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use bytes::{BufMut, BytesMut};
 use futures::future::{select, Either};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
@@ -15,7 +16,7 @@ use uuid::Uuid;
 
 use super::Req;
 use crate::error::ErrorCode;
-use crate::read::read_partition;
+use crate::read::{read_partition, Records};
 use crate::shard::{FetchGrant, Shard};
 
 /// Longest long poll honoured.
@@ -36,8 +37,9 @@ pub async fn handle(
     shard: &Rc<Shard>,
     req: &Req,
     body: FetchRequest,
-) -> (FetchResponse, Vec<FetchGrant>) {
+) -> (FetchReply, Vec<FetchGrant>) {
     let mut grants = Vec::new();
+    let tag: [u8; 8] = Uuid::new_v4().as_bytes()[..8].try_into().expect("8 bytes");
     let mut wanted = Vec::with_capacity(body.topics.len());
     for t in body.topics {
         let resolved = if req.version >= 13 {
@@ -74,8 +76,8 @@ pub async fn handle(
         // Admission by memory: a shard busy assembling other responses
         // answers with less data instead of growing.
         grants.clear();
-        let (responses, total, errors) =
-            read_all(shard, req.version, &wanted, max_bytes, &mut grants).await;
+        let (responses, records, total, errors) =
+            read_all(shard, req.version, &wanted, max_bytes, &mut grants, &tag).await;
         let now = Instant::now();
         if total >= min_bytes
             || errors
@@ -85,26 +87,16 @@ pub async fn handle(
                 .stopping
                 .load(std::sync::atomic::Ordering::Relaxed)
         {
-            return (
-                FetchResponse::default()
-                    .with_session_id(0)
-                    .with_responses(responses),
-                grants,
-            );
+            return (FetchReply::new(responses, records, tag), grants);
         }
         let timer = Box::pin(rutomq_shards::sleep(deadline - now));
         match select(changed, timer).await {
             Either::Left(_) => continue,
             Either::Right(_) => {
                 grants.clear();
-                let (responses, _, _) =
-                    read_all(shard, req.version, &wanted, max_bytes, &mut grants).await;
-                return (
-                    FetchResponse::default()
-                        .with_session_id(0)
-                        .with_responses(responses),
-                    grants,
-                );
+                let (responses, records, _, _) =
+                    read_all(shard, req.version, &wanted, max_bytes, &mut grants, &tag).await;
+                return (FetchReply::new(responses, records, tag), grants);
             }
         }
     }
@@ -127,7 +119,8 @@ async fn read_all(
     wanted: &[Wanted],
     max_bytes: usize,
     grants: &mut Vec<FetchGrant>,
-) -> (Vec<FetchableTopicResponse>, usize, bool) {
+    tag: &[u8; 8],
+) -> (Vec<FetchableTopicResponse>, Vec<Records>, usize, bool) {
     // Plan every partition and reserve its memory in request order (a
     // shard busy assembling other responses answers with less data instead
     // of growing), then read all of them concurrently.
@@ -206,6 +199,7 @@ async fn read_all(
     }))
     .await;
     let mut reads = reads.into_iter();
+    let mut records = Vec::new();
     let mut total = 0usize;
     let mut errors = false;
     let mut responses = Vec::with_capacity(wanted.len());
@@ -218,17 +212,26 @@ async fn read_all(
                     data, mut grant, ..
                 } => match reads.next().expect("one read per Slot::Read") {
                     Ok(read) => {
-                        grant.shrink_to(read.records.len());
+                        let len = read.records.len;
+                        grant.shrink_to(len);
                         grants.push(grant);
-                        total += read.records.len();
-                        shard.metrics.fetch_bytes.fetch_add(
-                            read.records.len() as u64,
-                            std::sync::atomic::Ordering::Relaxed,
-                        );
+                        total += len;
+                        shard
+                            .metrics
+                            .fetch_bytes
+                            .fetch_add(len as u64, std::sync::atomic::Ordering::Relaxed);
+                        // The records are spliced in at encoding, in place of
+                        // a marker (one copy, straight into the frame).
+                        let placeholder = if len == 0 {
+                            bytes::Bytes::new()
+                        } else {
+                            records.push(read.records);
+                            marker(tag, records.len() - 1)
+                        };
                         data.with_high_watermark(read.high_watermark)
                             .with_last_stable_offset(read.high_watermark)
                             .with_log_start_offset(read.log_start_offset)
-                            .with_records(Some(read.records.freeze()))
+                            .with_records(Some(placeholder))
                     }
                     Err(code) => data.with_error_code(code.code()),
                 },
@@ -248,5 +251,158 @@ async fn read_all(
                 .with_partitions(out),
         );
     }
-    (responses, total, errors)
+    (responses, records, total, errors)
+}
+
+const MARKER_BYTES: usize = 16;
+
+/// The placeholder of record set `i`: the response's random tag and `i`.
+fn marker(tag: &[u8; 8], i: usize) -> bytes::Bytes {
+    let mut m = Vec::with_capacity(MARKER_BYTES);
+    m.extend_from_slice(tag);
+    m.extend_from_slice(&(i as u64).to_be_bytes());
+    bytes::Bytes::from(m)
+}
+
+/// A Fetch response whose record sets are still separate.
+pub struct FetchReply {
+    resp: FetchResponse,
+    records: Vec<Records>,
+    tag: [u8; 8],
+}
+
+impl FetchReply {
+    fn new(
+        responses: Vec<FetchableTopicResponse>,
+        records: Vec<Records>,
+        tag: [u8; 8],
+    ) -> FetchReply {
+        FetchReply {
+            resp: FetchResponse::default()
+                .with_session_id(0)
+                .with_responses(responses),
+            records,
+            tag,
+        }
+    }
+
+    /// The response frame: encoded with a small marker in place of each
+    /// record set, then copied once with the record sets (base offsets
+    /// patched) written where their markers and length prefixes were.
+    pub fn encode(&self, correlation_id: i32, version: i16) -> Option<bytes::Bytes> {
+        let frame = super::encode(correlation_id, version, &self.resp)?;
+        if self.records.is_empty() {
+            return Some(frame);
+        }
+        // Records are COMPACT_RECORDS (uvarint length + 1) from v12, else
+        // an int32 length.
+        let flexible = version >= 12;
+        let prefix: &[u8] = if flexible {
+            &[MARKER_BYTES as u8 + 1]
+        } else {
+            &[0, 0, 0, MARKER_BYTES as u8]
+        };
+        let total: usize = self.records.iter().map(|r| r.len).sum();
+        let mut out = BytesMut::with_capacity(frame.len() + total);
+        let mut pos = 0;
+        for (i, records) in self.records.iter().enumerate() {
+            let m = marker(&self.tag, i);
+            let Some(found) = frame[pos..].windows(MARKER_BYTES).position(|w| w == &m[..]) else {
+                tracing::error!(i, "fetch record marker missing from the encoded response");
+                return None;
+            };
+            let at = pos + found;
+            let Some(len_at) = at
+                .checked_sub(prefix.len())
+                .filter(|&l| &frame[l..at] == prefix)
+            else {
+                tracing::error!(i, "fetch record marker without its length prefix");
+                return None;
+            };
+            out.extend_from_slice(&frame[pos..len_at]);
+            if flexible {
+                put_uvarint(&mut out, records.len as u64 + 1);
+            } else {
+                out.put_i32(records.len as i32);
+            }
+            records.write_to(&mut out);
+            pos = at + MARKER_BYTES;
+        }
+        out.extend_from_slice(&frame[pos..]);
+        let size = (out.len() - 4) as i32;
+        out[..4].copy_from_slice(&size.to_be_bytes());
+        Some(out.freeze())
+    }
+}
+
+fn put_uvarint(out: &mut BytesMut, mut v: u64) {
+    while v >= 0x80 {
+        out.put_u8((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.put_u8(v as u8);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::protocol::StrBytes;
+
+    fn batch(n: u8, len: usize) -> bytes::Bytes {
+        let mut b = vec![n; len];
+        b[..8].copy_from_slice(&0i64.to_be_bytes());
+        bytes::Bytes::from(b)
+    }
+
+    /// The spliced frame equals kafka-protocol's encoding of the same
+    /// response with the records in place, at every served version.
+    #[test]
+    fn spliced_records_encode_like_the_library() {
+        let tag = *b"tagtagta";
+        let sets = [
+            vec![(5i64, batch(1, 70)), (9, batch(2, 200))],
+            vec![(100, batch(3, 130))],
+        ];
+        for version in 4..=18 {
+            let mut records = Vec::new();
+            let mut direct = Vec::new();
+            let mut spliced = Vec::new();
+            for (p, set) in sets.iter().enumerate() {
+                let mut r = Records::default();
+                let mut bytes = BytesMut::new();
+                for (base, b) in set {
+                    r.push(*base, b.clone());
+                    crate::records::put_with_base_offset(&mut bytes, b, *base);
+                }
+                let data = PartitionData::default()
+                    .with_partition_index(p as i32)
+                    .with_high_watermark(200);
+                direct.push(data.clone().with_records(Some(bytes.freeze())));
+                records.push(r);
+                spliced.push(data.with_records(Some(marker(&tag, p))));
+            }
+            // A partition without data stays as it is.
+            let empty = PartitionData::default()
+                .with_partition_index(7)
+                .with_records(Some(bytes::Bytes::new()));
+            direct.push(empty.clone());
+            spliced.push(empty);
+            let topic = |parts| {
+                vec![FetchableTopicResponse::default()
+                    .with_topic(TopicName(StrBytes::from_static_str("t")))
+                    .with_topic_id(Uuid::from_u128(7))
+                    .with_partitions(parts)]
+            };
+            let want = super::super::encode(
+                3,
+                version,
+                &FetchResponse::default().with_responses(topic(direct)),
+            )
+            .unwrap();
+            let got = FetchReply::new(topic(spliced), records, tag)
+                .encode(3, version)
+                .unwrap();
+            assert_eq!(got, want, "version {version}");
+        }
+    }
 }

@@ -269,8 +269,8 @@ async fn dispatch(shard: Rc<Shard>, frame: Bytes) -> Result<Reply, Close> {
             let shard = shard.clone();
             Ok(Reply::Later(
                 async move {
-                    let (resp, grants) = fetch::handle(&shard, &req, b).await;
-                    let frame = encode(corr, version, &resp);
+                    let (reply, grants) = fetch::handle(&shard, &req, b).await;
+                    let frame = reply.encode(corr, version);
                     drop(grants);
                     frame
                 }
