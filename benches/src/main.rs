@@ -188,6 +188,13 @@ async fn run(args: Args) -> Result<()> {
         (None, None) => Some(Duration::from_secs(30)),
     };
     let shared = Arc::new(Shared::new());
+    // In e2e runs `shared` is the consumers' (end-to-end latency); the
+    // producers count their acks apart.
+    let pshared = if args.mode == Mode::E2e {
+        Arc::new(Shared::linked(&shared))
+    } else {
+        shared.clone()
+    };
     let mut tasks = tokio::task::JoinSet::new();
 
     if args.mode != Mode::Produce {
@@ -248,7 +255,7 @@ async fn run(args: Args) -> Result<()> {
                     None
                 },
             };
-            tasks.spawn(produce::run(cfg, shared.clone(), sent.clone()));
+            tasks.spawn(produce::run(cfg, pshared.clone(), sent.clone()));
         }
     }
 
@@ -327,7 +334,7 @@ async fn run(args: Args) -> Result<()> {
     let seconds = from.elapsed().as_secs_f64();
     let b1 = broker.as_ref().map(Broker::sample).transpose()?;
     let m1 = args.metrics_url.as_deref().map(stats::scrape).transpose()?;
-    let result = summarize(
+    let mut result = summarize(
         &args,
         &topics,
         &shared,
@@ -335,6 +342,16 @@ async fn run(args: Args) -> Result<()> {
         (b0, b1, &rss_series),
         (m0, m1),
     )?;
+    if args.mode == Mode::E2e {
+        // The producers' own acks, beside the end-to-end figures.
+        let h = pshared.latency.lock().unwrap_or_else(|e| e.into_inner());
+        let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+        result["produced_records"] = json!(pshared.records.load(Ordering::Relaxed));
+        result["produce_errors"] = json!(pshared.errors.load(Ordering::Relaxed));
+        result["produce_ack_latency_ms"] = json!({
+            "p50": ms(0.5), "p99": ms(0.99), "p999": ms(0.999), "max": h.max() as f64 / 1000.0,
+        });
+    }
     print_summary(&result);
     if !args.no_out {
         let path = args.out.clone().unwrap_or_else(|| {
@@ -505,6 +522,15 @@ fn print_summary(r: &Value) {
             println!(
                 "{:<28} {:.2}",
                 format!("latency {k} (ms)"),
+                l[k].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    if let Some(l) = r["produce_ack_latency_ms"].as_object() {
+        for k in ["p50", "p99", "p999"] {
+            println!(
+                "{:<28} {:.2}",
+                format!("produce ack {k} (ms)"),
                 l[k].as_f64().unwrap_or(0.0)
             );
         }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -21,8 +21,8 @@ pub fn new_histogram() -> Histogram<u64> {
 /// Shared by every connection task of a run. Counters before the warmup
 /// ends go to `*_total` only.
 pub struct Shared {
-    pub measuring: AtomicBool,
-    pub stop: AtomicBool,
+    pub measuring: Arc<AtomicBool>,
+    pub stop: Arc<AtomicBool>,
     pub records: AtomicU64,
     pub bytes: AtomicU64,
     pub records_total: AtomicU64,
@@ -36,9 +36,19 @@ pub struct Shared {
 
 impl Shared {
     pub fn new() -> Shared {
+        Shared::with_flags(Arc::default(), Arc::default())
+    }
+
+    /// Counters of their own, but the same warmup and stop flags as
+    /// `other` (the producer side of an e2e run).
+    pub fn linked(other: &Shared) -> Shared {
+        Shared::with_flags(other.measuring.clone(), other.stop.clone())
+    }
+
+    fn with_flags(measuring: Arc<AtomicBool>, stop: Arc<AtomicBool>) -> Shared {
         Shared {
-            measuring: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
+            measuring,
+            stop,
             records: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
             records_total: AtomicU64::new(0),

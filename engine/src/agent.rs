@@ -15,8 +15,14 @@ use crate::embedded_pg::EmbeddedPg;
 use crate::pipeline::{Pipeline, Sealed, WindowMembers, WindowStages, SEALED_QUEUE_MAX};
 use crate::shard::Shard;
 
-/// Watermark changes sent to each shard.
-pub type HubMessage = Arc<Vec<(Uuid, i32, i64)>>;
+/// Watermark changes sent to each shard, with the spans behind them when
+/// this agent committed them.
+pub type HubMessage = Arc<HubNews>;
+
+pub struct HubNews {
+    pub marks: Vec<(Uuid, i32, i64)>,
+    pub spans: Vec<crate::pipeline::NewSpan>,
+}
 /// Watermark messages queued per shard; past it a change is dropped and the
 /// affected long polls end at their `max_wait_ms` instead.
 pub const HUB_QUEUE_MAX: usize = 4096;
@@ -42,11 +48,11 @@ pub struct Hub {
 }
 
 impl Hub {
-    pub fn notify(&self, marks: Vec<(Uuid, i32, i64)>) {
+    pub fn notify(&self, marks: Vec<(Uuid, i32, i64)>, spans: Vec<crate::pipeline::NewSpan>) {
         if marks.is_empty() {
             return;
         }
-        let msg = Arc::new(marks);
+        let msg = Arc::new(HubNews { marks, spans });
         for s in &self.senders {
             if s.try_send(msg.clone()).is_err() {
                 tracing::debug!("watermark queue full; long polls fall back to max_wait_ms");
@@ -170,7 +176,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     let listen_hub = hub.clone();
     let (meta, meta_join) = Meta::start(
         url,
-        Box::new(move |marks| listen_hub.notify(marks.to_vec())),
+        Box::new(move |marks| listen_hub.notify(marks.to_vec(), Vec::new())),
     )
     .context("cannot reach PostgreSQL")?;
 
@@ -216,8 +222,11 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         agent_id,
         gather: (flush_interval / 2).clamp(Duration::from_micros(200), Duration::from_millis(5)),
         flush_bytes: args.flush_bytes,
-        on_commit: Arc::new(move |w| {
-            commit_hub.notify(w.iter().map(|(&(t, p), &(hw, _))| (t, p, hw)).collect())
+        on_commit: Arc::new(move |w, spans| {
+            commit_hub.notify(
+                w.iter().map(|(&(t, p), &(hw, _))| (t, p, hw)).collect(),
+                spans,
+            )
         }),
         commit_age_max: gc_grace / 2,
         stages: stages.clone(),

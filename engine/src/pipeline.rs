@@ -112,8 +112,11 @@ impl WindowStages {
     }
 }
 
-/// Called with new high watermarks after each local commit.
-pub type OnCommit = Arc<dyn Fn(&rutomq_meta::Watermarks) + Send + Sync>;
+/// Called with new high watermarks and the new spans after each local commit.
+pub type OnCommit = Arc<dyn Fn(&rutomq_meta::Watermarks, Vec<NewSpan>) + Send + Sync>;
+
+/// A span this agent just committed, for the shards' span caches.
+pub type NewSpan = ((Uuid, i32), rutomq_meta::SpanRecord);
 
 pub struct Pipeline {
     pub storage: Storage,
@@ -285,7 +288,7 @@ impl Pipeline {
         tokio::spawn(async move {
             let outcome = receiver.await;
             WindowStages::add(&stages.commit_us, uploaded_at);
-            let (mut outcomes, watermarks) = match outcome {
+            let (mut outcomes, watermarks, spans) = match outcome {
                 Ok(Ok(o)) => o,
                 Ok(Err(e)) => {
                     for s in window {
@@ -300,7 +303,7 @@ impl Pipeline {
                     return;
                 }
             };
-            on_commit(&watermarks);
+            on_commit(&watermarks, spans);
             assert_eq!(outcomes.len(), appends.len(), "one outcome list per append");
             let mut rest = outcomes.drain(..).zip(appends);
             for (s, n) in window.into_iter().zip(parts) {

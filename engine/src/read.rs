@@ -117,7 +117,13 @@ pub async fn read_partition(
                 .map_err(|e| ErrorCode::from(&e))?;
             let offsets = offsets.ok_or(ErrorCode::UnknownTopicOrPartition)?;
             shard.set_watermark(topic_id, partition, offsets.high_watermark);
-            shard.cache_spans(topic_id, partition, offsets.log_start_offset, &spans);
+            shard.cache_spans(
+                topic_id,
+                partition,
+                offsets.log_start_offset,
+                fetch_offset,
+                &spans,
+            );
             (offsets.high_watermark, offsets.log_start_offset, spans)
         }
     };

@@ -28,9 +28,12 @@ pub const TOPIC_CACHE_TTL: Duration = Duration::from_secs(5);
 pub const HW_CACHE_TTL: Duration = Duration::from_secs(5);
 /// Partitions whose spans a shard caches (each up to FETCH_SPANS_MAX spans).
 pub const SPAN_CACHE_PARTITIONS_MAX: usize = 1024;
+/// Spans kept per partition (the oldest half goes when it is full).
+pub const SPANS_CACHED_PER_PARTITION_MAX: usize = 256;
 
-/// A partition's log start offset and the spans last read from it.
-type CachedSpans = (i64, Vec<rutomq_meta::SpanRecord>);
+/// A partition's log start offset, the spans last read from it, and the
+/// offset the next span must start at to extend them.
+type CachedSpans = (i64, Vec<rutomq_meta::SpanRecord>, i64);
 /// Topics cached per shard at most.
 pub const TOPIC_CACHE_ENTRIES_MAX: usize = 100_000;
 /// Long-poll waiter list length at which finished waiters are pruned.
@@ -150,7 +153,8 @@ impl Shard {
         rutomq_shards::spawn(async move {
             while let Ok(msg) = hub_rx.recv().await {
                 let Some(shard) = weak.upgrade() else { break };
-                shard.learn_watermarks(&msg);
+                shard.learn_spans(&msg.spans);
+                shard.learn_watermarks(&msg.marks);
             }
         });
         shard
@@ -200,7 +204,7 @@ impl Shard {
         bytes_max: usize,
     ) -> Option<(i64, Vec<rutomq_meta::SpanRecord>)> {
         let map = self.spans.borrow();
-        let (log_start, spans) = map.get(&(topic_id, partition))?;
+        let (log_start, spans, _) = map.get(&(topic_id, partition))?;
         let first = spans.iter().position(|s| s.last_offset >= from)?;
         if spans[first].base_offset > from || from < *log_start {
             return None;
@@ -217,19 +221,40 @@ impl Shard {
         None
     }
 
-    /// Remembers the spans just read for a partition.
+    /// Extends cached span lists with spans this agent just committed, when
+    /// they continue them (a gap means another agent wrote in between: the
+    /// next read asks PostgreSQL and refreshes the list).
+    fn learn_spans(&self, spans: &[crate::pipeline::NewSpan]) {
+        let mut map = self.spans.borrow_mut();
+        for (tp, span) in spans {
+            let Some((_, list, next)) = map.get_mut(tp) else {
+                continue;
+            };
+            if *next == span.base_offset {
+                if list.len() >= SPANS_CACHED_PER_PARTITION_MAX {
+                    list.drain(..list.len() / 2);
+                }
+                list.push(span.clone());
+                *next = span.last_offset + 1;
+            }
+        }
+    }
+
+    /// Remembers the spans just read for a partition from offset `from`.
     pub fn cache_spans(
         &self,
         topic_id: Uuid,
         partition: i32,
         log_start: i64,
+        from: i64,
         spans: &[rutomq_meta::SpanRecord],
     ) {
+        let next = spans.last().map_or(from, |l| l.last_offset + 1);
         let mut map = self.spans.borrow_mut();
         if map.len() >= SPAN_CACHE_PARTITIONS_MAX && !map.contains_key(&(topic_id, partition)) {
             map.clear();
         }
-        map.insert((topic_id, partition), (log_start, spans.to_vec()));
+        map.insert((topic_id, partition), (log_start, spans.to_vec(), next));
     }
 
     pub fn known_watermark(&self, topic_id: Uuid, partition: i32) -> Option<i64> {

@@ -69,6 +69,8 @@ pub struct CommitResult {
     pub outcomes: Vec<Vec<Vec<BatchOutcome>>>,
     /// (topic, partition) → (high watermark, log start offset) after commit.
     pub watermarks: HashMap<(Uuid, i32), (i64, i64)>,
+    /// The spans inserted, for the agent's own span caches.
+    pub spans: Vec<SpanRow>,
 }
 
 /// A span row to insert.
@@ -392,7 +394,9 @@ pub async fn execute(
     r4?;
     r5?;
     tx.commit().await?;
-    Ok(plan.result)
+    let mut result = plan.result;
+    result.spans = plan.spans;
+    Ok(result)
 }
 
 /// NOTIFY payloads (each under PostgreSQL's 8000-byte limit):

@@ -134,8 +134,19 @@ type Job = Box<dyn FnOnce(Ctx) -> BoxFuture<'static, ()> + Send>;
 
 struct CommitJob {
     object: ObjectCommit,
-    reply: oneshot::Sender<Result<(CommitResultForObject, Watermarks), Arc<MetaError>>>,
+    reply: oneshot::Sender<CommitAnswer>,
 }
+
+/// What a committed object became: its outcomes, the watermarks after the
+/// commit, and the spans it got (partition, span).
+pub type CommitAnswer = Result<
+    (
+        CommitResultForObject,
+        Watermarks,
+        Vec<((Uuid, i32), SpanRecord)>,
+    ),
+    Arc<MetaError>,
+>;
 
 /// Outcomes of one object's appends, in append order.
 pub type CommitResultForObject = Vec<Vec<BatchOutcome>>;
@@ -144,8 +155,7 @@ pub type CommitResultForObject = Vec<Vec<BatchOutcome>>;
 pub type Watermarks = HashMap<(Uuid, i32), (i64, i64)>;
 
 /// Answer to [`Meta::submit_commit`].
-pub type CommitReceiver =
-    oneshot::Receiver<Result<(CommitResultForObject, Watermarks), Arc<MetaError>>>;
+pub type CommitReceiver = oneshot::Receiver<CommitAnswer>;
 
 /// Handle to the metadata thread. Cheap to clone; `Send`.
 #[derive(Clone)]
@@ -725,6 +735,10 @@ async fn run_committer(
         // Move the objects out (no copy of their batch lists per commit).
         let (objects, replies): (Vec<ObjectCommit>, Vec<_>) =
             jobs.drain(..).map(|j| (j.object, j.reply)).unzip();
+        let keys: Vec<(String, u64)> = objects
+            .iter()
+            .map(|o| (o.object_key.clone(), o.size_bytes))
+            .collect();
         let prepared = match statements.take() {
             Some(st) => Ok(st),
             None => commit::Statements::prepare(&client)
@@ -746,8 +760,29 @@ async fn run_committer(
                     .committed_windows
                     .fetch_add(replies.len() as u64, Ordering::Relaxed);
                 let outcomes = std::mem::take(&mut r.outcomes);
-                for (reply, outcome) in replies.into_iter().zip(outcomes) {
-                    let _ = reply.send(Ok((outcome, r.watermarks.clone())));
+                let mut spans = std::mem::take(&mut r.spans);
+                for ((reply, outcome), (key, size)) in replies.into_iter().zip(outcomes).zip(keys) {
+                    // Spans are planned in object order: this object's come first.
+                    let n = spans.iter().take_while(|s| s.object_key == key).count();
+                    let mine = spans
+                        .drain(..n)
+                        .map(|s| {
+                            (
+                                (s.topic_id, s.partition),
+                                SpanRecord {
+                                    base_offset: s.base_offset,
+                                    last_offset: s.last_offset,
+                                    object_key: s.object_key,
+                                    byte_start: s.byte_start as u64,
+                                    byte_len: s.byte_len as u32,
+                                    batch_count: s.batch_count,
+                                    max_timestamp: s.max_timestamp,
+                                    object_size: size,
+                                },
+                            )
+                        })
+                        .collect();
+                    let _ = reply.send(Ok((outcome, r.watermarks.clone(), mine)));
                 }
             }
             Err(e) => {
