@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Soak run: one rutomq agent with embedded defaults, produce and consume at
+# once (rutomq-bench e2e) at a fixed rate for a long time, and report whether
+# the agent's resident memory stays flat.
+#
+# Usage: benches/soak.sh [RATE_RECORDS_PER_S] [SECONDS] [RESULT_JSON]
+#   defaults: 61440 records/s (60 MiB/s of 1 KiB records), 600 s,
+#             benches/results/raw/<utc>-soak-e2e.json
+# Needs: cargo build --release --bin rutomq --bin rutomq-bench
+# Disk: the run writes RATE x SECONDS KiB of objects (60 MiB/s for 600 s is
+# about 35 GiB); the data directory is deleted at the end.
+#
+# Verdict: RSS after the first minute (caches filled) against RSS at the end
+# and the maximum after the first minute; flat means within 10 %.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+rate="${1:-61440}"
+seconds="${2:-600}"
+out="${3:-$repo/benches/results/raw/$(date -u +%Y%m%dT%H%M%SZ)-soak-e2e.json}"
+bin="$repo/target/release"
+work="$(mktemp -d /tmp/rq-soak.XXXX)"
+chmod 755 "$work"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+hport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+
+pid=""
+cleanup() {
+    if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then
+        kill -TERM "$pid"
+        for _ in $(seq 90); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$bin/rutomq" serve --data-dir "$work/data" --listen "127.0.0.1:$port" --http "127.0.0.1:$hport" \
+    >"$work/rutomq.log" 2>&1 &
+pid=$!
+for _ in $(seq 120); do
+    curl -sf "http://127.0.0.1:$hport/health/ready" >/dev/null && break
+    sleep 0.5
+done
+curl -sf "http://127.0.0.1:$hport/health/ready" >/dev/null || { cat "$work/rutomq.log"; exit 1; }
+pg_pid=$(head -1 "$work/data/pg/data/postmaster.pid")
+
+"$bin/rutomq-bench" e2e --bootstrap "127.0.0.1:$port" --create --topic soak \
+    --rate "$rate" --duration "$seconds" --warmup 5 \
+    --broker-pid "$pid" --broker-pid "$pg_pid" \
+    --metrics-url "http://127.0.0.1:$hport/metrics" --label rutomq-soak --out "$out"
+
+python3 - "$out" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+s = r["broker"]["rss_series_kib"]
+settled = s[60] if len(s) > 60 else s[0]
+after = s[60:] or s
+end, peak = s[-1], max(after)
+print(f"RSS MiB: at 60 s {settled/1024:.0f}, end {end/1024:.0f}, max after 60 s {peak/1024:.0f}, "
+      f"end/60s {end/settled:.3f}, max/60s {peak/settled:.3f}")
+print("flat (within 10 %)" if peak <= settled * 1.10 and end >= settled * 0.90 else "NOT flat")
+EOF
