@@ -121,11 +121,39 @@ pub struct MetaStats {
     pub queries: AtomicU64,
 }
 
+/// The shared query connection, with the statements every fetch runs
+/// prepared once (no Parse/Describe round trip and no planning per fetch).
+struct QueryConn {
+    client: tokio_postgres::Client,
+    fetch_spans: tokio_postgres::Statement,
+    partition_offsets: tokio_postgres::Statement,
+}
+
+impl std::ops::Deref for QueryConn {
+    type Target = tokio_postgres::Client;
+    fn deref(&self) -> &tokio_postgres::Client {
+        &self.client
+    }
+}
+
+async fn connect_query(url: &str) -> Result<QueryConn, MetaError> {
+    let client = connect(url).await?;
+    let (fetch_spans, partition_offsets) = futures::join!(
+        client.prepare(sql::FETCH_SPANS),
+        client.prepare(sql::PARTITION_OFFSETS)
+    );
+    Ok(QueryConn {
+        fetch_spans: fetch_spans?,
+        partition_offsets: partition_offsets?,
+        client,
+    })
+}
+
 /// What a query job runs with on the metadata thread.
 #[derive(Clone)]
 struct Ctx {
     /// Shared by concurrent queries (tokio-postgres pipelines them).
-    query: Arc<tokio_postgres::Client>,
+    query: Arc<QueryConn>,
     /// Transactions for topic DDL, one at a time.
     ddl: Arc<tokio::sync::Mutex<tokio_postgres::Client>>,
 }
@@ -243,7 +271,7 @@ impl Meta {
                         let mut commit_client = connect(&url).await?;
                         migrate(&mut commit_client).await?;
                         let ctx = Ctx {
-                            query: Arc::new(connect(&url).await?),
+                            query: Arc::new(connect_query(&url).await?),
                             ddl: Arc::new(tokio::sync::Mutex::new(connect(&url).await?)),
                         };
                         Ok::<_, MetaError>((commit_client, ctx))
@@ -289,7 +317,7 @@ impl Meta {
     async fn run<T, F, Fut>(&self, f: F) -> Result<T, MetaError>
     where
         T: Send + 'static,
-        F: FnOnce(Arc<tokio_postgres::Client>) -> Fut + Send + 'static,
+        F: FnOnce(Arc<QueryConn>) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = Result<T, MetaError>> + Send + 'static,
     {
         self.run_ctx(move |ctx| f(ctx.query)).await
@@ -443,8 +471,8 @@ impl Meta {
             let spans_params: [&(dyn ToSql + Sync); 4] =
                 [&topic_id, &partition, &from_offset, &spans_max];
             let (offsets, spans) = futures::join!(
-                c.query_opt(sql::PARTITION_OFFSETS, &offsets_params),
-                c.query(sql::FETCH_SPANS, &spans_params)
+                c.query_opt(&c.partition_offsets, &offsets_params),
+                c.query(&c.fetch_spans, &spans_params)
             );
             let offsets = offsets?.map(|r| offsets_from_row(&r));
             Ok((offsets, spans?.iter().map(span_from_row).collect()))
@@ -458,11 +486,9 @@ impl Meta {
         partition: i32,
     ) -> Result<Option<PartitionOffsets>, MetaError> {
         self.run(move |c| async move {
-            Ok(
-                c.query_opt(sql::PARTITION_OFFSETS, &[&topic_id, &partition])
-                    .await?
-                    .map(|r| offsets_from_row(&r)),
-            )
+            Ok(c.query_opt(&c.partition_offsets, &[&topic_id, &partition])
+                .await?
+                .map(|r| offsets_from_row(&r)))
         })
         .await
     }
@@ -647,7 +673,7 @@ fn span_from_row(r: &tokio_postgres::Row) -> SpanRecord {
 /// that finds PostgreSQL still down fails with a retriable error.
 async fn reconnect_if_closed(url: &str, ctx: &mut Ctx) {
     if ctx.query.is_closed() {
-        match connect(url).await {
+        match connect_query(url).await {
             Ok(c) => {
                 tracing::info!("query connection to PostgreSQL re-established");
                 ctx.query = Arc::new(c);
