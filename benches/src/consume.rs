@@ -12,6 +12,8 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::{BrokerId, FetchRequest};
 use tokio::io::AsyncWriteExt;
 
+use rutomq_bench::by_topic;
+
 use crate::produce::unix_ms;
 use crate::stats::Shared;
 use crate::wire::{self, FETCH_VERSION};
@@ -30,12 +32,11 @@ pub struct ConsumerConfig {
     pub e2e: bool,
 }
 
-// Record batch v2 header layout.
-const BATCH_LAST_OFFSET_DELTA_AT: usize = 23;
-const BATCH_MAX_TS_AT: usize = 35;
-const BATCH_ATTRIBUTES_AT: usize = 21;
-const BATCH_RECORDS_AT: usize = 57;
-const BATCH_HEADER_LEN: usize = 61;
+use rutomq_bench::layout::{
+    ATTRIBUTES_AT as BATCH_ATTRIBUTES_AT, BATCH_LENGTH_AT, HEADER_LEN as BATCH_HEADER_LEN,
+    LAST_OFFSET_DELTA_AT as BATCH_LAST_OFFSET_DELTA_AT, MAX_TIMESTAMP_AT as BATCH_MAX_TS_AT,
+    RECORDS_COUNT_AT as BATCH_RECORDS_AT,
+};
 
 fn be_i64(b: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
@@ -52,7 +53,7 @@ fn walk(records: &Bytes, from: i64, out_ts: &mut Vec<(i64, u64)>) -> Result<(u64
     let mut next = from;
     while records.len() - at >= BATCH_HEADER_LEN {
         let b = &records[at..];
-        let len = be_i32(b, 8);
+        let len = be_i32(b, BATCH_LENGTH_AT);
         if len < (BATCH_HEADER_LEN - 12) as i32 {
             bail!("batch length {len} at byte {at}");
         }
@@ -85,21 +86,21 @@ pub async fn run(cfg: ConsumerConfig, shared: Arc<Shared>) -> Result<()> {
     let mut corr = 0i32;
     let mut stamps = Vec::new();
     while !shared.stopped() {
-        let mut topics: Vec<FetchTopic> = Vec::new();
-        for ((t, p, _), off) in cfg.parts.iter().zip(&offsets) {
+        let parts = cfg.parts.iter().zip(&offsets).map(|((t, p, _), off)| {
             let part = FetchPartition::default()
                 .with_partition(*p)
                 .with_fetch_offset(*off)
                 .with_partition_max_bytes(cfg.partition_max_bytes);
-            match topics.iter_mut().find(|x| x.topic.0.as_str() == t) {
-                Some(x) => x.partitions.push(part),
-                None => topics.push(
-                    FetchTopic::default()
-                        .with_topic(wire::topic_name(t))
-                        .with_partitions(vec![part]),
-                ),
-            }
-        }
+            (t.clone(), part)
+        });
+        let topics = by_topic(parts)
+            .into_iter()
+            .map(|(t, partitions)| {
+                FetchTopic::default()
+                    .with_topic(wire::topic_name(&t))
+                    .with_partitions(partitions)
+            })
+            .collect();
         let req = FetchRequest::default()
             .with_replica_id(BrokerId(-1))
             .with_max_wait_ms(cfg.max_wait_ms)

@@ -344,13 +344,9 @@ async fn run(args: Args) -> Result<()> {
     )?;
     if args.mode == Mode::E2e {
         // The producers' own acks, beside the end-to-end figures.
-        let h = pshared.latency.lock().unwrap_or_else(|e| e.into_inner());
-        let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
         result["produced_records"] = json!(pshared.records.load(Ordering::Relaxed));
         result["produce_errors"] = json!(pshared.errors.load(Ordering::Relaxed));
-        result["produce_ack_latency_ms"] = json!({
-            "p50": ms(0.5), "p99": ms(0.99), "p999": ms(0.999), "max": h.max() as f64 / 1000.0,
-        });
+        result["produce_ack_latency_ms"] = latency_json(&pshared);
     }
     print_summary(&result);
     if !args.no_out {
@@ -387,12 +383,7 @@ fn summarize(
     let records = shared.records.load(Ordering::Relaxed);
     let bytes = shared.bytes.load(Ordering::Relaxed);
     let mib_s = bytes as f64 / 1048576.0 / seconds;
-    let h = shared.latency.lock().unwrap_or_else(|e| e.into_inner());
-    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
-    let latency = (!h.is_empty()).then(|| {
-        json!({"p50": ms(0.5), "p90": ms(0.9), "p99": ms(0.99), "p999": ms(0.999),
-               "max": h.max() as f64 / 1000.0, "mean": h.mean() / 1000.0, "count": h.len()})
-    });
+    let latency = latency_json(shared);
     let broker = match (b0, b1) {
         (Some(a), Some(b)) => {
             let by_pid: serde_json::Map<String, Value> = args
@@ -494,6 +485,17 @@ fn summarize(
         "broker": broker,
         "metrics": metrics,
     }))
+}
+
+/// Percentiles (ms) of `shared`'s latency histogram; null when empty.
+fn latency_json(shared: &Shared) -> Value {
+    let h = shared.latency.lock().unwrap_or_else(|e| e.into_inner());
+    if h.is_empty() {
+        return Value::Null;
+    }
+    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    json!({"p50": ms(0.5), "p90": ms(0.9), "p99": ms(0.99), "p999": ms(0.999),
+           "max": h.max() as f64 / 1000.0, "mean": h.mean() / 1000.0, "count": h.len()})
 }
 
 fn print_summary(r: &Value) {

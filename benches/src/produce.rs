@@ -12,12 +12,13 @@ use anyhow::{bail, Context, Result};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::ProduceRequest;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 use rand::RngCore;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, Semaphore};
+
+use rutomq_bench::layout::{CRC_AT, CRC_FROM, FIRST_TIMESTAMP_AT, MAX_TIMESTAMP_AT};
+use rutomq_bench::{by_topic, record_batch};
 
 use crate::stats::Shared;
 use crate::wire::{self, PRODUCE_VERSION};
@@ -44,65 +45,30 @@ struct Template {
     payload_bytes: u64,
 }
 
-// Record batch v2 header layout.
-const BATCH_CRC_AT: usize = 17;
-const BATCH_CRC_FROM: usize = 21;
-const BATCH_FIRST_TS_AT: usize = 27;
-const BATCH_MAX_TS_AT: usize = 35;
-
-fn build_batch(cfg: &ProducerConfig, value: &Bytes) -> Result<Bytes> {
-    let records: Vec<Record> = (0..cfg.batch_records)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            // offset - sequence must be the same for every record, or the
-            // encoder splits them into batches; the base sequence stays -1.
-            sequence: i as i32 - 1,
-            timestamp: 0,
-            key: None,
-            value: Some(value.clone()),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression: cfg.compression,
-        },
-    )?;
-    Ok(buf.freeze())
-}
-
 fn build_template(cfg: &ProducerConfig) -> Result<Template> {
     let mut value = vec![0u8; cfg.record_size];
     rand::rng().fill_bytes(&mut value);
     // Half random, half zeros: compressible about 2:1 like typical payloads.
     value[cfg.record_size / 2..].fill(0);
     let value = Bytes::from(value);
-    let batch = build_batch(cfg, &value)?;
-    let mut topics: Vec<TopicProduceData> = Vec::new();
-    for (t, p) in &cfg.parts {
-        let data = PartitionProduceData::default()
-            .with_index(*p)
-            .with_records(Some(batch.clone()));
-        match topics.iter_mut().find(|x| x.name.0.as_str() == t) {
-            Some(x) => x.partition_data.push(data),
-            None => topics.push(
-                TopicProduceData::default()
-                    .with_name(wire::topic_name(t))
-                    .with_partition_data(vec![data]),
-            ),
-        }
-    }
+    let batch = record_batch(cfg.batch_records, &value, 0, cfg.compression)?;
+    let topics = by_topic(cfg.parts.iter().map(|(t, p)| (t.clone(), *p)))
+        .into_iter()
+        .map(|(t, parts)| {
+            TopicProduceData::default()
+                .with_name(wire::topic_name(&t))
+                .with_partition_data(
+                    parts
+                        .into_iter()
+                        .map(|p| {
+                            PartitionProduceData::default()
+                                .with_index(p)
+                                .with_records(Some(batch.clone()))
+                        })
+                        .collect(),
+                )
+        })
+        .collect();
     let req = ProduceRequest::default()
         .with_acks(cfg.acks)
         .with_timeout_ms(30_000)
@@ -133,10 +99,10 @@ fn stamp(t: &mut Template, correlation_id: i32, now_ms: i64) {
     t.frame[8..12].copy_from_slice(&correlation_id.to_be_bytes());
     for r in &t.batches {
         let b = &mut t.frame[r.clone()];
-        b[BATCH_FIRST_TS_AT..BATCH_FIRST_TS_AT + 8].copy_from_slice(&now_ms.to_be_bytes());
-        b[BATCH_MAX_TS_AT..BATCH_MAX_TS_AT + 8].copy_from_slice(&now_ms.to_be_bytes());
-        let crc = crc32c::crc32c(&b[BATCH_CRC_FROM..]);
-        b[BATCH_CRC_AT..BATCH_CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+        b[FIRST_TIMESTAMP_AT..FIRST_TIMESTAMP_AT + 8].copy_from_slice(&now_ms.to_be_bytes());
+        b[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&now_ms.to_be_bytes());
+        let crc = crc32c::crc32c(&b[CRC_FROM..]);
+        b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
     }
 }
 

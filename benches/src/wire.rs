@@ -176,20 +176,21 @@ async fn wait_for_leaders(addr: &str, topics: &[String], partitions: i32) -> Res
 
 /// Earliest (`-2`) or latest (`-1`) offsets of `parts`, in their order.
 pub async fn list_offsets(addr: &str, parts: &[(String, i32)], which: i64) -> Result<Vec<i64>> {
-    let mut topics: Vec<ListOffsetsTopic> = Vec::new();
-    for (t, p) in parts {
-        let part = ListOffsetsPartition::default()
-            .with_partition_index(*p)
-            .with_timestamp(which);
-        match topics.iter_mut().find(|x| x.name.0.as_str() == t) {
-            Some(x) => x.partitions.push(part),
-            None => topics.push(
-                ListOffsetsTopic::default()
-                    .with_name(topic_name(t))
-                    .with_partitions(vec![part]),
-            ),
-        }
-    }
+    let topics = rutomq_bench::by_topic(parts.iter().map(|(t, p)| {
+        (
+            t.clone(),
+            ListOffsetsPartition::default()
+                .with_partition_index(*p)
+                .with_timestamp(which),
+        )
+    }))
+    .into_iter()
+    .map(|(t, partitions)| {
+        ListOffsetsTopic::default()
+            .with_name(topic_name(&t))
+            .with_partitions(partitions)
+    })
+    .collect();
     let req = ListOffsetsRequest::default()
         .with_replica_id(kafka_protocol::messages::BrokerId(-1))
         .with_topics(topics);

@@ -10,9 +10,7 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, Partition
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{ApiKey, FetchResponse, ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use kafka_protocol::records::Compression;
 use rutomq::api::{encode, encode_request, parse_request};
 use rutomq::records::{put_with_base_offset, validate_produce_records};
 
@@ -26,34 +24,8 @@ fn batch(compression: Compression) -> Bytes {
             .map(|i| (i * 7 % 251) as u8)
             .collect::<Vec<_>>(),
     );
-    let records: Vec<Record> = (0..RECORDS_PER_BATCH)
-        .map(|i| Record {
-            transactional: false,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: i as i32 - 1,
-            timestamp: 1_700_000_000_000 + i as i64,
-            key: None,
-            value: Some(value.clone()),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression,
-        },
-    )
-    .expect("encode batch");
-    buf.freeze()
+    rutomq_bench::record_batch(RECORDS_PER_BATCH, &value, 1_700_000_000_000, compression)
+        .expect("encode batch")
 }
 
 fn produce_frame(batch: &Bytes) -> Bytes {

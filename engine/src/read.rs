@@ -127,17 +127,12 @@ pub async fn read_partition(
             (offsets.high_watermark, offsets.log_start_offset, spans)
         }
     };
-    let offsets = rutomq_meta::PartitionOffsets {
+    let mut out = PartitionRead {
         high_watermark,
         log_start_offset,
-        max_timestamp: -1,
-    };
-    let mut out = PartitionRead {
-        high_watermark: offsets.high_watermark,
-        log_start_offset: offsets.log_start_offset,
         records: Records::default(),
     };
-    if fetch_offset < offsets.log_start_offset || fetch_offset > offsets.high_watermark {
+    if fetch_offset < log_start_offset || fetch_offset > high_watermark {
         return Err(ErrorCode::OffsetOutOfRange);
     }
     // The spans that can fill `bytes_max`, read concurrently (each is one
@@ -146,7 +141,7 @@ pub async fn read_partition(
     let mut planned = 0usize;
     let mut spans = spans.into_iter();
     for span in spans.by_ref() {
-        if span.base_offset >= offsets.high_watermark {
+        if span.base_offset >= high_watermark {
             break;
         }
         if span.last_offset < fetch_offset {
@@ -173,7 +168,7 @@ pub async fn read_partition(
             if last < fetch_offset {
                 continue;
             }
-            if rb.base_offset >= offsets.high_watermark {
+            if rb.base_offset >= high_watermark {
                 break 'spans;
             }
             if out.records.len > 0 && out.records.len + rb.batch.bytes.len() > bytes_max {

@@ -205,8 +205,9 @@ impl Shard {
     ) -> Option<(i64, Vec<rutomq_meta::SpanRecord>)> {
         let map = self.spans.borrow();
         let (log_start, spans, _) = map.get(&(topic_id, partition))?;
-        let first = spans.iter().position(|s| s.last_offset >= from)?;
-        if spans[first].base_offset > from || from < *log_start {
+        // Sorted by offset: the first span ending at or after `from`.
+        let first = spans.partition_point(|s| s.last_offset < from);
+        if spans.get(first)?.base_offset > from || from < *log_start {
             return None;
         }
         let mut bytes = 0usize;

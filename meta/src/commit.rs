@@ -87,6 +87,22 @@ pub struct SpanRow {
     pub max_timestamp: i64,
 }
 
+impl SpanRow {
+    /// The span as a reader sees it, in an object of `object_size` bytes.
+    pub fn into_record(self, object_size: u64) -> crate::SpanRecord {
+        crate::SpanRecord {
+            base_offset: self.base_offset,
+            last_offset: self.last_offset,
+            object_key: self.object_key,
+            byte_start: self.byte_start as u64,
+            byte_len: self.byte_len as u32,
+            batch_count: self.batch_count,
+            max_timestamp: self.max_timestamp,
+            object_size,
+        }
+    }
+}
+
 /// Everything the transaction must write.
 #[derive(Debug, Default)]
 pub struct Plan {

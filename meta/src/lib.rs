@@ -149,6 +149,18 @@ async fn connect_query(url: &str) -> Result<QueryConn, MetaError> {
     })
 }
 
+/// The commit connection, with the commit's statements prepared on it.
+struct CommitConn {
+    client: tokio_postgres::Client,
+    statements: commit::Statements,
+}
+
+async fn connect_commit(url: &str) -> Result<CommitConn, MetaError> {
+    let client = connect(url).await?;
+    let statements = commit::Statements::prepare(&client).await?;
+    Ok(CommitConn { client, statements })
+}
+
 /// What a query job runs with on the metadata thread.
 #[derive(Clone)]
 struct Ctx {
@@ -268,15 +280,16 @@ impl Meta {
                     .expect("tokio runtime");
                 rt.block_on(async move {
                     let setup = async {
-                        let mut commit_client = connect(&url).await?;
-                        migrate(&mut commit_client).await?;
+                        // Migrate first: the commit statements need the tables.
+                        migrate(&mut connect(&url).await?).await?;
+                        let commit_conn = connect_commit(&url).await?;
                         let ctx = Ctx {
                             query: Arc::new(connect_query(&url).await?),
                             ddl: Arc::new(tokio::sync::Mutex::new(connect(&url).await?)),
                         };
-                        Ok::<_, MetaError>((commit_client, ctx))
+                        Ok::<_, MetaError>((commit_conn, ctx))
                     };
-                    let (commit_client, ctx) = match setup.await {
+                    let (commit_conn, ctx) = match setup.await {
                         Ok(c) => c,
                         Err(e) => {
                             let _ = ready_tx.send(Err(e));
@@ -287,7 +300,7 @@ impl Meta {
                     let _ = ready_tx.send(Ok(()));
                     let committer = tokio::spawn(run_committer(
                         url.clone(),
-                        commit_client,
+                        commit_conn,
                         commit_rx,
                         thread_stats.clone(),
                     ));
@@ -738,47 +751,34 @@ async fn listen_once(url: &str, on_watermarks: &Arc<WatermarkListener>) -> Resul
 /// uploads become orphans, collected later); the client retries.
 async fn run_committer(
     url: String,
-    mut client: tokio_postgres::Client,
+    mut conn: CommitConn,
     mut rx: mpsc::Receiver<CommitJob>,
     stats: Arc<MetaStats>,
 ) {
     let mut jobs = Vec::with_capacity(GROUP_COMMIT_WINDOWS_MAX);
-    // Prepared on `client`; dropped with it when it is replaced.
-    let mut statements: Option<commit::Statements> = None;
     while rx.recv_many(&mut jobs, GROUP_COMMIT_WINDOWS_MAX).await > 0 {
         // An object older than its commit deadline may already be collected
         // as an orphan: never let a span point at it.
         let now = std::time::Instant::now();
-        let (live, expired): (Vec<CommitJob>, Vec<CommitJob>) =
-            jobs.drain(..).partition(|j| j.object.commit_deadline > now);
-        for j in expired {
-            let _ = j.reply.send(Err(Arc::new(MetaError::Expired)));
+        // Move the objects out (no copy of their batch lists per commit).
+        let mut objects = Vec::with_capacity(jobs.len());
+        let mut replies = Vec::with_capacity(jobs.len());
+        for j in jobs.drain(..) {
+            if j.object.commit_deadline > now {
+                objects.push(j.object);
+                replies.push(j.reply);
+            } else {
+                let _ = j.reply.send(Err(Arc::new(MetaError::Expired)));
+            }
         }
-        jobs = live;
-        if jobs.is_empty() {
+        if objects.is_empty() {
             continue;
         }
-        // Move the objects out (no copy of their batch lists per commit).
-        let (objects, replies): (Vec<ObjectCommit>, Vec<_>) =
-            jobs.drain(..).map(|j| (j.object, j.reply)).unzip();
         let keys: Vec<(String, u64)> = objects
             .iter()
             .map(|o| (o.object_key.clone(), o.size_bytes))
             .collect();
-        let prepared = match statements.take() {
-            Some(st) => Ok(st),
-            None => commit::Statements::prepare(&client)
-                .await
-                .map_err(MetaError::from),
-        };
-        let result = match prepared {
-            Ok(st) => {
-                let r = commit::execute(&mut client, &st, &objects).await;
-                statements = Some(st);
-                r
-            }
-            Err(e) => Err(e),
-        };
+        let result = commit::execute(&mut conn.client, &conn.statements, &objects).await;
         match result {
             Ok(mut r) => {
                 stats.commit_transactions.fetch_add(1, Ordering::Relaxed);
@@ -786,28 +786,14 @@ async fn run_committer(
                     .committed_windows
                     .fetch_add(replies.len() as u64, Ordering::Relaxed);
                 let outcomes = std::mem::take(&mut r.outcomes);
-                let mut spans = std::mem::take(&mut r.spans);
+                // Spans are planned in object order: each object's are the
+                // next run of the list.
+                let mut spans = std::mem::take(&mut r.spans).into_iter().peekable();
                 for ((reply, outcome), (key, size)) in replies.into_iter().zip(outcomes).zip(keys) {
-                    // Spans are planned in object order: this object's come first.
-                    let n = spans.iter().take_while(|s| s.object_key == key).count();
-                    let mine = spans
-                        .drain(..n)
-                        .map(|s| {
-                            (
-                                (s.topic_id, s.partition),
-                                SpanRecord {
-                                    base_offset: s.base_offset,
-                                    last_offset: s.last_offset,
-                                    object_key: s.object_key,
-                                    byte_start: s.byte_start as u64,
-                                    byte_len: s.byte_len as u32,
-                                    batch_count: s.batch_count,
-                                    max_timestamp: s.max_timestamp,
-                                    object_size: size,
-                                },
-                            )
-                        })
-                        .collect();
+                    let mut mine = Vec::new();
+                    while let Some(s) = spans.next_if(|s| s.object_key == key) {
+                        mine.push(((s.topic_id, s.partition), s.into_record(size)));
+                    }
                     let _ = reply.send(Ok((outcome, r.watermarks.clone(), mine)));
                 }
             }
@@ -818,14 +804,13 @@ async fn run_committer(
                 for reply in replies {
                     let _ = reply.send(Err(e.clone()));
                 }
-                if client.is_closed() {
+                if conn.client.is_closed() {
                     // Reconnect with a bounded backoff; queued commits wait.
                     let mut backoff = Duration::from_millis(50);
                     loop {
-                        match connect(&url).await {
+                        match connect_commit(&url).await {
                             Ok(c) => {
-                                client = c;
-                                statements = None;
+                                conn = c;
                                 break;
                             }
                             Err(e) => {

@@ -147,11 +147,15 @@ mod tests {
                 "{d:?}"
             );
         }
-        let none = InjectedLatency {
+        // Jitter wider than the base: clamped at zero, spread both sides.
+        let wide = InjectedLatency {
             base: Duration::from_millis(5),
             jitter: Duration::from_millis(50),
         };
-        assert!(none.sample() <= Duration::from_millis(55));
+        let samples: Vec<Duration> = (0..1000).map(|_| wide.sample()).collect();
+        assert!(samples.iter().any(|d| *d < Duration::from_millis(5)));
+        assert!(samples.iter().any(|d| *d > Duration::from_millis(30)));
+        assert!(samples.iter().all(|d| *d <= Duration::from_millis(55)));
     }
 
     #[tokio::test]

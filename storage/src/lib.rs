@@ -31,8 +31,9 @@ pub enum StorageError {
     BadUrl(String, String),
     #[error("storage thread is gone")]
     Closed,
+    /// A whole-object read that several readers waited on failed.
     #[error("object store: {0}")]
-    Shared(String),
+    Shared(Arc<object_store::Error>),
     #[error("object {key} is {len} bytes; range {start}..{end} is outside it")]
     ShortObject {
         key: String,
@@ -325,9 +326,7 @@ impl Storage {
         let whole = object_size > 0 && object_size <= WHOLE_OBJECT_READ_BYTES_MAX;
         if let Some(read) = whole.then(|| self.whole_object_read(&key)).flatten() {
             let bytes = self
-                .on_runtime(
-                    async move { read.await.map_err(|e| StorageError::Shared(e.to_string())) },
-                )
+                .on_runtime(async move { read.await.map_err(StorageError::Shared) })
                 .await?;
             if (bytes.len() as u64) < range.end {
                 return Err(short(bytes.len() as u64, key));

@@ -306,8 +306,9 @@ impl FetchReply {
         let mut out = BytesMut::with_capacity(frame.len() + total);
         let mut pos = 0;
         for (i, records) in self.records.iter().enumerate() {
-            let m = marker(&self.tag, i);
-            let Some(found) = frame[pos..].windows(MARKER_BYTES).position(|w| w == &m[..]) else {
+            let index = (i as u64).to_be_bytes();
+            let is_marker = |w: &[u8]| w[..8] == self.tag && w[8..] == index;
+            let Some(found) = frame[pos..].windows(MARKER_BYTES).position(is_marker) else {
                 tracing::error!(i, "fetch record marker missing from the encoded response");
                 return None;
             };

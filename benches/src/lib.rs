@@ -1,0 +1,74 @@
+//! What the load generator shares with the micro-benchmarks: the record
+//! batch v2 header layout and a builder of uncompressed or compressed
+//! batches of identical records.
+
+use anyhow::Result;
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
+
+/// Byte positions in a record batch v2 header.
+pub mod layout {
+    pub const BATCH_LENGTH_AT: usize = 8;
+    pub const CRC_AT: usize = 17;
+    /// The CRC covers the batch from here (the attributes) to its end.
+    pub const CRC_FROM: usize = 21;
+    pub const ATTRIBUTES_AT: usize = 21;
+    pub const LAST_OFFSET_DELTA_AT: usize = 23;
+    pub const FIRST_TIMESTAMP_AT: usize = 27;
+    pub const MAX_TIMESTAMP_AT: usize = 35;
+    pub const RECORDS_COUNT_AT: usize = 57;
+    pub const HEADER_LEN: usize = 61;
+}
+
+/// One batch of `count` keyless records holding `value`, all at
+/// `timestamp`, with no producer id.
+pub fn record_batch(
+    count: usize,
+    value: &Bytes,
+    timestamp: i64,
+    compression: Compression,
+) -> Result<Bytes> {
+    let records: Vec<Record> = (0..count)
+        .map(|i| Record {
+            transactional: false,
+            control: false,
+            delete_horizon: false,
+            partition_leader_epoch: -1,
+            producer_id: -1,
+            producer_epoch: -1,
+            timestamp_type: TimestampType::Creation,
+            offset: i as i64,
+            // offset - sequence must be the same for every record, or the
+            // encoder splits them into batches; the base sequence stays -1.
+            sequence: i as i32 - 1,
+            timestamp,
+            key: None,
+            value: Some(value.clone()),
+            headers: Default::default(),
+        })
+        .collect();
+    let mut buf = BytesMut::new();
+    RecordBatchEncoder::encode(
+        &mut buf,
+        &records,
+        &RecordEncodeOptions {
+            version: 2,
+            compression,
+        },
+    )?;
+    Ok(buf.freeze())
+}
+
+/// `(topic, item)` pairs grouped by topic, topics in first-seen order.
+pub fn by_topic<T>(items: impl IntoIterator<Item = (String, T)>) -> Vec<(String, Vec<T>)> {
+    let mut out: Vec<(String, Vec<T>)> = Vec::new();
+    for (topic, item) in items {
+        match out.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, v)) => v.push(item),
+            None => out.push((topic, vec![item])),
+        }
+    }
+    out
+}
