@@ -273,14 +273,28 @@ impl Statements {
 }
 
 /// Runs the whole commit in one transaction on `client`, with `st`
-/// prepared on that same connection.
+/// prepared on that same connection, in two round trips: BEGIN, the
+/// partition locks and the producer state are pipelined, and so are the
+/// writes and COMMIT (PostgreSQL runs them in order; a failed write turns
+/// the COMMIT into a rollback).
 pub async fn execute(
     client: &mut tokio_postgres::Client,
     st: &Statements,
     objects: &[ObjectCommit],
 ) -> Result<CommitResult, MetaError> {
-    let tx = client.transaction().await?;
+    let result = execute_pipelined(client, st, objects).await;
+    if result.is_err() && !client.is_closed() {
+        // End whatever the failure left open (a no-op after the COMMIT).
+        let _ = client.batch_execute("ROLLBACK").await;
+    }
+    result
+}
 
+async fn execute_pipelined(
+    tx: &tokio_postgres::Client,
+    st: &Statements,
+    objects: &[ObjectCommit],
+) -> Result<CommitResult, MetaError> {
     // 1. Lock the touched partitions (sorted, so agents never deadlock).
     let mut tps: Vec<(Uuid, i32)> = objects
         .iter()
@@ -289,13 +303,9 @@ pub async fn execute(
     tps.sort_unstable();
     tps.dedup();
     let (topic_ids, parts): (Vec<Uuid>, Vec<i32>) = tps.iter().copied().unzip();
-    let rows = tx.query(&st.lock_partitions, &[&topic_ids, &parts]).await?;
-    let partitions: HashMap<(Uuid, i32), (i64, i64)> = rows
-        .iter()
-        .map(|r| ((r.get(0), r.get(1)), (r.get(2), r.get(3))))
-        .collect();
 
-    // 2. Producer state, only when idempotent batches are present.
+    // 2. Producer state, only when idempotent batches are present. Its rows
+    // are read after the locks are held: PostgreSQL runs the pipeline in order.
     let mut pkeys: Vec<(i64, Uuid, i32)> = objects
         .iter()
         .flat_map(|o| {
@@ -308,24 +318,38 @@ pub async fn execute(
         .collect();
     pkeys.sort_unstable();
     pkeys.dedup();
-    let mut producers = HashMap::new();
-    if !pkeys.is_empty() {
-        let pids: Vec<i64> = pkeys.iter().map(|k| k.0).collect();
-        let ptopics: Vec<Uuid> = pkeys.iter().map(|k| k.1).collect();
-        let pparts: Vec<i32> = pkeys.iter().map(|k| k.2).collect();
-        for r in tx
-            .query(&st.load_producer_state, &[&pids, &ptopics, &pparts])
-            .await?
-        {
-            let history: Vec<i64> = r.get(4);
-            producers.insert(
-                (r.get(0), r.get(1), r.get(2)),
-                ProducerState {
-                    producer_epoch: r.get(3),
-                    history: ProducerState::history_from_sql(&history),
-                },
-            );
+    let pids: Vec<i64> = pkeys.iter().map(|k| k.0).collect();
+    let ptopics: Vec<Uuid> = pkeys.iter().map(|k| k.1).collect();
+    let pparts: Vec<i32> = pkeys.iter().map(|k| k.2).collect();
+    let load_producers = async {
+        if pkeys.is_empty() {
+            Ok(Vec::new())
+        } else {
+            tx.query(&st.load_producer_state, &[&pids, &ptopics, &pparts])
+                .await
         }
+    };
+    let lock_params: [&(dyn ToSql + Sync); 2] = [&topic_ids, &parts];
+    let (begun, locked, producer_rows) = futures::join!(
+        tx.batch_execute("BEGIN"),
+        tx.query(&st.lock_partitions, &lock_params),
+        load_producers
+    );
+    begun?;
+    let partitions: HashMap<(Uuid, i32), (i64, i64)> = locked?
+        .iter()
+        .map(|r| ((r.get(0), r.get(1)), (r.get(2), r.get(3))))
+        .collect();
+    let mut producers = HashMap::new();
+    for r in producer_rows? {
+        let history: Vec<i64> = r.get(4);
+        producers.insert(
+            (r.get(0), r.get(1), r.get(2)),
+            ProducerState {
+                producer_epoch: r.get(3),
+                history: ProducerState::history_from_sql(&history),
+            },
+        );
     }
 
     let plan = plan(objects, &partitions, &producers);
@@ -392,24 +416,29 @@ pub async fn execute(
         }
         Ok::<_, tokio_postgres::Error>(0)
     };
-    let (r1, r2, r3, r4, r5) = futures::join!(
+    let (r1, r2, r3, r4, r5, committed) = futures::join!(
         insert_objects,
         insert_spans,
         advance,
         producers_upsert,
-        notify
+        notify,
+        tx.batch_execute("COMMIT")
     );
     r1?;
     r2?;
     let advanced_rows = r3?;
-    assert_eq!(
-        advanced_rows as usize,
-        a.len(),
-        "every advanced partition is locked"
-    );
     r4?;
     r5?;
-    tx.commit().await?;
+    committed?;
+    if advanced_rows as usize != a.len() {
+        // Cannot happen: every advanced partition was locked FOR UPDATE in
+        // this transaction. Reported rather than asserted (this runs on a
+        // shared runtime).
+        return Err(MetaError::Invalid(format!(
+            "commit advanced {advanced_rows} partitions of {} locked",
+            a.len()
+        )));
+    }
     let mut result = plan.result;
     result.spans = plan.spans;
     Ok(result)

@@ -7,6 +7,7 @@
 //! concurrent upload can never overwrite data another span points at.
 
 mod cache;
+mod file;
 mod latency;
 
 use std::collections::HashMap;
@@ -21,6 +22,7 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 
 pub use cache::TailCache;
+pub use file::FileStore;
 pub use latency::{with_injected_latency, InjectedLatency, LatencyStore};
 
 #[derive(Debug, thiserror::Error)]
@@ -101,9 +103,9 @@ pub fn open_store(url: &str, s3: &S3Options) -> Result<(Arc<dyn ObjectStore>, Pa
             ));
         }
         std::fs::create_dir_all(rest).map_err(|e| bad(&format!("cannot create directory: {e}")))?;
-        // fsync the object and its directory before the PUT returns: a
-        // produce is acknowledged only once its object is durable.
-        let store = object_store::local::LocalFileSystem::new_with_prefix(rest)?.with_fsync(true);
+        // The object and its directory are synced before the PUT returns:
+        // a produce is acknowledged only once its object is durable.
+        let store = FileStore::new(std::path::Path::new(rest))?;
         Ok((Arc::new(store), Path::default()))
     } else if url == "memory://" || url == "memory:///" {
         Ok((

@@ -1,0 +1,624 @@
+//! The `file://` store: a local directory holding one file per object.
+//!
+//! Reads, listings and deletes go to `object_store`'s `LocalFileSystem`.
+//! New objects are written here instead, because an upload is on the
+//! produce path and the generic put costs too much there: it writes a
+//! staging file through the page cache, renames it into place and then
+//! syncs. On the development VM copying into the page cache alone took
+//! 1.3 s of kernel CPU per GiB written (`dd ... conv=fsync`), against
+//! 0.22 s with `O_DIRECT`.
+//!
+//! A new object is written straight to its final name, opened with
+//! `O_CREAT | O_EXCL` (and `O_DIRECT` when the filesystem takes it), from
+//! an aligned, reused buffer; then the file and its directory are synced
+//! before the put returns. No staging file is needed: object keys are
+//! unique per upload, and an object is only read once PostgreSQL points at
+//! it, which happens after the put returned. A crash in the middle leaves a
+//! partial file that nothing references; the orphan collector deletes it
+//! like any other uncommitted upload.
+//!
+//! Overwriting an existing key (which rutomq never does) and the put modes
+//! this path does not handle are passed to `LocalFileSystem`, which
+//! replaces files atomically.
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::ops::Range;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::{BoxStream, StreamExt};
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, MultipartUpload,
+    ObjectMeta, ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    Result,
+};
+
+/// File offsets, lengths and buffer addresses of `O_DIRECT` writes are
+/// multiples of this (the largest logical block size in use; 512-byte
+/// devices accept it too).
+pub const DIRECT_ALIGN: usize = 4096;
+/// An object is written in pieces of at most this many bytes, through one
+/// aligned buffer per upload in flight.
+pub const WRITE_BUFFER_BYTES: usize = 4 << 20;
+/// Write buffers kept for reuse (a reused buffer is already faulted in).
+pub const WRITE_BUFFERS_KEPT_MAX: usize = 4;
+
+#[derive(Debug)]
+pub struct FileStore {
+    writer: Arc<Writer>,
+    inner: LocalFileSystem,
+}
+
+#[derive(Debug)]
+struct Writer {
+    root: PathBuf,
+    /// Whether the filesystem under `root` accepts `O_DIRECT` (older tmpfs
+    /// does not); without it, writes go through the page cache, still
+    /// synced.
+    direct: bool,
+    buffers: Mutex<Vec<Vec<u8>>>,
+}
+
+impl FileStore {
+    /// A store over the existing directory `root`; new objects are written
+    /// with `O_DIRECT` when its filesystem takes it.
+    pub fn new(root: &FsPath) -> Result<FileStore> {
+        Self::open(root, true)
+    }
+
+    /// Same, but never with `O_DIRECT`.
+    pub fn buffered(root: &FsPath) -> Result<FileStore> {
+        Self::open(root, false)
+    }
+
+    fn open(root: &FsPath, try_direct: bool) -> Result<FileStore> {
+        let root = root.canonicalize().map_err(|e| generic(e, root))?;
+        let inner = LocalFileSystem::new_with_prefix(&root)?.with_fsync(true);
+        let direct = try_direct && probe_direct(&root);
+        tracing::info!(root = %root.display(), direct, "file object store");
+        Ok(FileStore {
+            writer: Arc::new(Writer {
+                root,
+                direct,
+                buffers: Mutex::new(Vec::new()),
+            }),
+            inner,
+        })
+    }
+
+    /// Whether new objects are written with `O_DIRECT`.
+    pub fn direct(&self) -> bool {
+        self.writer.direct
+    }
+
+    /// The file of `location`, when its key is plain enough that
+    /// `LocalFileSystem` maps it to the same file (no escaping involved).
+    fn file_of(&self, location: &Path) -> Option<PathBuf> {
+        let key = location.as_ref();
+        let plain = !key.is_empty()
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'-' | b'_'))
+            && location
+                .parts()
+                .all(|p| p.as_ref() != "." && p.as_ref() != "..");
+        plain.then(|| self.writer.root.join(key))
+    }
+}
+
+impl Writer {
+    fn take_buffer(&self) -> Vec<u8> {
+        self.buffers
+            .lock()
+            .expect("write buffers lock")
+            .pop()
+            .unwrap_or_else(|| vec![0u8; WRITE_BUFFER_BYTES + DIRECT_ALIGN])
+    }
+
+    fn return_buffer(&self, buf: Vec<u8>) {
+        let mut kept = self.buffers.lock().expect("write buffers lock");
+        if kept.len() < WRITE_BUFFERS_KEPT_MAX {
+            kept.push(buf);
+        }
+    }
+
+    /// Writes `payload` as the new file `path`. `Ok(None)`: it exists.
+    fn write_new(&self, path: &FsPath, payload: &PutPayload) -> io::Result<Option<File>> {
+        let file = match create_new(path, self.direct) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let dir = path.parent().unwrap_or(&self.root);
+                create_dirs_synced(dir, &self.root)?;
+                match create_new(path, self.direct) {
+                    Ok(f) => f,
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(None),
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        let written = if self.direct {
+            let mut buf = self.take_buffer();
+            let r = write_direct(&file, payload, &mut buf);
+            self.return_buffer(buf);
+            r
+        } else {
+            write_buffered(&file, payload)
+        };
+        let synced = written
+            .and_then(|()| file.sync_all())
+            .and_then(|()| sync_dir(path.parent().unwrap_or(&self.root)));
+        if let Err(e) = synced {
+            // Nothing points at a file whose put failed: do not leave it.
+            let _ = std::fs::remove_file(path);
+            return Err(e);
+        }
+        Ok(Some(file))
+    }
+}
+
+impl fmt::Display for FileStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "FileStore({}, direct: {})",
+            self.writer.root.display(),
+            self.writer.direct
+        )
+    }
+}
+
+fn generic(e: io::Error, path: &FsPath) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "FileStore",
+        source: format!("{}: {e}", path.display()).into(),
+    }
+}
+
+fn create_new(path: &FsPath, direct: bool) -> io::Result<File> {
+    let mut o = OpenOptions::new();
+    o.write(true).create_new(true);
+    if direct {
+        o.custom_flags(libc::O_DIRECT);
+    }
+    o.open(path)
+}
+
+/// Whether `dir`'s filesystem takes an aligned `O_DIRECT` write.
+fn probe_direct(dir: &FsPath) -> bool {
+    let probe = dir.join(format!(".direct-probe-{}", uuid::Uuid::new_v4().simple()));
+    let ok = create_new(&probe, true).and_then(|f| {
+        let mut buf = vec![0u8; 2 * DIRECT_ALIGN];
+        let at = aligned_start(&buf);
+        f.write_all_at(&buf[at..at + DIRECT_ALIGN], 0)?;
+        buf.clear();
+        Ok(())
+    });
+    let _ = std::fs::remove_file(&probe);
+    ok.is_ok()
+}
+
+/// Where the first `DIRECT_ALIGN`-aligned byte of `buf` is.
+fn aligned_start(buf: &[u8]) -> usize {
+    buf.as_ptr().align_offset(DIRECT_ALIGN)
+}
+
+/// Copies `payload` into the aligned part of `buf` and writes it with
+/// aligned writes; the last one is padded with zeros, then the file is cut
+/// back to the payload's length.
+fn write_direct(file: &File, payload: &PutPayload, buf: &mut [u8]) -> io::Result<()> {
+    let at = aligned_start(buf);
+    let window = &mut buf[at..];
+    let cap = window.len() / DIRECT_ALIGN * DIRECT_ALIGN;
+    let mut filled = 0usize;
+    let mut offset = 0u64;
+    for chunk in payload.iter() {
+        let mut rest: &[u8] = chunk;
+        while !rest.is_empty() {
+            let n = rest.len().min(cap - filled);
+            window[filled..filled + n].copy_from_slice(&rest[..n]);
+            filled += n;
+            rest = &rest[n..];
+            if filled == cap {
+                file.write_all_at(&window[..cap], offset)?;
+                offset += cap as u64;
+                filled = 0;
+            }
+        }
+    }
+    if filled > 0 {
+        let padded = filled.div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
+        window[filled..padded].fill(0);
+        file.write_all_at(&window[..padded], offset)?;
+        if padded != filled {
+            file.set_len(offset + filled as u64)?;
+        }
+    }
+    Ok(())
+}
+
+fn write_buffered(mut file: &File, payload: &PutPayload) -> io::Result<()> {
+    for chunk in payload.iter() {
+        file.write_all(chunk)?;
+    }
+    Ok(())
+}
+
+fn sync_dir(dir: &FsPath) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Creates `dir` and any missing parents below `root`, syncing each parent
+/// whose entries changed so the new directories survive a crash.
+fn create_dirs_synced(dir: &FsPath, root: &FsPath) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    if dir == root {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("object directory {} is gone", root.display()),
+        ));
+    }
+    let parent = dir.parent().unwrap_or(root);
+    create_dirs_synced(parent, root)?;
+    match std::fs::create_dir(dir) {
+        Ok(()) => sync_dir(parent),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// What a GET reports about the file it read.
+struct FileMeta {
+    size: u64,
+    modified: std::time::SystemTime,
+    e_tag: String,
+}
+
+impl FileMeta {
+    fn of(file: &File) -> io::Result<FileMeta> {
+        let m = file.metadata()?;
+        let modified = m.modified()?;
+        let micros = modified
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros();
+        Ok(FileMeta {
+            size: m.len(),
+            modified,
+            // The same scheme as LocalFileSystem's, so both halves agree.
+            e_tag: format!("\"{:x}-{micros:x}-{:x}\"", m.ino(), m.len()),
+        })
+    }
+}
+
+fn etag(file: &File) -> Option<String> {
+    FileMeta::of(file).ok().map(|m| m.e_tag)
+}
+
+/// Reads `range` (its end clamped to the file's size) of `path` with
+/// `O_DIRECT` into a fresh aligned buffer and hands out the wanted part of
+/// it without a copy: the bytes skip the page cache, which the store's own
+/// read cache replaces. `Ok(None)`: a range this path does not answer
+/// (starting past the end, or `O_DIRECT` refused).
+fn read_direct(
+    path: &FsPath,
+    range: Range<u64>,
+) -> io::Result<Option<(Bytes, Range<u64>, FileMeta)>> {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let meta = FileMeta::of(&file)?;
+    let end = range.end.min(meta.size);
+    if range.start >= end && meta.size > 0 {
+        return Ok(None);
+    }
+    let align = DIRECT_ALIGN as u64;
+    let from = range.start / align * align;
+    let to = end.div_ceil(align) * align;
+    let mut buf = vec![0u8; (to - from) as usize + DIRECT_ALIGN];
+    let at = aligned_start(&buf);
+    let want = (end - from) as usize;
+    let mut got = 0usize;
+    while got < want {
+        // Reads stay aligned: each full read returns whole blocks, and only
+        // the read that meets the end of the file comes back short.
+        let n = file.read_at(
+            &mut buf[at + got..at + (to - from) as usize],
+            from + got as u64,
+        )?;
+        if n == 0 {
+            // The file shrank under us: objects never do.
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{} ended at {} of {end}", path.display(), from + got as u64),
+            ));
+        }
+        got += n;
+    }
+    let skip = at + (range.start - from) as usize;
+    let bytes = Bytes::from(buf).slice(skip..skip + (end - range.start) as usize);
+    Ok(Some((bytes, range.start..end, meta)))
+}
+
+#[async_trait]
+impl ObjectStore for FileStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        let direct_ok =
+            matches!(opts.mode, PutMode::Overwrite | PutMode::Create) && opts.attributes.is_empty();
+        let Some(path) = self.file_of(location).filter(|_| direct_ok) else {
+            return self.inner.put_opts(location, payload, opts).await;
+        };
+        let written = match tokio::runtime::Handle::current().runtime_flavor() {
+            // On a multi-thread runtime (the storage thread's) the write
+            // runs right here, with the worker handed over meanwhile.
+            tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| self.writer.write_new(&path, &payload))
+            }
+            _ => {
+                let (writer, file, payload) = (self.writer.clone(), path.clone(), payload.clone());
+                tokio::task::spawn_blocking(move || writer.write_new(&file, &payload))
+                    .await
+                    .map_err(|e| generic(io::Error::other(e), &path))?
+            }
+        };
+        match written {
+            Ok(Some(file)) => Ok(PutResult {
+                e_tag: etag(&file),
+                version: None,
+                extensions: Default::default(),
+            }),
+            Ok(None) if matches!(opts.mode, PutMode::Create) => {
+                Err(object_store::Error::AlreadyExists {
+                    path: location.to_string(),
+                    source: "the object exists".into(),
+                })
+            }
+            // Replacing an object: LocalFileSystem renames a staged copy
+            // over it, atomically.
+            Ok(None) => self.inner.put_opts(location, payload, opts).await,
+            Err(e) => Err(generic(e, &path)),
+        }
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        let plain = self.writer.direct && !options.head && options.version.is_none();
+        let range = match &options.range {
+            None => Some(0..u64::MAX),
+            Some(GetRange::Bounded(r)) => Some(r.clone()),
+            Some(GetRange::Offset(o)) => Some(*o..u64::MAX),
+            Some(GetRange::Suffix(_)) => None,
+        };
+        let (Some(path), Some(range), true) = (self.file_of(location), range, plain) else {
+            return self.inner.get_opts(location, options).await;
+        };
+        let read = {
+            let file = path.clone();
+            tokio::task::spawn_blocking(move || read_direct(&file, range))
+                .await
+                .map_err(|e| generic(io::Error::other(e), &path))?
+        };
+        let (bytes, range, meta) = match read {
+            Ok(Some(r)) => r,
+            // Past the end, or O_DIRECT refused: LocalFileSystem answers
+            // (with its own error for a bad range).
+            Ok(None) => return self.inner.get_opts(location, options).await,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Err(object_store::Error::NotFound {
+                    path: location.to_string(),
+                    source: e.into(),
+                })
+            }
+            Err(e) => return Err(generic(e, &path)),
+        };
+        let meta = ObjectMeta {
+            location: location.clone(),
+            last_modified: chrono::DateTime::<chrono::Utc>::from(meta.modified),
+            size: meta.size,
+            e_tag: Some(meta.e_tag),
+            version: None,
+        };
+        options.check_preconditions(&meta)?;
+        Ok(GetResult {
+            payload: GetResultPayload::Stream(futures::stream::once(async { Ok(bytes) }).boxed()),
+            meta,
+            range,
+            attributes: Default::default(),
+            extensions: Default::default(),
+        })
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use object_store::ObjectStoreExt;
+
+    fn payload(sizes: &[usize]) -> (PutPayload, Vec<u8>) {
+        let mut all = Vec::new();
+        let chunks: Vec<Bytes> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let c: Vec<u8> = (0..n).map(|j| (i * 31 + j * 7) as u8).collect();
+                all.extend_from_slice(&c);
+                Bytes::from(c)
+            })
+            .collect();
+        (chunks.into_iter().collect(), all)
+    }
+
+    async fn roundtrip(store: FileStore, dir: &FsPath) {
+        let cases: &[&[usize]] = &[
+            &[1],
+            &[4096],
+            &[4095, 1, 4097],
+            &[100, 0, 300_000, 17],
+            // Past one write buffer, ending unaligned.
+            &[WRITE_BUFFER_BYTES - 3, 10, WRITE_BUFFER_BYTES + 5_000],
+        ];
+        for (i, sizes) in cases.iter().enumerate() {
+            let (p, want) = payload(sizes);
+            let key = Path::from(format!("objects/7/{i:03}-x.rtq"));
+            let r = store.put(&key, p).await.unwrap();
+            assert!(r.e_tag.is_some());
+            let got = store.get(&key).await.unwrap();
+            assert_eq!(got.meta.size, want.len() as u64, "case {i}");
+            assert_eq!(got.meta.e_tag, r.e_tag, "case {i}");
+            assert!(got.bytes().await.unwrap() == want, "case {i}");
+            let n = want.len() as u64;
+            for r in [0..1, n / 2..n, n / 3..n / 3 + 1, 1..n, 4095.min(n - 1)..n] {
+                if r.start >= r.end {
+                    continue;
+                }
+                let b = store.get_range(&key, r.clone()).await.unwrap();
+                let (s, e) = (r.start as usize, r.end as usize);
+                assert!(b == want[s..e], "case {i} range {r:?}");
+            }
+            // A range running past the end is cut at it, as LocalFileSystem does.
+            let b = store.get_range(&key, n - 1..n + 10_000).await.unwrap();
+            assert!(b == want[want.len() - 1..], "case {i}");
+            assert!(store.get_range(&key, n + 1..n + 2).await.is_err());
+            assert_eq!(
+                std::fs::metadata(dir.join(key.as_ref())).unwrap().len(),
+                want.len() as u64
+            );
+        }
+        // Create on an existing key fails; Overwrite replaces it.
+        let key = Path::from("objects/7/000-x.rtq");
+        let (p, _) = payload(&[10]);
+        let e = store
+            .put_opts(&key, p, PutOptions::from(PutMode::Create))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(e, object_store::Error::AlreadyExists { .. }),
+            "{e}"
+        );
+        let (p, want) = payload(&[5000]);
+        store.put(&key, p).await.unwrap();
+        assert!(store.get(&key).await.unwrap().bytes().await.unwrap() == want);
+        let missing = store.get(&Path::from("objects/7/none.rtq")).await;
+        assert!(matches!(missing, Err(object_store::Error::NotFound { .. })));
+        // Keys LocalFileSystem would escape go to it.
+        let odd = Path::from("objects/7/a b#c.rtq");
+        let (p, want) = payload(&[33]);
+        store.put(&odd, p).await.unwrap();
+        assert!(store.get(&odd).await.unwrap().bytes().await.unwrap() == want);
+        // Nothing but the objects is left behind (no probe, no staging).
+        let listed: Vec<_> = futures::StreamExt::collect::<Vec<_>>(store.list(None)).await;
+        assert_eq!(listed.len(), cases.len() + 1);
+        let stray: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| n != "objects")
+            .collect();
+        assert!(stray.is_empty(), "{stray:?}");
+    }
+
+    #[test]
+    fn direct_writer_pads_then_cuts_back() {
+        // The aligned-write logic on a plain file (no O_DIRECT needed).
+        let d = temp_in(&std::env::temp_dir().to_string_lossy()).unwrap();
+        for (i, sizes) in [
+            &[1usize][..],
+            &[8192],
+            &[3, 9000, 12],
+            &[WRITE_BUFFER_BYTES + 1],
+        ]
+        .iter()
+        .enumerate()
+        {
+            let (p, want) = payload(sizes);
+            let path = d.join(format!("{i}"));
+            let f = create_new(&path, false).unwrap();
+            let mut buf = vec![0u8; 3 * DIRECT_ALIGN + 100];
+            write_direct(&f, &p, &mut buf).unwrap();
+            assert!(std::fs::read(&path).unwrap() == want, "case {i}");
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    fn temp_in(parent: &str) -> Option<PathBuf> {
+        let d = PathBuf::from(parent).join(format!("rutomq-fs-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&d).ok().map(|()| d)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn direct_writes_read_back_exactly() {
+        let d = temp_in(&std::env::temp_dir().to_string_lossy()).unwrap();
+        let store = FileStore::new(&d).unwrap();
+        eprintln!("{store}");
+        roundtrip(store, &d).await;
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn buffered_writes_read_back_exactly() {
+        // Also the path taken off a multi-thread runtime.
+        let d = temp_in(&std::env::temp_dir().to_string_lossy()).unwrap();
+        let store = FileStore::buffered(&d).unwrap();
+        assert!(!store.direct());
+        roundtrip(store, &d).await;
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}
