@@ -9,7 +9,15 @@
 # below. Nothing here builds: build first with
 #   cargo build --release --bin rutomq --bin rutomq-bench
 #
-# Per system, in this order (all runs: 8 partitions, 1 KiB records, acks=-1):
+# Workload of every run: 8 partitions, 1 KiB records, acks=-1, 16 producer
+# connections (two per partition) sending 256-record batches with up to 32
+# requests in flight each. Deep on purpose: a closed-loop client moves at most
+# its bytes in flight per ack latency (Little's law), so with 30-50 ms object
+# latency a shallow client measures itself, not the broker (4 x 32 x 2 x 64
+# KiB = 16 MiB in flight caps at ~350 MiB/s at 45 ms). --producers and
+# --batch-records change it for all systems alike.
+#
+# Per system, in this order:
 #   a. produce-max   as fast as the broker acks, DURATION s after a WARMUP s
 #                    warmup, topic race-max (created by this run)
 #                    -> max MiB/s and records/s, MiB per broker CPU-second
@@ -51,6 +59,14 @@ Options:
   --duration SECS      measured seconds of each produce run (default 30,
                        or the DURATION environment variable)
   --warmup SECS        unmeasured seconds before each produce run (default 5)
+  --producers N        producer connections of every produce run (default 16;
+                       more than the 8 partitions share them)
+  --batch-records N    records per pre-built batch (default 256, i.e. 256 KiB)
+  --settle SECS        pause after deleting a system's data before the next
+                       one starts (default 35): deleting tens of GiB keeps
+                       some filesystems (ext4 without a journal, as on the
+                       development VM) busy freeing inodes, which slows file
+                       creation for the next broker
   --half-rate N        records/s of the fixed-rate run (c); default 50 % of
                        Kafka's max from run (a), or, without kafka, 50 % of
                        the first rutomq system's max. Given, it wins.
@@ -109,6 +125,9 @@ ALL_SYSTEMS=(kafka rutomq rutomq-s3lat)
 systems_arg="kafka,rutomq,rutomq-s3lat"
 DURATION="${DURATION:-30}"
 WARMUP=5
+PRODUCERS=16
+BATCH_RECORDS=256
+SETTLE=35
 HALF_RATE=""
 CONFIRM=0
 WORK=""
@@ -127,6 +146,9 @@ while [[ $# -gt 0 ]]; do
         --systems) need_arg "$@"; systems_arg="$2"; shift 2 ;;
         --duration) need_arg "$@"; DURATION="$2"; shift 2 ;;
         --warmup) need_arg "$@"; WARMUP="$2"; shift 2 ;;
+        --producers) need_arg "$@"; PRODUCERS="$2"; shift 2 ;;
+        --batch-records) need_arg "$@"; BATCH_RECORDS="$2"; shift 2 ;;
+        --settle) need_arg "$@"; SETTLE="$2"; shift 2 ;;
         --half-rate) need_arg "$@"; HALF_RATE="$2"; shift 2 ;;
         --confirm) CONFIRM=1; shift ;;
         --work-dir) need_arg "$@"; WORK="$2"; shift 2 ;;
@@ -146,6 +168,9 @@ done
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 { is_uint "$DURATION" && ((DURATION > 0)); } || die "--duration must be a positive integer, got $DURATION"
 is_uint "$WARMUP" || die "--warmup must be an integer, got $WARMUP"
+{ is_uint "$PRODUCERS" && ((PRODUCERS > 0)); } || die "--producers must be a positive integer, got $PRODUCERS"
+{ is_uint "$BATCH_RECORDS" && ((BATCH_RECORDS > 0)); } || die "--batch-records must be a positive integer, got $BATCH_RECORDS"
+is_uint "$SETTLE" || die "--settle must be an integer, got $SETTLE"
 [[ -z "$HALF_RATE" ]] || { is_uint "$HALF_RATE" && ((HALF_RATE > 0)); } || die "--half-rate must be a positive integer, got $HALF_RATE"
 is_uint "$S3_LATENCY_MS" || die "--s3-latency-ms must be an integer"
 is_uint "$S3_JITTER_MS" || die "--s3-jitter-ms must be an integer"
@@ -552,6 +577,8 @@ def summarize(manifest, out_json, out_md, status="complete"):
         "half_rate_source": g.get("half_rate_source"),
         "s3lat": {"latency_ms": int(g["s3_latency_ms"]), "jitter_ms": int(g["s3_jitter_ms"])},
         "bench_args": g.get("bench_args", ""),
+        "producers": g.get("producers", "?"),
+        "batch_records": g.get("batch_records", "?"),
         "binaries": {k[len("sha256."):]: v for k, v in g.items() if k.startswith("sha256.")},
         "load_seen": g.get("load", []),
         "systems": {s: {"figures": figs[s],
@@ -589,7 +616,8 @@ def summarize(manifest, out_json, out_md, status="complete"):
         lines += ["**PARTIAL: the race failed before it finished; only the runs below completed.**", ""]
     lines += [
              f"{summary['duration_s']} s measured per produce run after a {summary['warmup_s']} s warmup; "
-             "8 partitions, 1 KiB records, acks=-1; client rutomq-bench on the same machine. "
+             f"8 partitions, 1 KiB records, acks=-1, {summary['producers']} producer connections "
+             f"sending {summary['batch_records']}-record batches; client rutomq-bench on the same machine. "
              "Each system on a fresh, empty data directory, one after the other.", "",
              tab, "",
              f"Half rate: {summary['half_rate']} records/s ({summary['half_rate_source']}). "
@@ -776,7 +804,8 @@ run_system() {
     esac
     note "$sys" broker_pid "${BROKER_PIDS[0]}"
     note "$sys" pids "${BROKER_PIDS[*]}"
-    local common=(--bootstrap "$BOOTSTRAP" --partitions 8 --record-size 1024 --acks -1)
+    local common=(--bootstrap "$BOOTSTRAP" --partitions 8 --record-size 1024 --acks -1
+                  --producers "$PRODUCERS" --batch-records "$BATCH_RECORDS")
     local pid
     for pid in "${BROKER_PIDS[@]}"; do common+=(--broker-pid "$pid"); done
     common+=("${METRICS_ARGS[@]}")
@@ -815,6 +844,10 @@ run_system() {
         *) stop_rutomq ;;
     esac
     delete_data
+    if [[ "$sys" != "${SYSTEMS[-1]}" ]] && ((!KEEP && SETTLE > 0)); then
+        log "data deleted; settling ${SETTLE} s before the next system (--settle)"
+        sleep "$SETTLE"
+    fi
 }
 
 # ------------------------------------------------------------------- main ---
@@ -847,6 +880,8 @@ note - warmup "$WARMUP"
 note - s3_latency_ms "$S3_LATENCY_MS"
 note - s3_jitter_ms "$S3_JITTER_MS"
 note - bench_args "${BENCH_ARGS[*]}"
+note - producers "$PRODUCERS"
+note - batch_records "$BATCH_RECORDS"
 
 log "race $UTC: systems ${SYSTEMS[*]}, ${DURATION} s per produce run, work dir $WORK, results $RESULTS_DIR"
 for sys in "${SYSTEMS[@]}"; do

@@ -73,7 +73,9 @@ struct Args {
     /// its connection.
     #[arg(long, default_value_t = 64)]
     batch_records: usize,
-    /// Producer connections.
+    /// Producer connections. More than partitions: partitions are shared
+    /// (connection i sends to partition i mod partitions), which deepens the
+    /// pipeline when acks are slow.
     #[arg(long, default_value_t = 4)]
     producers: usize,
     /// Produce requests in flight per connection. Deep, because each holds
@@ -173,6 +175,16 @@ fn deal<T: Clone>(all: &[T], n: usize) -> Vec<Vec<T>> {
     out
 }
 
+/// The producers' partitions: dealt out as by [`deal`], and when there are
+/// more connections than partitions, each partition is shared by several
+/// (connection i sends to partition i mod partitions).
+fn deal_producers<T: Clone>(all: &[T], n: usize) -> Vec<Vec<T>> {
+    if n <= all.len() || all.is_empty() {
+        return deal(all, n);
+    }
+    (0..n).map(|i| vec![all[i % all.len()].clone()]).collect()
+}
+
 async fn run(args: Args) -> Result<()> {
     let topics = topics(&args);
     if args.create {
@@ -229,7 +241,7 @@ async fn run(args: Args) -> Result<()> {
         }
     }
     if args.mode != Mode::Consume {
-        let groups = deal(&parts, args.producers);
+        let groups = deal_producers(&parts, args.producers);
         let per_conn = args.rate / groups.len() as f64;
         let sent = Arc::new(AtomicU64::new(0));
         let compression = match args.compression {
@@ -611,4 +623,22 @@ fn machine() -> Value {
         "cpu": cpu,
         "memory_kib": std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| s.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<u64>().ok())),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn producers_share_partitions_only_when_they_outnumber_them() {
+        assert_eq!(
+            deal_producers(&[0, 1, 2, 3], 2),
+            vec![vec![0, 2], vec![1, 3]]
+        );
+        assert_eq!(
+            deal_producers(&[0, 1], 5),
+            vec![vec![0], vec![1], vec![0], vec![1], vec![0]]
+        );
+        assert_eq!(deal(&[0, 1], 5), vec![vec![0], vec![1]]);
+    }
 }
