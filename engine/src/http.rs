@@ -98,6 +98,7 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         ("rutomq_read_cache_hits_total", "Reads served by the read cache.", C, s.read_cache_hits.load(r)),
         ("rutomq_read_joins_total", "Reads that joined a whole-object GET in flight.", C, s.read_joins.load(r)),
         ("rutomq_read_prefetches_total", "Whole-object reads started ahead of consumers.", C, s.prefetches.load(r)),
+        ("rutomq_read_prefetches_refused_total", "Read-ahead not started: the read cache's share for it was full.", C, s.prefetches_refused.load(r)),
         ("rutomq_read_cache_bytes", "Bytes held by the read cache.", G, agent.storage.read_cache_bytes() as u64),
         ("rutomq_windows_total", "Flush windows taken by the pipeline.", C, w.windows.load(r)),
         ("rutomq_window_queued_microseconds_total", "Windows: sealed until taken by the pipeline.", C, w.queued_us.load(r)),

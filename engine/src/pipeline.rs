@@ -304,7 +304,21 @@ impl Pipeline {
                 }
             };
             on_commit(&watermarks, spans);
-            assert_eq!(outcomes.len(), appends.len(), "one outcome list per append");
+            if outcomes.len() != appends.len() {
+                // The committer answers one outcome list per append; anything
+                // else is a bug. The records are committed, but which batch
+                // got which offset is unknown: fail the requests (the client
+                // retries; an idempotent producer sees a duplicate).
+                tracing::error!(
+                    outcomes = outcomes.len(),
+                    appends = appends.len(),
+                    "window commit answered the wrong number of appends"
+                );
+                for s in window {
+                    let _ = s.reply.send(Err(ErrorCode::UnknownServerError));
+                }
+                return;
+            }
             let mut rest = outcomes.drain(..).zip(appends);
             for (s, n) in window.into_iter().zip(parts) {
                 let mine: Vec<PartOutcome> = rest

@@ -9,8 +9,11 @@ use crate::error::ErrorCode;
 use crate::records::{put_with_base_offset, walk_batches, StoredBatch};
 use crate::shard::Shard;
 
-/// Spans past a fetch whose objects are read ahead into the read cache.
+/// Spans past a fetch whose objects are read ahead into the read cache: at
+/// most this many, and only as far as [`READ_AHEAD_FETCHES`] more fetches
+/// of the same size would reach (large spans: one or two).
 pub const READ_AHEAD_SPANS: usize = 8;
+pub const READ_AHEAD_FETCHES: usize = 2;
 /// Spans asked of PostgreSQL per partition read; what is not needed now is
 /// cached by the shard for the consumer's next fetches.
 pub const FETCH_SPANS_READ: i64 = 64;
@@ -155,7 +158,12 @@ pub async fn read_partition(
     }
     // Read ahead: the objects of the next spans, which this consumer's next
     // fetch will want (a no-op for objects already cached).
+    let mut ahead = 0usize;
     for span in spans.take(READ_AHEAD_SPANS) {
+        if ahead >= READ_AHEAD_FETCHES * bytes_max {
+            break;
+        }
+        ahead += span.byte_len as usize;
         shard
             .agent
             .storage

@@ -1,17 +1,29 @@
-//! Bounded FIFO cache of the objects this agent uploaded last, holding the
-//! very `Bytes` chunks that were uploaded (no copy). Tail consumers on the
-//! same agent read from here instead of object storage.
+//! Bounded FIFO cache of whole objects, holding the very `Bytes` chunks that
+//! were uploaded or read (no copy): the tail cache (objects this agent
+//! uploaded last, read by tail consumers on the same agent) and the read
+//! cache (objects read back whole, shared by every partition in them). It
+//! counts the bytes of objects nobody has read from yet, so that read-ahead
+//! can stay within a share of it.
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
 
+struct Entry {
+    chunks: Vec<Bytes>,
+    size: usize,
+    /// Some range of it was handed out.
+    read: bool,
+}
+
 pub struct TailCache {
     bytes_max: usize,
     bytes: usize,
+    /// Bytes of the entries not read from yet.
+    unread: usize,
     order: VecDeque<String>,
-    objects: HashMap<String, Vec<Bytes>>,
+    objects: HashMap<String, Entry>,
 }
 
 impl TailCache {
@@ -19,6 +31,7 @@ impl TailCache {
         TailCache {
             bytes_max,
             bytes: 0,
+            unread: 0,
             order: VecDeque::new(),
             objects: HashMap::new(),
         }
@@ -26,6 +39,22 @@ impl TailCache {
 
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    pub fn bytes_max(&self) -> usize {
+        self.bytes_max
+    }
+
+    /// Bytes of the cached objects that nobody read from yet.
+    pub fn unread_bytes(&self) -> usize {
+        self.unread
+    }
+
+    fn forget(&mut self, e: &Entry) {
+        self.bytes -= e.size;
+        if !e.read {
+            self.unread -= e.size;
+        }
     }
 
     pub fn insert(&mut self, key: String, chunks: Vec<Bytes>) {
@@ -37,14 +66,22 @@ impl TailCache {
             let Some(old) = self.order.pop_front() else {
                 break;
             };
-            if let Some(c) = self.objects.remove(&old) {
-                self.bytes -= c.iter().map(Bytes::len).sum::<usize>();
+            if let Some(e) = self.objects.remove(&old) {
+                self.forget(&e);
             }
         }
-        if self.objects.insert(key.clone(), chunks).is_none() {
+        let entry = Entry {
+            chunks,
+            size,
+            read: false,
+        };
+        if let Some(old) = self.objects.insert(key.clone(), entry) {
+            self.forget(&old);
+        } else {
             self.order.push_back(key);
-            self.bytes += size;
         }
+        self.bytes += size;
+        self.unread += size;
         debug_assert!(self.bytes <= self.bytes_max);
     }
 
@@ -53,38 +90,55 @@ impl TailCache {
     }
 
     pub fn remove(&mut self, key: &str) {
-        if let Some(c) = self.objects.remove(key) {
-            self.bytes -= c.iter().map(Bytes::len).sum::<usize>();
+        if let Some(e) = self.objects.remove(key) {
+            self.forget(&e);
             self.order.retain(|k| k != key);
         }
     }
 
-    /// The bytes of `range`, zero-copy when it lies within one chunk.
-    pub fn get_range(&self, key: &str, range: Range<u64>) -> Option<Bytes> {
-        let chunks = self.objects.get(key)?;
-        let (start, end) = (range.start as usize, range.end as usize);
-        let mut offset = 0usize;
-        let mut out: Option<BytesMut> = None;
-        for c in chunks {
-            let (c_start, c_end) = (offset, offset + c.len());
-            offset = c_end;
-            if c_end <= start {
-                continue;
+    /// Counts `key` as read from (its bytes were handed out another way).
+    pub fn mark_read(&mut self, key: &str) {
+        if let Some(e) = self.objects.get_mut(key) {
+            if !e.read {
+                e.read = true;
+                self.unread -= e.size;
             }
-            if c_start >= end {
-                break;
-            }
-            let from = start.max(c_start) - c_start;
-            let to = end.min(c_end) - c_start;
-            if out.is_none() && c_start <= start && end <= c_end {
-                return Some(c.slice(from..to));
-            }
-            out.get_or_insert_with(|| BytesMut::with_capacity(end - start))
-                .extend_from_slice(&c[from..to]);
         }
-        let out = out?;
-        (out.len() == end - start).then(|| out.freeze())
     }
+
+    /// The bytes of `range`, zero-copy when it lies within one chunk.
+    pub fn get_range(&mut self, key: &str, range: Range<u64>) -> Option<Bytes> {
+        let entry = self.objects.get_mut(key)?;
+        let bytes = slice_chunks(&entry.chunks, range)?;
+        self.mark_read(key);
+        Some(bytes)
+    }
+}
+
+/// `range` of the concatenation of `chunks`, zero-copy within one chunk.
+fn slice_chunks(chunks: &[Bytes], range: Range<u64>) -> Option<Bytes> {
+    let (start, end) = (range.start as usize, range.end as usize);
+    let mut offset = 0usize;
+    let mut out: Option<BytesMut> = None;
+    for c in chunks {
+        let (c_start, c_end) = (offset, offset + c.len());
+        offset = c_end;
+        if c_end <= start {
+            continue;
+        }
+        if c_start >= end {
+            break;
+        }
+        let from = start.max(c_start) - c_start;
+        let to = end.min(c_end) - c_start;
+        if out.is_none() && c_start <= start && end <= c_end {
+            return Some(c.slice(from..to));
+        }
+        out.get_or_insert_with(|| BytesMut::with_capacity(end - start))
+            .extend_from_slice(&c[from..to]);
+    }
+    let out = out?;
+    (out.len() == end - start).then(|| out.freeze())
 }
 
 #[cfg(test)]
@@ -109,5 +163,15 @@ mod tests {
         assert_eq!(c.bytes(), 4);
         c.insert("huge".into(), vec![Bytes::from(vec![0u8; 11])]);
         assert_eq!(c.bytes(), 4, "larger than the bound: not cached");
+        assert_eq!(c.unread_bytes(), 4);
+        c.get_range("b", 0..1).unwrap();
+        assert_eq!(c.unread_bytes(), 0, "read from: no longer unread");
+        c.insert("c".into(), vec![Bytes::from_static(b"efgh")]);
+        assert_eq!(c.unread_bytes(), 4);
+        c.insert("d".into(), vec![Bytes::from_static(b"ijkl")]);
+        assert!(!c.contains("b"));
+        assert_eq!((c.bytes(), c.unread_bytes()), (8, 8));
+        c.remove("c");
+        assert_eq!((c.bytes(), c.unread_bytes()), (4, 4));
     }
 }

@@ -12,7 +12,7 @@ mod latency;
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -70,6 +70,11 @@ pub struct S3Options {
 pub const WHOLE_OBJECT_READ_BYTES_MAX: u64 = 16 << 20;
 /// Whole-object reads in flight at once; past it, misses use ranged GETs.
 pub const WHOLE_OBJECT_READS_INFLIGHT_MAX: usize = 32;
+/// Read-ahead may fill at most 1/N of the read cache: objects read ahead
+/// and not read from yet, plus read-ahead in flight. Without the bound,
+/// read-ahead of large spans evicted objects that consumers had not reached
+/// yet, and each object was read 3-4 times.
+pub const READ_AHEAD_CACHE_SHARE_DEN: usize = 2;
 
 type ObjectRead = Shared<BoxFuture<'static, Result<Bytes, Arc<object_store::Error>>>>;
 
@@ -87,6 +92,9 @@ pub struct StorageStats {
     pub read_joins: AtomicU64,
     /// Whole-object reads started ahead of a consumer.
     pub prefetches: AtomicU64,
+    /// Read-ahead not started because the read cache's budget for it was
+    /// used up (see [`READ_AHEAD_CACHE_SHARE_DEN`]).
+    pub prefetches_refused: AtomicU64,
     /// Sealed shard buffers gathered into uploaded objects (several per
     /// object when several shards wrote in one window).
     pub sealed_buffers: AtomicU64,
@@ -155,6 +163,8 @@ pub struct Storage {
     read_cache: Arc<Mutex<TailCache>>,
     /// Whole-object reads in flight, shared by every reader of the object.
     reads: Arc<Mutex<HashMap<String, ObjectRead>>>,
+    /// Bytes of read-ahead reads in flight.
+    read_ahead_bytes: Arc<AtomicUsize>,
     pub stats: Arc<StorageStats>,
 }
 
@@ -215,6 +225,7 @@ impl Storage {
                 cache: Arc::new(Mutex::new(TailCache::new(tail_cache_bytes_max))),
                 read_cache: Arc::new(Mutex::new(TailCache::new(read_cache_bytes_max))),
                 reads: Arc::new(Mutex::new(HashMap::new())),
+                read_ahead_bytes: Arc::new(AtomicUsize::new(0)),
                 stats: Arc::new(StorageStats::default()),
             },
             StorageThread {
@@ -333,6 +344,10 @@ impl Storage {
             if (bytes.len() as u64) < range.end {
                 return Err(short(bytes.len() as u64, key));
             }
+            self.read_cache
+                .lock()
+                .expect("read cache lock")
+                .mark_read(&key);
             return Ok((
                 bytes.slice(range.start as usize..range.end as usize),
                 Origin::Stored,
@@ -357,29 +372,44 @@ impl Storage {
 
     /// Starts reading object `key` whole into the read cache, without
     /// waiting (read-ahead for a consumer about to need it). Does nothing
-    /// when it is cached, too large, or too many reads are in flight.
+    /// when it is cached, too large, too many reads are in flight, or the
+    /// read-ahead budget of the read cache is used up.
     pub fn prefetch(&self, key: &str, object_size: u64) {
         if object_size == 0 || object_size > WHOLE_OBJECT_READ_BYTES_MAX {
             return;
         }
-        if self.cache.lock().expect("tail cache lock").contains(key)
-            || self
-                .read_cache
-                .lock()
-                .expect("read cache lock")
-                .contains(key)
-            || self
-                .reads
-                .lock()
-                .expect("object reads lock")
-                .contains_key(key)
+        if self.cache.lock().expect("tail cache lock").contains(key) {
+            return;
+        }
+        {
+            let cache = self.read_cache.lock().expect("read cache lock");
+            if cache.contains(key) {
+                return;
+            }
+            let ahead = cache.unread_bytes() + self.read_ahead_bytes.load(Ordering::Relaxed);
+            if ahead + object_size as usize > cache.bytes_max() / READ_AHEAD_CACHE_SHARE_DEN {
+                self.stats
+                    .prefetches_refused
+                    .fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        }
+        if self
+            .reads
+            .lock()
+            .expect("object reads lock")
+            .contains_key(key)
         {
             return;
         }
         if let Some(read) = self.whole_object_read(key) {
             self.stats.prefetches.fetch_add(1, Ordering::Relaxed);
+            let size = object_size as usize;
+            let in_flight = self.read_ahead_bytes.clone();
+            in_flight.fetch_add(size, Ordering::Relaxed);
             self.rt.spawn(async move {
                 let _ = read.await;
+                in_flight.fetch_sub(size, Ordering::Relaxed);
             });
         }
     }
@@ -503,5 +533,50 @@ impl Storage {
 
     pub fn read_cache_bytes(&self) -> usize {
         self.read_cache.lock().expect("read cache lock").bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn read_ahead_stays_within_its_share_of_the_read_cache() {
+        let store = Arc::new(object_store::memory::InMemory::new());
+        // No tail cache (puts are not cached); a 1000-byte read cache, so
+        // read-ahead may hold 500 bytes.
+        let (storage, _thread) = Storage::start(store, Path::from("t"), 0, 1000).unwrap();
+        let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        futures::executor::block_on(async {
+            for k in ["a", "b", "c"] {
+                storage
+                    .put(k.into(), vec![Bytes::from(vec![7u8; 300])])
+                    .await
+                    .unwrap();
+            }
+            storage.prefetch("a", 300);
+            storage.prefetch("b", 300);
+            assert_eq!(count(&storage.stats.prefetches), 1);
+            assert_eq!(
+                count(&storage.stats.prefetches_refused),
+                1,
+                "300 + 300 > 500"
+            );
+            // A consumer reads "a": no longer ahead, so there is room again.
+            let (got, _) = storage.get_range("a".into(), 0..10, 300).await.unwrap();
+            assert_eq!(got, Bytes::from(vec![7u8; 10]));
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while storage.read_ahead_bytes.load(Ordering::Relaxed) > 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "read-ahead never finished"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            storage.prefetch("c", 300);
+            assert_eq!(count(&storage.stats.prefetches), 2);
+            assert_eq!(count(&storage.stats.prefetches_refused), 1);
+        });
     }
 }
