@@ -9,13 +9,14 @@
 # below. Nothing here builds: build first with
 #   cargo build --release --bin rutomq --bin rutomq-bench
 #
-# Workload of every run: 8 partitions, 1 KiB records, acks=-1, 16 producer
-# connections (two per partition) sending 256-record batches with up to 32
-# requests in flight each. Deep on purpose: a closed-loop client moves at most
-# its bytes in flight per ack latency (Little's law), so with 30-50 ms object
-# latency a shallow client measures itself, not the broker (4 x 32 x 2 x 64
-# KiB = 16 MiB in flight caps at ~350 MiB/s at 45 ms). --producers and
-# --batch-records change it for all systems alike.
+# Workload of every run: 8 partitions, 1 KiB records, acks=-1, 32 producer
+# connections (four per partition) sending 256-record batches with up to 32
+# requests in flight each (256 MiB in flight). Deep on purpose: a closed-loop
+# client moves at most its bytes in flight per ack latency (Little's law), and
+# at max rate the ack latency is mostly queueing, so a shallow client measures
+# itself, not the broker: 4 x 32 x 2 x 64 KiB = 16 MiB in flight caps at
+# ~350 MiB/s at 45 ms, and 16 connections (128 MiB) left rutomq-s3lat at 0.74
+# of rutomq. --producers and --batch-records change it for all systems alike.
 #
 # Per system, in this order:
 #   a. produce-max   as fast as the broker acks, DURATION s after a WARMUP s
@@ -59,7 +60,7 @@ Options:
   --duration SECS      measured seconds of each produce run (default 30,
                        or the DURATION environment variable)
   --warmup SECS        unmeasured seconds before each produce run (default 5)
-  --producers N        producer connections of every produce run (default 16;
+  --producers N        producer connections of every produce run (default 32;
                        more than the 8 partitions share them)
   --batch-records N    records per pre-built batch (default 256, i.e. 256 KiB)
   --settle SECS        pause after deleting a system's data before the next
@@ -125,7 +126,7 @@ ALL_SYSTEMS=(kafka rutomq rutomq-s3lat)
 systems_arg="kafka,rutomq,rutomq-s3lat"
 DURATION="${DURATION:-30}"
 WARMUP=5
-PRODUCERS=16
+PRODUCERS=32
 BATCH_RECORDS=256
 SETTLE=35
 HALF_RATE=""

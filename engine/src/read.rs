@@ -13,7 +13,7 @@ use crate::shard::Shard;
 /// most this many, and only as far as [`READ_AHEAD_FETCHES`] more fetches
 /// of the same size would reach (large spans: one or two).
 pub const READ_AHEAD_SPANS: usize = 8;
-pub const READ_AHEAD_FETCHES: usize = 2;
+pub const READ_AHEAD_FETCHES: usize = 4;
 /// Spans asked of PostgreSQL per partition read; what is not needed now is
 /// cached by the shard for the consumer's next fetches.
 pub const FETCH_SPANS_READ: i64 = 64;
