@@ -64,10 +64,11 @@ Options:
                        more than the 8 partitions share them)
   --batch-records N    records per pre-built batch (default 256, i.e. 256 KiB)
   --settle SECS        pause after deleting a system's data before the next
-                       one starts (default 35): deleting tens of GiB keeps
+                       one starts (default 150): after deleting tens of GiB,
                        some filesystems (ext4 without a journal, as on the
-                       development VM) busy freeing inodes, which slows file
-                       creation for the next broker
+                       development VM) slow file creation down for a while
+                       and stall synced writes for about a second even 35-60 s
+                       later; after 150 s they did not
   --half-rate N        records/s of the fixed-rate run (c); default 50 % of
                        Kafka's max from run (a), or, without kafka, 50 % of
                        the first rutomq system's max. Given, it wins.
@@ -128,7 +129,7 @@ DURATION="${DURATION:-30}"
 WARMUP=5
 PRODUCERS=32
 BATCH_RECORDS=256
-SETTLE=35
+SETTLE=150
 HALF_RATE=""
 CONFIRM=0
 WORK=""
