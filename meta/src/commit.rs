@@ -6,6 +6,7 @@
 //! can be tested without a database; [`execute`] runs it inside a transaction.
 
 use std::collections::HashMap;
+use std::fmt::Write;
 
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
@@ -410,12 +411,17 @@ async fn execute_pipelined(
                 .await
         }
     };
-    let notify = async {
-        for payload in &notify_payloads {
-            tx.execute(&st.notify_watermarks, &[payload]).await?;
-        }
-        Ok::<_, tokio_postgres::Error>(0)
-    };
+    // Every NOTIFY is sent with the rest, before the COMMIT: awaiting them
+    // one by one would send the second after the COMMIT, outside the
+    // transaction, and a failure there would report a committed window as
+    // failed.
+    let notify_params: Vec<[&(dyn ToSql + Sync); 1]> =
+        notify_payloads.iter().map(|p| [p as _]).collect();
+    let notify = futures::future::try_join_all(
+        notify_params
+            .iter()
+            .map(|params| tx.execute(&st.notify_watermarks, params)),
+    );
     let (r1, r2, r3, r4, r5, committed) = futures::join!(
         insert_objects,
         insert_spans,
@@ -457,7 +463,7 @@ pub fn watermark_payloads(advanced: &HashMap<(Uuid, i32), (i64, i64)>) -> Vec<St
         if !cur.is_empty() {
             cur.push(' ');
         }
-        cur.push_str(&format!("{}/{}/{}", topic.simple(), partition, hw));
+        let _ = write!(cur, "{}/{}/{}", topic.simple(), partition, hw);
     }
     if !cur.is_empty() {
         out.push(cur);

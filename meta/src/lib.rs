@@ -774,10 +774,6 @@ async fn run_committer(
         if objects.is_empty() {
             continue;
         }
-        let keys: Vec<(String, u64)> = objects
-            .iter()
-            .map(|o| (o.object_key.clone(), o.size_bytes))
-            .collect();
         let result = commit::execute(&mut conn.client, &conn.statements, &objects).await;
         match result {
             Ok(mut r) => {
@@ -789,10 +785,10 @@ async fn run_committer(
                 // Spans are planned in object order: each object's are the
                 // next run of the list.
                 let mut spans = std::mem::take(&mut r.spans).into_iter().peekable();
-                for ((reply, outcome), (key, size)) in replies.into_iter().zip(outcomes).zip(keys) {
+                for ((reply, outcome), o) in replies.into_iter().zip(outcomes).zip(&objects) {
                     let mut mine = Vec::new();
-                    while let Some(s) = spans.next_if(|s| s.object_key == key) {
-                        mine.push(((s.topic_id, s.partition), s.into_record(size)));
+                    while let Some(s) = spans.next_if(|s| s.object_key == o.object_key) {
+                        mine.push(((s.topic_id, s.partition), s.into_record(o.size_bytes)));
                     }
                     let _ = reply.send(Ok((outcome, r.watermarks.clone(), mine)));
                 }

@@ -17,6 +17,17 @@ struct Entry {
     read: bool,
 }
 
+impl Entry {
+    /// Marks it read; its size when it was unread until now, else 0.
+    fn first_read(&mut self) -> usize {
+        if std::mem::replace(&mut self.read, true) {
+            0
+        } else {
+            self.size
+        }
+    }
+}
+
 pub struct TailCache {
     bytes_max: usize,
     bytes: usize,
@@ -99,10 +110,7 @@ impl TailCache {
     /// Counts `key` as read from (its bytes were handed out another way).
     pub fn mark_read(&mut self, key: &str) {
         if let Some(e) = self.objects.get_mut(key) {
-            if !e.read {
-                e.read = true;
-                self.unread -= e.size;
-            }
+            self.unread -= e.first_read();
         }
     }
 
@@ -110,7 +118,7 @@ impl TailCache {
     pub fn get_range(&mut self, key: &str, range: Range<u64>) -> Option<Bytes> {
         let entry = self.objects.get_mut(key)?;
         let bytes = slice_chunks(&entry.chunks, range)?;
-        self.mark_read(key);
+        self.unread -= entry.first_read();
         Some(bytes)
     }
 }

@@ -196,11 +196,9 @@ fn create_new(path: &FsPath, direct: bool) -> io::Result<File> {
 fn probe_direct(dir: &FsPath) -> bool {
     let probe = dir.join(format!(".direct-probe-{}", uuid::Uuid::new_v4().simple()));
     let ok = create_new(&probe, true).and_then(|f| {
-        let mut buf = vec![0u8; 2 * DIRECT_ALIGN];
+        let buf = vec![0u8; 2 * DIRECT_ALIGN];
         let at = aligned_start(&buf);
-        f.write_all_at(&buf[at..at + DIRECT_ALIGN], 0)?;
-        buf.clear();
-        Ok(())
+        f.write_all_at(&buf[at..at + DIRECT_ALIGN], 0)
     });
     let _ = std::fs::remove_file(&probe);
     ok.is_ok()

@@ -337,7 +337,7 @@ impl Storage {
             return Err(short(object_size, key));
         }
         let whole = object_size > 0 && object_size <= WHOLE_OBJECT_READ_BYTES_MAX;
-        if let Some(read) = whole.then(|| self.whole_object_read(&key)).flatten() {
+        if let Some(read) = whole.then(|| self.whole_object_read(&key, false)).flatten() {
             let bytes = self
                 .on_runtime(async move { read.await.map_err(StorageError::Shared) })
                 .await?;
@@ -394,15 +394,7 @@ impl Storage {
                 return;
             }
         }
-        if self
-            .reads
-            .lock()
-            .expect("object reads lock")
-            .contains_key(key)
-        {
-            return;
-        }
-        if let Some(read) = self.whole_object_read(key) {
+        if let Some(read) = self.whole_object_read(key, true) {
             self.stats.prefetches.fetch_add(1, Ordering::Relaxed);
             let size = object_size as usize;
             let in_flight = self.read_ahead_bytes.clone();
@@ -415,10 +407,14 @@ impl Storage {
     }
 
     /// The whole-object read of `key`: joins one in flight, or starts one
-    /// (None when too many are in flight already).
-    fn whole_object_read(&self, key: &str) -> Option<ObjectRead> {
+    /// (None when too many are in flight already). Read-ahead
+    /// (`ahead`) never joins: None when the read is in flight.
+    fn whole_object_read(&self, key: &str, ahead: bool) -> Option<ObjectRead> {
         let mut reads = self.reads.lock().expect("object reads lock");
         if let Some(r) = reads.get(key) {
+            if ahead {
+                return None;
+            }
             self.stats.read_joins.fetch_add(1, Ordering::Relaxed);
             return Some(r.clone());
         }
