@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use rutomq_meta::{AgentRecord, Meta};
+use rutomq_meta::{AgentRecord, Meta, Notice};
 use rutomq_storage::{S3Options, Storage};
 use uuid::Uuid;
 
@@ -22,6 +22,8 @@ pub type HubMessage = Arc<HubNews>;
 pub struct HubNews {
     pub marks: Vec<(Uuid, i32, i64)>,
     pub spans: Vec<crate::pipeline::NewSpan>,
+    /// Log start offsets moved (retention, DeleteRecords).
+    pub log_starts: Vec<(Uuid, i32, i64)>,
 }
 /// Watermark messages queued per shard; past it a change is dropped and the
 /// affected long polls end at their `max_wait_ms` instead.
@@ -49,10 +51,27 @@ pub struct Hub {
 
 impl Hub {
     pub fn notify(&self, marks: Vec<(Uuid, i32, i64)>, spans: Vec<crate::pipeline::NewSpan>) {
-        if marks.is_empty() {
-            return;
+        if !marks.is_empty() {
+            self.send(HubNews {
+                marks,
+                spans,
+                log_starts: Vec::new(),
+            });
         }
-        let msg = Arc::new(HubNews { marks, spans });
+    }
+
+    pub fn notify_log_starts(&self, log_starts: Vec<(Uuid, i32, i64)>) {
+        if !log_starts.is_empty() {
+            self.send(HubNews {
+                marks: Vec::new(),
+                spans: Vec::new(),
+                log_starts,
+            });
+        }
+    }
+
+    fn send(&self, news: HubNews) {
+        let msg = Arc::new(news);
         for s in &self.senders {
             if s.try_send(msg.clone()).is_err() {
                 tracing::debug!("watermark queue full; long polls fall back to max_wait_ms");
@@ -176,7 +195,10 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     let listen_hub = hub.clone();
     let (meta, meta_join) = Meta::start(
         url,
-        Box::new(move |marks| listen_hub.notify(marks.to_vec(), Vec::new())),
+        Box::new(move |kind, offsets| match kind {
+            Notice::Watermarks => listen_hub.notify(offsets.to_vec(), Vec::new()),
+            Notice::LogStarts => listen_hub.notify_log_starts(offsets.to_vec()),
+        }),
     )
     .context("cannot reach PostgreSQL")?;
 
@@ -236,8 +258,12 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     storage.spawn(crate::gc::run(
         meta.clone(),
         storage.clone(),
-        Duration::from_millis(args.gc_interval_ms.max(100)),
-        gc_grace,
+        crate::gc::GcConfig::new(
+            Duration::from_millis(args.retention_check_interval_ms.max(100)),
+            Duration::from_millis(args.gc_interval_ms.max(100)),
+            gc_grace,
+            Duration::from_millis(args.file_delete_delay_ms),
+        ),
     ));
 
     let agent = Arc::new(Agent {

@@ -93,7 +93,20 @@ pub struct ServeArgs {
     /// within this or the connection is closed.
     #[arg(long, env = "RUTOMQ_FRAME_IO_TIMEOUT_MS", default_value_t = 60_000)]
     pub frame_io_timeout_ms: u64,
-    /// How often the orphan collector runs.
+    /// How often retention is applied (Kafka's
+    /// log.retention.check.interval.ms; every agent checks, each step is
+    /// idempotent).
+    #[arg(
+        long,
+        env = "RUTOMQ_RETENTION_CHECK_INTERVAL_MS",
+        default_value_t = 30_000
+    )]
+    pub retention_check_interval_ms: u64,
+    /// Objects retired by retention or DeleteRecords are deleted this long
+    /// after (Kafka's file.delete.delay.ms), so reads under way finish.
+    #[arg(long, env = "RUTOMQ_FILE_DELETE_DELAY_MS", default_value_t = 60_000)]
+    pub file_delete_delay_ms: u64,
+    /// How often the orphan collector scans for objects nothing refers to.
     #[arg(long, env = "RUTOMQ_GC_INTERVAL_MS", default_value_t = 60_000)]
     pub gc_interval_ms: u64,
     /// Unreferenced objects older than this are deleted; uploads not

@@ -1,58 +1,225 @@
-//! The orphan collector: deletes objects no committed span points at.
+//! The collector: retention, then the objects no committed span points at.
 //!
-//! Two kinds of orphans exist: objects whose topic (or every span) was
-//! deleted — their `objects` row is marked, the object deleted, then the row
-//! dropped — and uploads whose commit never happened, which have no row at
-//! all: objects in the store older than the grace period and unknown to
-//! PostgreSQL are first claimed with a row of their own (so a commit of the
-//! same object that is still in flight fails on the primary key), then
-//! deleted. Commits older than half the grace period are refused as well
-//! (`MetaError::Expired`). Every agent may run it; each step is idempotent.
+//! Each round, on every agent:
+//! 1. Retention. For every topic, each partition's log start offset moves
+//!    past the leading spans that `retention.ms` (newest timestamp too old)
+//!    or `retention.bytes` (retained log too large) retire, as Kafka retires
+//!    whole segments. Every agent hears of the new log starts (NOTIFY).
+//! 2. Spans that end before their partition's log start (retention or
+//!    DeleteRecords moved it) are dropped, and the objects they leave with
+//!    no span are marked for deletion after `delete_delay` (Kafka's
+//!    `file.delete.delay.ms`), so that reads begun before the log start moved
+//!    still find their objects. One agent at a time does this.
+//! 3. Orphans. Objects whose topic (or every span) went without being marked
+//!    are marked too (a full scan, so only every `orphan_every`-th round);
+//!    uploads whose commit never happened have no row at all: objects in the
+//!    store older than the grace period and unknown to PostgreSQL are first
+//!    claimed with a row of their own (so a commit of the same object that
+//!    is still in flight fails on the primary key), then deleted. Commits
+//!    older than half the grace period are refused as well
+//!    (`MetaError::Expired`).
+//! 4. Objects whose deletion is due are deleted, then their rows dropped.
+//!
+//! Every step is idempotent, so agents may run rounds at the same time.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use rutomq_meta::Meta;
 use rutomq_storage::Storage;
 
-/// Objects handled per round at most (each kind).
-pub const GC_OBJECTS_PER_ROUND_MAX: usize = 10_000;
+use crate::topics::{config_i64, RETENTION_BYTES, RETENTION_MS};
 
-pub async fn run(meta: Meta, storage: Storage, interval: Duration, grace: Duration) {
-    let mut tick = tokio::time::interval(interval);
-    tick.tick().await;
-    // Listing resumes where the last round stopped, so a large store is
-    // covered over several rounds instead of re-reading its first keys.
-    let mut cursor = None;
-    loop {
-        tick.tick().await;
-        match round(&meta, &storage, grace, &mut cursor).await {
-            Ok((0, 0)) => {}
-            Ok((deleted, uncommitted)) => {
-                tracing::info!(deleted, uncommitted, "orphan objects collected")
-            }
-            Err(e) => tracing::warn!(error = %e, "orphan collection round failed"),
+/// Objects handled per step at most (each kind); a step that hits it runs
+/// again in the same round.
+pub const GC_OBJECTS_PER_ROUND_MAX: usize = 10_000;
+/// Spans dropped per PostgreSQL transaction at most.
+pub const RETIRED_SPANS_PER_TX_MAX: i64 = 20_000;
+/// Repeats of a step in one round at most (so a huge backlog cannot keep a
+/// round from ever ending; the next round goes on with it).
+pub const GC_STEP_REPEATS_MAX: usize = 100;
+
+#[derive(Clone, Copy, Debug)]
+pub struct GcConfig {
+    /// Time between rounds.
+    pub interval: Duration,
+    /// Retention is applied every this many rounds.
+    pub retention_every: u32,
+    /// Unreferenced objects older than this are orphans.
+    pub grace: Duration,
+    /// Objects retired from the log are deleted this long after.
+    pub delete_delay: Duration,
+    /// The orphan scans run every this many rounds.
+    pub orphan_every: u32,
+}
+
+impl GcConfig {
+    /// Rounds as often as the more frequent of retention checks and orphan
+    /// scans asks; the other runs every so many rounds.
+    pub fn new(
+        retention_check: Duration,
+        orphan_scan: Duration,
+        grace: Duration,
+        delete_delay: Duration,
+    ) -> GcConfig {
+        let interval = retention_check
+            .min(orphan_scan)
+            .max(Duration::from_millis(1));
+        let every = |d: Duration| {
+            d.as_nanos()
+                .div_ceil(interval.as_nanos())
+                .clamp(1, u32::MAX as u128) as u32
+        };
+        GcConfig {
+            interval,
+            retention_every: every(retention_check),
+            grace,
+            delete_delay,
+            orphan_every: every(orphan_scan),
         }
     }
 }
 
-/// One round; returns (unreferenced objects deleted, never-committed
-/// objects deleted).
+pub async fn run(meta: Meta, storage: Storage, cfg: GcConfig) {
+    let mut tick = tokio::time::interval(cfg.interval);
+    tick.tick().await;
+    // Listing resumes where the last round stopped, so a large store is
+    // covered over several rounds instead of re-reading its first keys.
+    let mut cursor = None;
+    let mut round_no: u32 = 0;
+    loop {
+        tick.tick().await;
+        let retention = round_no.is_multiple_of(cfg.retention_every.max(1));
+        let orphans = round_no.is_multiple_of(cfg.orphan_every.max(1));
+        round_no = round_no.wrapping_add(1);
+        match round(&meta, &storage, &cfg, retention, orphans, &mut cursor).await {
+            Ok(r) if r == Collected::default() => {}
+            Ok(r) => tracing::info!(
+                log_starts_moved = r.log_starts_moved,
+                spans_dropped = r.spans_dropped,
+                objects_deleted = r.objects_deleted,
+                uncommitted = r.uncommitted,
+                "collected"
+            ),
+            Err(e) => tracing::warn!(error = %e, "collection round failed"),
+        }
+    }
+}
+
+/// What one round did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Collected {
+    pub log_starts_moved: usize,
+    pub spans_dropped: u64,
+    pub objects_deleted: usize,
+    pub uncommitted: usize,
+}
+
+/// One round; `retention` adds step 1, `orphans` the orphan scans.
 pub async fn round(
+    meta: &Meta,
+    storage: &Storage,
+    cfg: &GcConfig,
+    retention: bool,
+    orphans: bool,
+    cursor: &mut Option<String>,
+) -> anyhow::Result<Collected> {
+    let mut done = Collected::default();
+    if retention {
+        done.log_starts_moved = apply_retention(meta).await?;
+    }
+    for _ in 0..GC_STEP_REPEATS_MAX {
+        let Some((dropped, _marked)) = meta
+            .drop_retired_spans(RETIRED_SPANS_PER_TX_MAX, cfg.delete_delay)
+            .await?
+        else {
+            break; // another agent is at it
+        };
+        done.spans_dropped += dropped;
+        meta.stats
+            .spans_dropped
+            .fetch_add(dropped, Ordering::Relaxed);
+        if dropped < RETIRED_SPANS_PER_TX_MAX as u64 {
+            break;
+        }
+    }
+    if orphans {
+        meta.mark_unreferenced_objects(cfg.grace, cfg.delete_delay)
+            .await?;
+    }
+    for _ in 0..GC_STEP_REPEATS_MAX {
+        let due = meta
+            .objects_to_delete(GC_OBJECTS_PER_ROUND_MAX as i64)
+            .await?;
+        let n = due.len();
+        if n == 0 {
+            break;
+        }
+        let (deleted, failed) = storage.delete_many(due).await;
+        // Rows go only for objects known deleted (a failure leaves the rest
+        // marked, for the next round).
+        done.objects_deleted += deleted.len();
+        meta.forget_objects(deleted).await?;
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        if n < GC_OBJECTS_PER_ROUND_MAX {
+            break;
+        }
+    }
+    if orphans {
+        done.uncommitted = collect_uncommitted(meta, storage, cfg.grace, cursor).await?;
+    }
+    Ok(done)
+}
+
+/// Moves log starts as each topic's retention.ms and retention.bytes say
+/// (Kafka's defaults where unset); returns the partitions moved.
+pub async fn apply_retention(meta: &Meta) -> anyhow::Result<usize> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64);
+    let mut moved = 0;
+    for topic in meta.load_topics(None).await? {
+        let ms = config_i64(&topic, RETENTION_MS).filter(|&v| v >= 0);
+        let bytes = config_i64(&topic, RETENTION_BYTES).filter(|&v| v >= 0);
+        if ms.is_none() && bytes.is_none() {
+            continue;
+        }
+        let older_than = ms.map(|ms| now_ms.saturating_sub(ms));
+        let wanted: Vec<(i32, i64)> = meta
+            .retention_starts(topic.topic_id, older_than, bytes)
+            .await?
+            .into_iter()
+            .filter(|&(_, now, wanted)| wanted > now)
+            .map(|(p, _, wanted)| (p, wanted))
+            .collect();
+        if wanted.is_empty() {
+            continue;
+        }
+        let n = wanted.len();
+        meta.advance_log_starts(topic.topic_id, wanted).await?;
+        tracing::debug!(
+            topic = topic.name,
+            partitions = n,
+            "retention moved log starts"
+        );
+        moved += n;
+    }
+    meta.stats
+        .log_starts_moved
+        .fetch_add(moved as u64, Ordering::Relaxed);
+    Ok(moved)
+}
+
+/// Deletes objects in the store that are older than `grace` and that no
+/// commit ever recorded; returns how many.
+async fn collect_uncommitted(
     meta: &Meta,
     storage: &Storage,
     grace: Duration,
     cursor: &mut Option<String>,
-) -> anyhow::Result<(usize, usize)> {
-    meta.mark_unreferenced_objects(grace).await?;
-    let marked = meta
-        .objects_to_delete(GC_OBJECTS_PER_ROUND_MAX as i64)
-        .await?;
-    for key in &marked {
-        storage.delete(key.clone()).await?;
-    }
-    if !marked.is_empty() {
-        meta.forget_objects(marked.clone()).await?;
-    }
+) -> anyhow::Result<usize> {
     let old = storage
         .list_older_than(grace, GC_OBJECTS_PER_ROUND_MAX, cursor.take())
         .await?;
@@ -69,5 +236,5 @@ pub async fn round(
             uncommitted += 1;
         }
     }
-    Ok((marked.len(), uncommitted))
+    Ok(uncommitted)
 }

@@ -215,12 +215,12 @@ fn read_varint<R: Read>(r: &mut R) -> Result<Option<i64>, Invalid> {
 }
 
 /// The offset and timestamp of the first record of a stored batch (base
-/// offset already known) whose timestamp satisfies `hit`. Reads only each
+/// offset already known) for which `hit(offset, timestamp)` holds. Reads only each
 /// record's length, attributes and deltas; nothing is sized from the wire.
 pub fn first_record_matching(
     batch: &[u8],
     base_offset: i64,
-    hit: impl Fn(i64) -> bool,
+    hit: impl Fn(i64, i64) -> bool,
 ) -> Result<Option<(i64, i64)>, Invalid> {
     if batch.len() < BATCH_HEADER_BYTES {
         return Err(invalid(ErrorCode::CorruptMessage, "stored batch truncated"));
@@ -244,8 +244,9 @@ pub fn first_record_matching(
         let offset_delta = read_varint(&mut counted)?
             .ok_or_else(|| invalid(ErrorCode::CorruptMessage, "truncated record"))?;
         let timestamp = base_timestamp.wrapping_add(ts_delta);
-        if hit(timestamp) {
-            return Ok(Some((base_offset.wrapping_add(offset_delta), timestamp)));
+        let offset = base_offset.wrapping_add(offset_delta);
+        if hit(offset, timestamp) {
+            return Ok(Some((offset, timestamp)));
         }
         std::io::copy(&mut counted, &mut std::io::sink()).map_err(|e| {
             invalid(
@@ -568,10 +569,18 @@ pub mod tests {
         // batch(): base timestamp 0 in the header, every record delta 0.
         let b = batch(3, 3);
         assert_eq!(
-            first_record_matching(&b, 100, |ts| ts >= 0).unwrap(),
+            first_record_matching(&b, 100, |_, ts| ts >= 0).unwrap(),
             Some((100, 0))
         );
-        assert_eq!(first_record_matching(&b, 100, |ts| ts > 0).unwrap(), None);
+        assert_eq!(
+            first_record_matching(&b, 100, |_, ts| ts > 0).unwrap(),
+            None
+        );
+        // Records before a log start inside the batch are passed over.
+        assert_eq!(
+            first_record_matching(&b, 100, |o, ts| o >= 102 && ts >= 0).unwrap(),
+            Some((102, 0))
+        );
     }
 
     #[test]

@@ -31,9 +31,15 @@ pub const SPAN_CACHE_PARTITIONS_MAX: usize = 1024;
 /// Spans kept per partition (the oldest half goes when it is full).
 pub const SPANS_CACHED_PER_PARTITION_MAX: usize = 256;
 
-/// A partition's log start offset, the spans last read from it, and the
-/// offset the next span must start at to extend them.
-type CachedSpans = (i64, Vec<rutomq_meta::SpanRecord>, i64);
+/// A cached log start offset is trusted this long: notifications of new
+/// log starts can be dropped (full queue, LISTEN reconnecting), and a
+/// retired object is deleted only `file.delete.delay.ms` (60 s) later.
+pub const LOG_START_CACHE_TTL: Duration = Duration::from_secs(10);
+
+/// A partition's log start offset, the spans last read from it, the
+/// offset the next span must start at to extend them, and when the log
+/// start was read from PostgreSQL.
+type CachedSpans = (i64, Vec<rutomq_meta::SpanRecord>, i64, Instant);
 /// Topics cached per shard at most.
 pub const TOPIC_CACHE_ENTRIES_MAX: usize = 100_000;
 /// Long-poll waiter list length at which finished waiters are pruned.
@@ -155,6 +161,7 @@ impl Shard {
                 let Some(shard) = weak.upgrade() else { break };
                 shard.learn_spans(&msg.spans);
                 shard.learn_watermarks(&msg.marks);
+                shard.learn_log_starts(&msg.log_starts);
             }
         });
         shard
@@ -204,7 +211,10 @@ impl Shard {
         bytes_max: usize,
     ) -> Option<(i64, Vec<rutomq_meta::SpanRecord>)> {
         let map = self.spans.borrow();
-        let (log_start, spans, _) = map.get(&(topic_id, partition))?;
+        let (log_start, spans, _, read_at) = map.get(&(topic_id, partition))?;
+        if read_at.elapsed() >= LOG_START_CACHE_TTL {
+            return None;
+        }
         // Sorted by offset: the first span ending at or after `from`.
         let first = spans.partition_point(|s| s.last_offset < from);
         if spans.get(first)?.base_offset > from || from < *log_start {
@@ -228,7 +238,7 @@ impl Shard {
     fn learn_spans(&self, spans: &[crate::pipeline::NewSpan]) {
         let mut map = self.spans.borrow_mut();
         for (tp, span) in spans {
-            let Some((_, list, next)) = map.get_mut(tp) else {
+            let Some((_, list, next, _)) = map.get_mut(tp) else {
                 continue;
             };
             if *next == span.base_offset {
@@ -255,7 +265,24 @@ impl Shard {
         if map.len() >= SPAN_CACHE_PARTITIONS_MAX && !map.contains_key(&(topic_id, partition)) {
             map.clear();
         }
-        map.insert((topic_id, partition), (log_start, spans.to_vec(), next));
+        map.insert(
+            (topic_id, partition),
+            (log_start, spans.to_vec(), next, Instant::now()),
+        );
+    }
+
+    /// Log starts moved by retention or DeleteRecords: cached spans before
+    /// them are forgotten, and fetches below them get OFFSET_OUT_OF_RANGE.
+    fn learn_log_starts(&self, log_starts: &[(Uuid, i32, i64)]) {
+        let mut map = self.spans.borrow_mut();
+        for &(t, p, start) in log_starts {
+            if let Some((log_start, list, _, _)) = map.get_mut(&(t, p)) {
+                if start > *log_start {
+                    *log_start = start;
+                    list.retain(|s| s.last_offset >= start);
+                }
+            }
+        }
     }
 
     pub fn known_watermark(&self, topic_id: Uuid, partition: i32) -> Option<i64> {

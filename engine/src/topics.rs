@@ -10,6 +10,9 @@ pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// Partitions per topic at most.
 pub const PARTITIONS_MAX: i32 = 10_000;
 
+pub const RETENTION_MS: &str = "retention.ms";
+pub const RETENTION_BYTES: &str = "retention.bytes";
+
 /// Topic configs rutomq accepts, with their defaults (Kafka's).
 pub const TOPIC_CONFIGS: &[(&str, &str)] = &[
     ("cleanup.policy", "delete"),
@@ -61,6 +64,16 @@ pub fn valid_config(name: &str, value: Option<&str>) -> Result<(), String> {
         "cleanup.policy" if v != "delete" => Err("only cleanup.policy=delete is supported".into()),
         _ => Ok(()),
     }
+}
+
+/// An integer config of the topic, or its default.
+pub fn config_i64(t: &TopicRecord, name: &str) -> Option<i64> {
+    let set = t.configs.iter().find(|(k, _)| k == name);
+    let value = match set {
+        Some((_, v)) => v.as_str(),
+        None => TOPIC_CONFIGS.iter().find(|(k, _)| *k == name)?.1,
+    };
+    value.parse().ok()
 }
 
 /// The topic's max.message.bytes.

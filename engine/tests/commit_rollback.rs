@@ -2,83 +2,17 @@
 //! and the commit connection goes on: against a real PostgreSQL (the
 //! embedded one, started from the server binaries on this machine).
 
-use std::os::unix::fs::PermissionsExt;
-use std::sync::{Arc, Mutex};
+mod common;
+
 use std::time::{Duration, Instant};
 
-use rutomq::embedded_pg::EmbeddedPg;
-use rutomq_meta::{BatchOutcome, BatchRef, Meta, MetaError, ObjectCommit, PartitionAppend};
-use uuid::Uuid;
-
-fn object(key: &str, topic_id: Uuid, records: u32) -> ObjectCommit {
-    ObjectCommit {
-        object_key: key.to_owned(),
-        size_bytes: 100,
-        agent_id: 1,
-        appends: vec![PartitionAppend {
-            topic_id,
-            partition: 0,
-            batches: vec![BatchRef {
-                byte_start: 0,
-                byte_len: 100,
-                offset_count: records,
-                max_timestamp: 1_000,
-                producer: None,
-            }],
-        }],
-        commit_deadline: Instant::now() + Duration::from_secs(60),
-    }
-}
-
-async fn commit(meta: &Meta, o: ObjectCommit) -> Result<Vec<Vec<BatchOutcome>>, Arc<MetaError>> {
-    let rx = meta.submit_commit(o).await?;
-    rx.await
-        .expect("the committer answers")
-        .map(|(outcomes, _, _)| outcomes)
-}
-
-/// Runs `body` against a fresh embedded PostgreSQL and a started `Meta`
-/// whose watermark notifications land in the returned list.
-fn with_meta<F>(name: &str, body: impl FnOnce(Meta, Arc<Mutex<Vec<(Uuid, i32, i64)>>>) -> F)
-where
-    F: std::future::Future<Output = ()>,
-{
-    let dir = std::env::temp_dir().join(format!(
-        "rq-{name}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    // As root the cluster runs as `postgres`, which must reach it.
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let pg = EmbeddedPg::start(&dir).expect("embedded PostgreSQL starts");
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let sink = seen.clone();
-    let (meta, _thread) = Meta::start(
-        pg.url.clone(),
-        Box::new(move |w| sink.lock().unwrap().extend_from_slice(w)),
-    )
-    .expect("meta starts");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        rt.block_on(body(meta, seen))
-    }));
-    pg.stop();
-    let _ = std::fs::remove_dir_all(&dir);
-    if let Err(p) = outcome {
-        std::panic::resume_unwind(p);
-    }
-}
+use common::{commit, object, with_meta};
+use rutomq_meta::{BatchOutcome, Notice, PartitionAppend};
 
 #[test]
 fn failed_commit_is_rolled_back_and_the_next_one_commits() {
-    with_meta("rollback", |meta, _| async move {
+    with_meta("rollback", |pg| async move {
+        let meta = pg.meta;
         let topic = meta
             .create_topic("rollback".into(), 1, Vec::new())
             .await
@@ -117,7 +51,8 @@ fn failed_commit_is_rolled_back_and_the_next_one_commits() {
 #[test]
 fn wide_commit_notifies_every_partition() {
     const PARTITIONS: i32 = 400;
-    with_meta("notify", |meta, seen| async move {
+    with_meta("notify", |pg| async move {
+        let (meta, seen) = (pg.meta, pg.heard);
         let topic = meta
             .create_topic("wide".into(), PARTITIONS, Vec::new())
             .await
@@ -152,8 +87,8 @@ fn wide_commit_notifies_every_partition() {
                 .lock()
                 .unwrap()
                 .iter()
-                .filter(|w| w.0 == t)
-                .map(|w| w.1)
+                .filter(|w| w.0 == Notice::Watermarks && w.1 == t)
+                .map(|w| w.2)
                 .collect();
             got.sort_unstable();
             got.dedup();

@@ -109,8 +109,9 @@ impl SpanRow {
 pub struct Plan {
     pub result: CommitResult,
     pub spans: Vec<SpanRow>,
-    /// (topic, partition) → (next offset, max timestamp) for touched partitions.
-    pub advanced: HashMap<(Uuid, i32), (i64, i64)>,
+    /// (topic, partition) → (next offset, max timestamp, bytes appended) for
+    /// touched partitions.
+    pub advanced: HashMap<(Uuid, i32), (i64, i64, i64)>,
     pub producer_updates: HashMap<(i64, Uuid, i32), ProducerState>,
 }
 
@@ -125,7 +126,7 @@ pub fn plan(
     partitions: &HashMap<(Uuid, i32), (i64, i64)>,
     producers: &HashMap<(i64, Uuid, i32), ProducerState>,
 ) -> Plan {
-    let mut next: HashMap<(Uuid, i32), (i64, i64)> = HashMap::new();
+    let mut next: HashMap<(Uuid, i32), (i64, i64, i64)> = HashMap::new();
     let mut states: HashMap<(i64, Uuid, i32), Option<ProducerState>> = HashMap::new();
     let mut plan = Plan::default();
     for object in objects {
@@ -138,7 +139,7 @@ pub fn plan(
                 object_outcomes.push(outcomes);
                 continue;
             };
-            let cursor = next.entry(tp).or_insert((hw, -1));
+            let cursor = next.entry(tp).or_insert((hw, -1, 0));
             let mut open: Option<SpanRow> = None;
             for batch in &append.batches {
                 let outcome = match batch.producer {
@@ -183,6 +184,7 @@ pub fn plan(
                     let last_offset = base_offset + batch.offset_count as i64 - 1;
                     cursor.0 = last_offset + 1;
                     cursor.1 = cursor.1.max(batch.max_timestamp);
+                    cursor.2 += batch.byte_len as i64;
                     let extends = open.as_ref().is_some_and(|s| {
                         s.byte_start as u64 + s.byte_len as u64 == batch.byte_start
                             && s.byte_len as u64 + batch.byte_len as u64 <= SPAN_BYTES_MAX
@@ -217,13 +219,13 @@ pub fn plan(
         }
         plan.result.outcomes.push(object_outcomes);
     }
-    for (tp, (next_offset, max_ts)) in next {
+    for (tp, (next_offset, max_ts, bytes)) in next {
         let (hw, log_start) = partitions[&tp];
         plan.result
             .watermarks
             .insert(tp, (next_offset.max(hw), log_start));
         if next_offset > hw {
-            plan.advanced.insert(tp, (next_offset, max_ts));
+            plan.advanced.insert(tp, (next_offset, max_ts, bytes));
         }
     }
     for (key, state) in states {
@@ -374,6 +376,7 @@ async fn execute_pipelined(
     let a_part: Vec<i32> = a.keys().map(|k| k.1).collect();
     let a_next: Vec<i64> = a.values().map(|v| v.0).collect();
     let a_ts: Vec<i64> = a.values().map(|v| v.1).collect();
+    let a_bytes: Vec<i64> = a.values().map(|v| v.2).collect();
     let p = &plan.producer_updates;
     let p_id: Vec<i64> = p.keys().map(|k| k.0).collect();
     let p_topic: Vec<Uuid> = p.keys().map(|k| k.1).collect();
@@ -385,9 +388,13 @@ async fn execute_pipelined(
     let spans_params: [&(dyn ToSql + Sync); 9] = [
         &s_topic, &s_part, &s_base, &s_last, &s_key, &s_start, &s_len, &s_count, &s_ts,
     ];
-    let advance_params: [&(dyn ToSql + Sync); 4] = [&a_topic, &a_part, &a_next, &a_ts];
+    let advance_params: [&(dyn ToSql + Sync); 5] = [&a_topic, &a_part, &a_next, &a_ts, &a_bytes];
     let producer_params: [&(dyn ToSql + Sync); 5] = [&p_id, &p_topic, &p_part, &p_epoch, &p_hist];
-    let notify_payloads = watermark_payloads(&plan.advanced);
+    let notify_payloads = offset_payloads(
+        plan.advanced
+            .iter()
+            .map(|(&(t, p), &(next_offset, _, _))| (t, p, next_offset)),
+    );
     let insert_objects = tx.execute(&st.insert_objects, &objects_params);
     let insert_spans = async {
         if s.is_empty() {
@@ -450,20 +457,21 @@ async fn execute_pipelined(
     Ok(result)
 }
 
-/// NOTIFY payloads (each under PostgreSQL's 8000-byte limit):
-/// `topic_uuid/partition/high_watermark` entries separated by spaces.
-pub fn watermark_payloads(advanced: &HashMap<(Uuid, i32), (i64, i64)>) -> Vec<String> {
+/// NOTIFY payloads (each under PostgreSQL's 8000-byte limit) of
+/// `topic_uuid/partition/offset` entries separated by spaces: high
+/// watermarks on `rutomq_watermarks`, log start offsets on `rutomq_log_starts`.
+pub fn offset_payloads(entries: impl Iterator<Item = (Uuid, i32, i64)>) -> Vec<String> {
     const PAYLOAD_BYTES_MAX: usize = 7000;
     let mut out = Vec::new();
     let mut cur = String::new();
-    for ((topic, partition), (hw, _)) in advanced {
+    for (topic, partition, offset) in entries {
         if cur.len() > PAYLOAD_BYTES_MAX {
             out.push(std::mem::take(&mut cur));
         }
         if !cur.is_empty() {
             cur.push(' ');
         }
-        let _ = write!(cur, "{}/{}/{}", topic.simple(), partition, hw);
+        let _ = write!(cur, "{}/{}/{}", topic.simple(), partition, offset);
     }
     if !cur.is_empty() {
         out.push(cur);
@@ -471,16 +479,16 @@ pub fn watermark_payloads(advanced: &HashMap<(Uuid, i32), (i64, i64)>) -> Vec<St
     out
 }
 
-/// Parses one NOTIFY payload back into (topic, partition, high watermark).
-pub fn parse_watermark_payload(payload: &str) -> Vec<(Uuid, i32, i64)> {
+/// Parses one NOTIFY payload back into (topic, partition, offset).
+pub fn parse_offset_payload(payload: &str) -> Vec<(Uuid, i32, i64)> {
     payload
         .split(' ')
         .filter_map(|e| {
             let mut it = e.split('/');
             let t = Uuid::parse_str(it.next()?).ok()?;
             let p = it.next()?.parse().ok()?;
-            let hw = it.next()?.parse().ok()?;
-            Some((t, p, hw))
+            let offset = it.next()?.parse().ok()?;
+            Some((t, p, offset))
         })
         .collect()
 }
@@ -550,6 +558,8 @@ mod tests {
         assert_eq!(p.spans[0].batch_count, 2);
         assert_eq!((p.spans[1].base_offset, p.spans[1].last_offset), (15, 18));
         assert_eq!(p.advanced[&(t, 0)].0, 19);
+        // The retained size grows by every appended batch.
+        assert_eq!(p.advanced[&(t, 0)].2, 300);
         assert_eq!(p.result.watermarks[&(t, 0)], (19, 0));
     }
 
@@ -616,8 +626,7 @@ mod tests {
     #[test]
     fn notify_payload_round_trip() {
         let t = Uuid::from_u128(4);
-        let adv = HashMap::from([((t, 3), (42, 0))]);
-        let payloads = watermark_payloads(&adv);
-        assert_eq!(parse_watermark_payload(&payloads[0]), vec![(t, 3, 42)]);
+        let payloads = offset_payloads([(t, 3, 42)].into_iter());
+        assert_eq!(parse_offset_payload(&payloads[0]), vec![(t, 3, 42)]);
     }
 }

@@ -108,8 +108,33 @@ pub enum CreateTopicError {
     AlreadyExists,
 }
 
-/// A high watermark change seen on `LISTEN` (from any agent).
-pub type WatermarkListener = Box<dyn Fn(&[(Uuid, i32, i64)]) + Send + Sync>;
+/// What a notification seen on `LISTEN` (from any agent) carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// New high watermarks (window commits).
+    Watermarks,
+    /// New log start offsets (retention, DeleteRecords).
+    LogStarts,
+}
+
+/// Called with every (topic, partition, offset) notification.
+pub type NoticeListener = Box<dyn Fn(Notice, &[(Uuid, i32, i64)]) + Send + Sync>;
+
+/// Advisory lock held by the agent dropping retired spans (one at a time,
+/// so two agents never each leave an object's last span to the other).
+const RETIRE_LOCK: i64 = 724_617_002;
+
+/// What moving one partition's log start offset did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogStartOutcome {
+    /// The log start offset now (the low watermark).
+    Moved {
+        low_watermark: i64,
+    },
+    /// The requested offset is past the high watermark (or below -1).
+    OffsetOutOfRange,
+    UnknownPartition,
+}
 
 /// Counters for `/metrics`.
 #[derive(Default, Debug)]
@@ -119,6 +144,10 @@ pub struct MetaStats {
     pub committed_spans: AtomicU64,
     pub commit_failures: AtomicU64,
     pub queries: AtomicU64,
+    /// Partitions whose log start retention moved.
+    pub log_starts_moved: AtomicU64,
+    /// Spans dropped after the log start passed them.
+    pub spans_dropped: AtomicU64,
 }
 
 /// The shared query connection, with the statements every fetch runs
@@ -207,7 +236,10 @@ pub struct Meta {
 
 /// Applies the versioned migrations under `meta/sql/` that are not applied yet.
 pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaError> {
-    const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../sql/0001_init.sql"))];
+    const MIGRATIONS: &[(i32, &str)] = &[
+        (1, include_str!("../sql/0001_init.sql")),
+        (2, include_str!("../sql/0002_retention.sql")),
+    ];
     client
         .batch_execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -264,7 +296,7 @@ impl Meta {
     /// it is ready or failed.
     pub fn start(
         url: String,
-        on_watermarks: WatermarkListener,
+        on_notice: NoticeListener,
     ) -> Result<(Meta, std::thread::JoinHandle<()>), MetaError> {
         let (job_tx, mut job_rx) = mpsc::channel::<Job>(QUERY_QUEUE_MAX);
         let (commit_tx, commit_rx) = mpsc::channel::<CommitJob>(COMMIT_QUEUE_MAX);
@@ -296,7 +328,7 @@ impl Meta {
                             return;
                         }
                     };
-                    tokio::spawn(run_listener(url.clone(), Arc::new(on_watermarks)));
+                    tokio::spawn(run_listener(url.clone(), Arc::new(on_notice)));
                     let _ = ready_tx.send(Ok(()));
                     let committer = tokio::spawn(run_committer(
                         url.clone(),
@@ -506,19 +538,24 @@ impl Meta {
         .await
     }
 
-    /// The first span holding a record with timestamp >= `timestamp`, or,
-    /// with `None`, the span holding the partition's largest timestamp.
+    /// The first retained span ending at or after `from_offset` that holds
+    /// a record with timestamp >= `timestamp`, or, with `None`, the retained
+    /// span holding the partition's largest timestamp.
     pub async fn span_by_timestamp(
         &self,
         topic_id: Uuid,
         partition: i32,
         timestamp: Option<i64>,
+        from_offset: i64,
     ) -> Result<Option<SpanRecord>, MetaError> {
         self.run(move |c| async move {
             let row = match timestamp {
                 Some(ts) => {
-                    c.query_opt(sql::SPAN_BY_TIMESTAMP, &[&topic_id, &partition, &ts])
-                        .await?
+                    c.query_opt(
+                        sql::SPAN_BY_TIMESTAMP,
+                        &[&topic_id, &partition, &ts, &from_offset],
+                    )
+                    .await?
                 }
                 None => {
                     c.query_opt(sql::SPAN_MAX_TIMESTAMP, &[&topic_id, &partition])
@@ -586,11 +623,146 @@ impl Meta {
     }
 
     /// Marks objects that no span references and that are older than
-    /// `grace` for deletion.
-    pub async fn mark_unreferenced_objects(&self, grace: Duration) -> Result<u64, MetaError> {
+    /// `grace` for deletion after `delay`.
+    pub async fn mark_unreferenced_objects(
+        &self,
+        grace: Duration,
+        delay: Duration,
+    ) -> Result<u64, MetaError> {
         self.run(move |c| async move {
-            let secs = grace.as_secs_f64();
-            Ok(c.execute(sql::MARK_UNREFERENCED_OBJECTS, &[&secs]).await?)
+            let (secs, delay) = (grace.as_secs_f64(), delay.as_secs_f64());
+            Ok(c.execute(sql::MARK_UNREFERENCED_OBJECTS, &[&secs, &delay])
+                .await?)
+        })
+        .await
+    }
+
+    /// Where retention puts the log start offset of each partition of a
+    /// topic: (partition, log start now, log start wanted). `older_than_ms`
+    /// retires spans whose newest timestamp is below it; `bytes_max` keeps
+    /// the retained log at or under that size.
+    pub async fn retention_starts(
+        &self,
+        topic_id: Uuid,
+        older_than_ms: Option<i64>,
+        bytes_max: Option<i64>,
+    ) -> Result<Vec<(i32, i64, i64)>, MetaError> {
+        self.run(move |c| async move {
+            Ok(c.query(
+                sql::RETENTION_STARTS,
+                &[&topic_id, &older_than_ms, &bytes_max],
+            )
+            .await?
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect())
+        })
+        .await
+    }
+
+    /// Moves log start offsets of `topic_id` forward, as DeleteRecords does:
+    /// each (partition, offset) with -1 meaning the high watermark. An
+    /// offset at or below the current log start changes nothing; one past
+    /// the high watermark is refused. The new log starts are announced to
+    /// every agent; the spans they retire are dropped later
+    /// ([`Meta::drop_retired_spans`]).
+    pub async fn advance_log_starts(
+        &self,
+        topic_id: Uuid,
+        mut wanted: Vec<(i32, i64)>,
+    ) -> Result<Vec<(i32, LogStartOutcome)>, MetaError> {
+        self.run_ctx(move |ctx| async move {
+            let mut c = ctx.ddl.lock().await;
+            let tx = c.transaction().await?;
+            wanted.sort_unstable();
+            let parts: Vec<i32> = wanted.iter().map(|w| w.0).collect();
+            let locked: HashMap<i32, (i64, i64)> = tx
+                .query(sql::LOCK_TOPIC_PARTITIONS, &[&topic_id, &parts])
+                .await?
+                .iter()
+                .map(|r| (r.get(0), (r.get(1), r.get(2))))
+                .collect();
+            let mut outcomes = Vec::with_capacity(wanted.len());
+            let (mut moved_parts, mut moved_to) = (Vec::new(), Vec::new());
+            for (partition, offset) in wanted {
+                let Some(&(hw, log_start)) = locked.get(&partition) else {
+                    outcomes.push((partition, LogStartOutcome::UnknownPartition));
+                    continue;
+                };
+                let target = if offset == -1 { hw } else { offset };
+                if target < 0 || target > hw {
+                    outcomes.push((partition, LogStartOutcome::OffsetOutOfRange));
+                    continue;
+                }
+                if target > log_start {
+                    // Sorted: a repeated partition keeps its largest offset.
+                    if moved_parts.last() == Some(&partition) {
+                        moved_to.pop();
+                        moved_parts.pop();
+                    }
+                    moved_parts.push(partition);
+                    moved_to.push(target);
+                }
+                outcomes.push((
+                    partition,
+                    LogStartOutcome::Moved {
+                        low_watermark: target.max(log_start),
+                    },
+                ));
+            }
+            if !moved_parts.is_empty() {
+                tx.execute(
+                    sql::ADVANCE_LOG_START,
+                    &[&topic_id, &moved_parts, &moved_to],
+                )
+                .await?;
+                let payloads = commit::offset_payloads(
+                    moved_parts
+                        .iter()
+                        .zip(&moved_to)
+                        .map(|(&p, &o)| (topic_id, p, o)),
+                );
+                for p in &payloads {
+                    tx.execute(sql::NOTIFY_LOG_STARTS, &[p]).await?;
+                }
+            }
+            tx.commit().await?;
+            Ok(outcomes)
+        })
+        .await
+    }
+
+    /// Deletes up to `limit` spans that end before their partition's log
+    /// start, and marks the objects left without spans for deletion after
+    /// `delay`. Returns (spans dropped, objects marked), or `None` when
+    /// another agent is doing it right now.
+    pub async fn drop_retired_spans(
+        &self,
+        limit: i64,
+        delay: Duration,
+    ) -> Result<Option<(u64, u64)>, MetaError> {
+        self.run_ctx(move |ctx| async move {
+            let mut c = ctx.ddl.lock().await;
+            let tx = c.transaction().await?;
+            let mine: bool = tx
+                .query_one("SELECT pg_try_advisory_xact_lock($1)", &[&RETIRE_LOCK])
+                .await?
+                .get(0);
+            if !mine {
+                return Ok(None);
+            }
+            let row = tx.query_one(sql::DROP_RETIRED_SPANS, &[&limit]).await?;
+            let dropped: i64 = row.get(0);
+            let keys: Vec<String> = row.get(1);
+            let marked = if keys.is_empty() {
+                0
+            } else {
+                let delay = delay.as_secs_f64();
+                tx.execute(sql::MARK_RETIRED_OBJECTS, &[&keys, &delay])
+                    .await?
+            };
+            tx.commit().await?;
+            Ok(Some((dropped as u64, marked)))
         })
         .await
     }
@@ -703,13 +875,13 @@ async fn reconnect_if_closed(url: &str, ctx: &mut Ctx) {
     }
 }
 
-/// `LISTEN`s for watermark changes committed by any agent, reconnecting with
-/// a bounded backoff. Changes missed while disconnected are picked up when
-/// the shards' cached watermarks expire.
-async fn run_listener(url: String, on_watermarks: Arc<WatermarkListener>) {
+/// `LISTEN`s for watermark and log start changes committed by any agent,
+/// reconnecting with a bounded backoff. Changes missed while disconnected
+/// are picked up when the shards' cached watermarks expire.
+async fn run_listener(url: String, on_notice: Arc<NoticeListener>) {
     let mut backoff = Duration::from_millis(100);
     loop {
-        match listen_once(&url, &on_watermarks).await {
+        match listen_once(&url, &on_notice).await {
             Ok(()) => backoff = Duration::from_millis(100),
             Err(e) => tracing::warn!(error = %e, "LISTEN connection failed; reconnecting"),
         }
@@ -718,15 +890,20 @@ async fn run_listener(url: String, on_watermarks: Arc<WatermarkListener>) {
     }
 }
 
-async fn listen_once(url: &str, on_watermarks: &Arc<WatermarkListener>) -> Result<(), MetaError> {
+async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), MetaError> {
     let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
-    let (ntx, mut nrx) = mpsc::unbounded_channel::<Result<String, tokio_postgres::Error>>();
+    type Received = Result<(Notice, String), tokio_postgres::Error>;
+    let (ntx, mut nrx) = mpsc::unbounded_channel::<Received>();
     let pump = tokio::spawn(async move {
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(m) = messages.next().await {
             match m {
                 Ok(AsyncMessage::Notification(n)) => {
-                    if ntx.send(Ok(n.payload().to_owned())).is_err() {
+                    let kind = match n.channel() {
+                        "rutomq_log_starts" => Notice::LogStarts,
+                        _ => Notice::Watermarks,
+                    };
+                    if ntx.send(Ok((kind, n.payload().to_owned()))).is_err() {
                         return;
                     }
                 }
@@ -738,9 +915,12 @@ async fn listen_once(url: &str, on_watermarks: &Arc<WatermarkListener>) -> Resul
             }
         }
     });
-    client.batch_execute("LISTEN rutomq_watermarks").await?;
+    client
+        .batch_execute("LISTEN rutomq_watermarks; LISTEN rutomq_log_starts")
+        .await?;
     while let Some(m) = nrx.recv().await {
-        on_watermarks(&commit::parse_watermark_payload(&m?));
+        let (kind, payload) = m?;
+        on_notice(kind, &commit::parse_offset_payload(&payload));
     }
     pump.abort();
     Ok(())

@@ -35,4 +35,10 @@ statements! {
     OBJECTS_TO_DELETE => "objects_to_delete.sql",
     FORGET_OBJECTS => "forget_objects.sql",
     CLAIM_UNKNOWN_OBJECTS => "claim_unknown_objects.sql",
+    RETENTION_STARTS => "retention_starts.sql",
+    LOCK_TOPIC_PARTITIONS => "lock_topic_partitions.sql",
+    ADVANCE_LOG_START => "advance_log_start.sql",
+    NOTIFY_LOG_STARTS => "notify_log_starts.sql",
+    DROP_RETIRED_SPANS => "drop_retired_spans.sql",
+    MARK_RETIRED_OBJECTS => "mark_retired_objects.sql",
 }

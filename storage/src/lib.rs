@@ -78,6 +78,9 @@ pub const READ_AHEAD_CACHE_SHARE_DEN: usize = 2;
 
 type ObjectRead = Shared<BoxFuture<'static, Result<Bytes, Arc<object_store::Error>>>>;
 
+/// Object deletions in flight at once (retention and orphan collection).
+pub const DELETES_CONCURRENT: usize = 16;
+
 #[derive(Default, Debug)]
 pub struct StorageStats {
     pub puts: AtomicU64,
@@ -98,6 +101,8 @@ pub struct StorageStats {
     /// Sealed shard buffers gathered into uploaded objects (several per
     /// object when several shards wrote in one window).
     pub sealed_buffers: AtomicU64,
+    /// Objects deleted (retired by retention, or orphans).
+    pub deletes: AtomicU64,
 }
 
 /// Opens the store named by `url`: `file:///abs/dir`, `memory://`, or
@@ -508,19 +513,58 @@ impl Storage {
 
     /// Deletes an object (a missing one is fine) and drops it from the caches.
     pub async fn delete(&self, key: String) -> Result<(), StorageError> {
-        self.cache.lock().expect("tail cache lock").remove(&key);
-        self.read_cache
-            .lock()
-            .expect("read cache lock")
-            .remove(&key);
-        let store = self.store.clone();
-        self.on_runtime(async move {
-            match store.delete(&Path::from(key.as_str())).await {
-                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-                Err(e) => Err(e.into()),
+        match self.delete_many(vec![key]).await {
+            (_, Some(e)) => Err(e),
+            (_, None) => Ok(()),
+        }
+    }
+
+    /// Deletes many objects, `DELETES_CONCURRENT` at a time. Returns the
+    /// keys known deleted (objects already gone count) and the first
+    /// failure; keys not returned are left for a later attempt.
+    pub async fn delete_many(&self, keys: Vec<String>) -> (Vec<String>, Option<StorageError>) {
+        {
+            let mut cache = self.cache.lock().expect("tail cache lock");
+            let mut read_cache = self.read_cache.lock().expect("read cache lock");
+            for k in &keys {
+                cache.remove(k);
+                read_cache.remove(k);
             }
-        })
-        .await
+        }
+        let store = self.store.clone();
+        let stats = self.stats.clone();
+        let outcome = self
+            .on_runtime(async move {
+                use futures::StreamExt;
+                let mut results = futures::stream::iter(keys)
+                    .map(|key| {
+                        let store = store.clone();
+                        async move {
+                            let r = match store.delete(&Path::from(key.as_str())).await {
+                                Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                                Err(e) => Err(StorageError::from(e)),
+                            };
+                            (key, r)
+                        }
+                    })
+                    .buffer_unordered(DELETES_CONCURRENT);
+                let mut deleted = Vec::new();
+                let mut failed = None;
+                while let Some((key, r)) = results.next().await {
+                    match r {
+                        Ok(()) => {
+                            stats.deletes.fetch_add(1, Ordering::Relaxed);
+                            deleted.push(key);
+                        }
+                        Err(e) => {
+                            failed.get_or_insert(e);
+                        }
+                    }
+                }
+                Ok::<_, StorageError>((deleted, failed))
+            })
+            .await;
+        outcome.unwrap_or_else(|e| (Vec::new(), Some(e)))
     }
 
     pub fn cache_bytes(&self) -> usize {

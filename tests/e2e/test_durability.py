@@ -255,7 +255,8 @@ def test_orphan_objects_are_collected(start_agent, tmp_path):
     d = tmp_path / "objects-gc"
     d.mkdir()
     a = start_agent(object_store=f"file://{d}",
-                    extra_args=["--gc-interval-ms", "300", "--gc-grace-ms", "2000"])
+                    extra_args=["--gc-interval-ms", "300", "--gc-grace-ms", "2000",
+                                "--file-delete-delay-ms", "0"])
     keep, drop = unique_topic("gc-keep"), unique_topic("gc-drop")
     create_topic(a.bootstrap, keep, 1)
     create_topic(a.bootstrap, drop, 1)

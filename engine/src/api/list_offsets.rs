@@ -74,41 +74,59 @@ async fn lookup(
         EARLIEST | EARLIEST_LOCAL => Ok(Some((offsets.log_start_offset, -1))),
         MAX_TIMESTAMP => {
             let span = meta
-                .span_by_timestamp(topic_id, partition, None)
+                .span_by_timestamp(topic_id, partition, None, 0)
                 .await
                 .map_err(|e| ErrorCode::from(&e))?;
             match span {
                 None => Ok(None),
-                Some(s) => find_record(shard, &s, |ts, max| ts == max, s.max_timestamp).await,
+                Some(s) => {
+                    let max = s.max_timestamp;
+                    find_record(shard, &s, offsets.log_start_offset, |ts| ts == max).await
+                }
             }
         }
         ts if ts >= 0 => {
-            let span = meta
-                .span_by_timestamp(topic_id, partition, Some(ts))
-                .await
-                .map_err(|e| ErrorCode::from(&e))?;
-            match span {
-                None => Ok(None),
-                Some(s) => find_record(shard, &s, |rts, target| rts >= target, ts).await,
+            // The first span with a late enough record; when DeleteRecords
+            // put the log start inside it and its hits are all before the
+            // log start, the next such span.
+            let mut from = offsets.log_start_offset;
+            loop {
+                let span = meta
+                    .span_by_timestamp(topic_id, partition, Some(ts), from)
+                    .await
+                    .map_err(|e| ErrorCode::from(&e))?;
+                let Some(s) = span else { return Ok(None) };
+                let found =
+                    find_record(shard, &s, offsets.log_start_offset, |rts| rts >= ts).await?;
+                if found.is_some() {
+                    return Ok(found);
+                }
+                from = s.last_offset + 1;
             }
         }
         _ => Err(ErrorCode::InvalidRequest),
     }
 }
 
-/// The first record in `span` whose timestamp satisfies `hit(ts, target)`.
+/// The first record in `span` at or after offset `from` whose timestamp
+/// satisfies `hit`.
 async fn find_record(
     shard: &Shard,
     span: &SpanRecord,
-    hit: impl Fn(i64, i64) -> bool,
-    target: i64,
+    from: i64,
+    hit: impl Fn(i64) -> bool,
 ) -> Result<Option<(i64, i64)>, ErrorCode> {
     for rb in read_span(shard, span).await? {
-        if rb.batch.max_timestamp < target && !hit(rb.batch.max_timestamp, target) {
+        // A batch whose newest timestamp misses holds no hit (both targets
+        // are "at least" or "equal to the span's newest").
+        let last = rb.base_offset + rb.batch.last_offset_delta as i64;
+        if last < from || !hit(rb.batch.max_timestamp) {
             continue;
         }
-        let found = first_record_matching(&rb.batch.bytes, rb.base_offset, |ts| hit(ts, target))
-            .map_err(|_| ErrorCode::KafkaStorageError)?;
+        let found = first_record_matching(&rb.batch.bytes, rb.base_offset, |offset, ts| {
+            offset >= from && hit(ts)
+        })
+        .map_err(|_| ErrorCode::KafkaStorageError)?;
         if found.is_some() {
             return Ok(found);
         }

@@ -5,6 +5,7 @@
 mod api_versions;
 mod create_partitions;
 mod create_topics;
+mod delete_records;
 mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
@@ -50,6 +51,7 @@ pub const APIS: &[ApiSpec] = &[
     spec(ApiKey::DescribeConfigs, 1, 4),
     spec(ApiKey::CreatePartitions, 0, 3),
     spec(ApiKey::DescribeCluster, 0, 2),
+    spec(ApiKey::DeleteRecords, 0, 2),
 ];
 
 pub fn find(key: i16) -> Option<&'static ApiSpec> {
@@ -150,6 +152,7 @@ bodies! {
     Metadata => MetadataRequest,
     CreateTopics => CreateTopicsRequest,
     DeleteTopics => DeleteTopicsRequest,
+    DeleteRecords => DeleteRecordsRequest,
     CreatePartitions => CreatePartitionsRequest,
     DescribeCluster => DescribeClusterRequest,
     DescribeConfigs => DescribeConfigsRequest,
@@ -253,6 +256,7 @@ async fn dispatch(shard: Rc<Shard>, frame: Bytes) -> Result<Reply, Close> {
         Body::Metadata(b) => now!(metadata, b),
         Body::CreateTopics(b) => now!(create_topics, b),
         Body::DeleteTopics(b) => now!(delete_topics, b),
+        Body::DeleteRecords(b) => now!(delete_records, b),
         Body::CreatePartitions(b) => now!(create_partitions, b),
         Body::DescribeCluster(b) => now!(describe_cluster, b),
         Body::DescribeConfigs(b) => now!(describe_configs, b),

@@ -1,0 +1,253 @@
+//! Retention and DeleteRecords against a real PostgreSQL (the embedded one):
+//! log starts move as retention.ms and retention.bytes say, the retained
+//! size follows, every agent hears of it, retired spans are dropped and
+//! their objects deleted once no partition needs them.
+
+mod common;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{commit, object_of, wait_heard, with_meta, Pg};
+use rutomq::gc::{self, GcConfig};
+use rutomq_meta::{LogStartOutcome, Meta, Notice};
+use uuid::Uuid;
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+async fn topic(meta: &Meta, name: &str, partitions: i32, configs: &[(&str, &str)]) -> Uuid {
+    let configs = configs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    meta.create_topic(name.into(), partitions, configs)
+        .await
+        .unwrap()
+        .expect("topic created")
+        .topic_id
+}
+
+/// (log start, high watermark, retained bytes) of a partition.
+async fn state(pg: &Pg, t: Uuid, p: i32) -> (i64, i64, i64) {
+    let c = rutomq_meta::connect(&pg.url).await.unwrap();
+    let r = c
+        .query_one(
+            "SELECT log_start_offset, next_offset, size_bytes FROM partitions
+             WHERE topic_id = $1 AND partition = $2",
+            &[&t, &p],
+        )
+        .await
+        .unwrap();
+    (r.get(0), r.get(1), r.get(2))
+}
+
+async fn span_count(pg: &Pg, t: Uuid) -> i64 {
+    let c = rutomq_meta::connect(&pg.url).await.unwrap();
+    c.query_one("SELECT count(*) FROM spans WHERE topic_id = $1", &[&t])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn retention_bytes_keeps_the_newest_spans_over_the_limit() {
+    with_meta("ret-bytes", |pg| async move {
+        let meta = &pg.meta;
+        let t = topic(meta, "sized", 1, &[("retention.bytes", "250")]).await;
+        // Five objects of one 100-byte span (10 records each): 500 bytes.
+        for i in 0..5 {
+            commit(
+                meta,
+                object_of(&format!("objects/1/s{i}.rtq"), &[(t, 0, 10, 100, now_ms())]),
+            )
+            .await
+            .unwrap();
+        }
+        assert_eq!(state(&pg, t, 0).await, (0, 50, 500));
+        let moved = gc::apply_retention(meta).await.unwrap();
+        assert_eq!(moved, 1);
+        // As Kafka: retire the oldest while what is left stays >= 250.
+        assert_eq!(state(&pg, t, 0).await, (20, 50, 300));
+        wait_heard(&pg.heard, "the new log start", |h| {
+            *h == (Notice::LogStarts, t, 0, 20)
+        })
+        .await;
+        // Nothing more to retire: a second round is a no-op.
+        assert_eq!(gc::apply_retention(meta).await.unwrap(), 0);
+
+        // The retired spans go, their objects become due (no delay here).
+        let dropped = meta
+            .drop_retired_spans(1000, Duration::ZERO)
+            .await
+            .unwrap()
+            .expect("no other agent holds the lock");
+        assert_eq!(dropped, (2, 2));
+        assert_eq!(span_count(&pg, t).await, 3);
+        let mut due = meta.objects_to_delete(100).await.unwrap();
+        due.sort();
+        assert_eq!(due, ["objects/1/s0.rtq", "objects/1/s1.rtq"]);
+        // Fetching below the log start finds nothing to serve.
+        let offsets = meta.partition_offsets(t, 0).await.unwrap().unwrap();
+        assert_eq!(offsets.log_start_offset, 20);
+    });
+}
+
+#[test]
+fn retention_ms_retires_old_spans_and_a_shared_object_waits_for_all() {
+    with_meta("ret-ms", |pg| async move {
+        let meta = &pg.meta;
+        let t = topic(meta, "timed", 2, &[("retention.ms", "60000")]).await;
+        let old = now_ms() - 120_000;
+        // One object shared by both partitions: partition 0's batch is old,
+        // partition 1's is new.
+        commit(
+            meta,
+            object_of(
+                "objects/1/shared.rtq",
+                &[(t, 0, 5, 100, old), (t, 1, 5, 100, now_ms())],
+            ),
+        )
+        .await
+        .unwrap();
+        commit(
+            meta,
+            object_of("objects/1/old0.rtq", &[(t, 0, 5, 100, old)]),
+        )
+        .await
+        .unwrap();
+        commit(
+            meta,
+            object_of("objects/1/new0.rtq", &[(t, 0, 5, 100, now_ms())]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(gc::apply_retention(meta).await.unwrap(), 1);
+        assert_eq!(state(&pg, t, 0).await, (10, 15, 100));
+        assert_eq!(state(&pg, t, 1).await, (0, 5, 100));
+
+        let dropped = meta
+            .drop_retired_spans(1000, Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        // Two spans dropped; only old0 is left without spans: partition 1
+        // still reads the shared object.
+        assert_eq!(dropped, (2, 1));
+        assert_eq!(
+            meta.objects_to_delete(100).await.unwrap(),
+            ["objects/1/old0.rtq"]
+        );
+
+        // A later DeleteRecords of partition 1 frees the shared object too.
+        let out = meta.advance_log_starts(t, vec![(1, -1)]).await.unwrap();
+        assert_eq!(out, vec![(1, LogStartOutcome::Moved { low_watermark: 5 })]);
+        let dropped = meta
+            .drop_retired_spans(1000, Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(dropped, (1, 1));
+        let mut due = meta.objects_to_delete(100).await.unwrap();
+        due.sort();
+        assert_eq!(due, ["objects/1/old0.rtq", "objects/1/shared.rtq"]);
+    });
+}
+
+#[test]
+fn delete_records_moves_log_starts_like_kafka() {
+    with_meta("delete-records", |pg| async move {
+        let meta = &pg.meta;
+        let t = topic(meta, "dr", 2, &[("retention.ms", "-1")]).await;
+        for i in 0..3 {
+            commit(
+                meta,
+                object_of(&format!("objects/1/d{i}.rtq"), &[(t, 0, 10, 100, now_ms())]),
+            )
+            .await
+            .unwrap();
+        }
+        // Inside the second span: the span stays (and its bytes count)
+        // until the log start passes it.
+        let out = meta
+            .advance_log_starts(t, vec![(0, 15), (1, 1), (7, 0)])
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            vec![
+                (0, LogStartOutcome::Moved { low_watermark: 15 }),
+                (1, LogStartOutcome::OffsetOutOfRange),
+                (7, LogStartOutcome::UnknownPartition),
+            ]
+        );
+        assert_eq!(state(&pg, t, 0).await, (15, 30, 200));
+        // Below the log start: no change, the low watermark is answered.
+        let out = meta.advance_log_starts(t, vec![(0, 3)]).await.unwrap();
+        assert_eq!(out, vec![(0, LogStartOutcome::Moved { low_watermark: 15 })]);
+        // Past the high watermark: refused.
+        let out = meta.advance_log_starts(t, vec![(0, 31)]).await.unwrap();
+        assert_eq!(out, vec![(0, LogStartOutcome::OffsetOutOfRange)]);
+        // retention.ms=-1 (and no retention.bytes): retention leaves it.
+        assert_eq!(gc::apply_retention(meta).await.unwrap(), 0);
+        let out = meta.advance_log_starts(t, vec![(0, 20)]).await.unwrap();
+        assert_eq!(out, vec![(0, LogStartOutcome::Moved { low_watermark: 20 })]);
+        assert_eq!(state(&pg, t, 0).await, (20, 30, 100));
+    });
+}
+
+/// A whole collector round with a real object store (in memory): retired
+/// objects are deleted from the store and their rows dropped.
+#[test]
+fn a_collector_round_deletes_retired_objects() {
+    with_meta("gc-round", |pg| async move {
+        let meta = &pg.meta;
+        let (store, prefix) = rutomq_storage::open_store("memory://", &Default::default()).unwrap();
+        let (storage, _thread) =
+            rutomq_storage::Storage::start(store, prefix, 1 << 20, 1 << 20).unwrap();
+        let t = topic(meta, "round", 1, &[("retention.bytes", "0")]).await;
+        let mut keys = Vec::new();
+        for _ in 0..3 {
+            let key = storage.new_object_key(1);
+            storage
+                .put(key.clone(), vec![Bytes::from(vec![0u8; 100])])
+                .await
+                .unwrap();
+            commit(meta, object_of(&key, &[(t, 0, 1, 100, now_ms())]))
+                .await
+                .unwrap();
+            keys.push(key);
+        }
+        let cfg = GcConfig::new(
+            Duration::from_secs(1),
+            Duration::from_secs(60),
+            Duration::from_secs(3600),
+            Duration::ZERO,
+        );
+        assert_eq!((cfg.retention_every, cfg.orphan_every), (1, 60));
+        let done = gc::round(meta, &storage, &cfg, true, true, &mut None)
+            .await
+            .unwrap();
+        // retention.bytes=0 retires everything: the log is empty, at 3.
+        assert_eq!(
+            (
+                done.log_starts_moved,
+                done.spans_dropped,
+                done.objects_deleted
+            ),
+            (1, 3, 3)
+        );
+        assert_eq!(state(&pg, t, 0).await, (3, 3, 0));
+        for key in &keys {
+            assert!(
+                storage.get_range(key.clone(), 0..1, 0).await.is_err(),
+                "{key} was deleted"
+            );
+        }
+        assert!(meta.objects_to_delete(100).await.unwrap().is_empty());
+    });
+}

@@ -1,0 +1,16 @@
+-- Deletes up to $1 spans that end before their partition's log start and
+-- returns the objects they were in (each once).
+WITH doomed AS (
+    SELECT s.topic_id, s.partition, s.base_offset
+    FROM partitions p
+    JOIN spans s ON s.topic_id = p.topic_id AND s.partition = p.partition
+                AND s.base_offset < p.log_start_offset
+    WHERE s.last_offset < p.log_start_offset
+    LIMIT $1
+), gone AS (
+    DELETE FROM spans s USING doomed d
+    WHERE s.topic_id = d.topic_id AND s.partition = d.partition
+      AND s.base_offset = d.base_offset
+    RETURNING s.object_key
+)
+SELECT count(*)::bigint, coalesce(array_agg(DISTINCT object_key), '{}'::text[]) FROM gone

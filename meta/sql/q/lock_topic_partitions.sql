@@ -1,0 +1,7 @@
+-- Locks partitions of one topic in key order (the order window commits lock
+-- them in, so the two never deadlock).
+SELECT partition, next_offset, log_start_offset
+FROM partitions
+WHERE topic_id = $1 AND partition = ANY($2::int[])
+ORDER BY partition
+FOR UPDATE

@@ -1,0 +1,1 @@
+SELECT pg_notify('rutomq_log_starts', $1)

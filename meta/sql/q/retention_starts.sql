@@ -1,0 +1,30 @@
+-- Where retention moves each partition's log start offset, for topic $1:
+-- past every leading span whose newest timestamp is older than $2 (ms; NULL
+-- = no time limit), and past the leading spans that take the retained log
+-- over $3 bytes (NULL = no size limit). Both walk the spans from the log
+-- start in offset order and stop at the first one kept, so a round costs
+-- about the spans it retires, not the partition's history. Kafka's rules:
+-- a leading prefix only, a span (segment) is kept whole or retired whole.
+SELECT p.partition, p.log_start_offset,
+       greatest(
+         p.log_start_offset,
+         CASE WHEN $2::bigint IS NULL THEN p.log_start_offset ELSE coalesce(
+           (SELECT s.base_offset FROM spans s
+            WHERE s.topic_id = p.topic_id AND s.partition = p.partition
+              AND s.last_offset >= p.log_start_offset AND s.max_timestamp >= $2
+            ORDER BY s.base_offset LIMIT 1),
+           p.next_offset) END,
+         CASE WHEN $3::bigint IS NULL OR p.size_bytes <= $3 THEN p.log_start_offset ELSE coalesce(
+           (SELECT x.base_offset
+            FROM (SELECT s.base_offset,
+                         sum(s.byte_len) OVER (ORDER BY s.base_offset) AS through
+                  FROM spans s
+                  WHERE s.topic_id = p.topic_id AND s.partition = p.partition
+                    AND s.last_offset >= p.log_start_offset
+                  ORDER BY s.base_offset) x
+            WHERE p.size_bytes - x.through < $3
+            ORDER BY x.base_offset LIMIT 1),
+           p.next_offset) END)
+FROM partitions p
+WHERE p.topic_id = $1
+ORDER BY p.partition
