@@ -5,7 +5,16 @@
 #
 # Usage: benches/soak.sh [RATE_RECORDS_PER_S] [SECONDS] [RESULT_JSON]
 #   defaults: 61440 records/s (60 MiB/s of 1 KiB records), 600 s,
-#             benches/results/raw/<utc>-soak-e2e.json
+#             benches/results/raw/<utc>-soak-<mode>.json
+# Environment:
+#   SOAK_MODE=e2e|produce   e2e (default) produces and consumes at once;
+#                           produce only produces
+#   SOAK_BENCH_ARGS="..."   more rutomq-bench arguments, e.g.
+#                           "--producers 32 --batch-records 256
+#                            --topic-config retention.bytes=1073741824"
+#   SOAK_SERVE_ARGS="..."   more agent arguments, e.g.
+#                           "--retention-check-interval-ms 5000"
+#   SOAK_DIR=/path          where the agent's data goes (default /tmp)
 # Needs: cargo build --release --bin rutomq --bin rutomq-bench
 # Disk: the run writes RATE x SECONDS KiB of objects (60 MiB/s for 600 s is
 # about 35 GiB); the data directory is deleted at the end.
@@ -18,9 +27,10 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 rate="${1:-61440}"
 seconds="${2:-600}"
-out="${3:-$repo/benches/results/raw/$(date -u +%Y%m%dT%H%M%SZ)-soak-e2e.json}"
+mode="${SOAK_MODE:-e2e}"
+out="${3:-$repo/benches/results/raw/$(date -u +%Y%m%dT%H%M%SZ)-soak-$mode.json}"
 bin="$repo/target/release"
-work="$(mktemp -d /tmp/rq-soak.XXXX)"
+work="$(mktemp -d "${SOAK_DIR:-/tmp}/rq-soak.XXXX")"
 chmod 755 "$work"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 hport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -35,8 +45,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# shellcheck disable=SC2086 # word splitting of the extra arguments is wanted
 "$bin/rutomq" serve --data-dir "$work/data" --listen "127.0.0.1:$port" --http "127.0.0.1:$hport" \
-    >"$work/rutomq.log" 2>&1 &
+    ${SOAK_SERVE_ARGS:-} >"$work/rutomq.log" 2>&1 &
 pid=$!
 for _ in $(seq 120); do
     curl -sf "http://127.0.0.1:$hport/health/ready" >/dev/null && break
@@ -45,10 +56,19 @@ done
 curl -sf "http://127.0.0.1:$hport/health/ready" >/dev/null || { cat "$work/rutomq.log"; exit 1; }
 pg_pid=$(head -1 "$work/data/pg/data/postmaster.pid")
 
-"$bin/rutomq-bench" e2e --bootstrap "127.0.0.1:$port" --create --topic soak \
+# Disk held by the objects, sampled every 10 s (retention must bound it).
+(while kill -0 "$pid" 2>/dev/null; do
+    echo "$(date +%s) $(du -sk "$work/data/objects" 2>/dev/null | cut -f1)"
+    sleep 10
+done >"$work/disk.txt") &
+# shellcheck disable=SC2086
+"$bin/rutomq-bench" "$mode" --bootstrap "127.0.0.1:$port" --create --topic soak \
     --rate "$rate" --duration "$seconds" --warmup 5 \
-    --broker-pid "$pid" --broker-pid "$pg_pid" \
-    --metrics-url "http://127.0.0.1:$hport/metrics" --label rutomq-soak --out "$out"
+    --broker-pid "$pid" --broker-pid "$pg_pid" ${SOAK_BENCH_ARGS:-} \
+    --metrics-url "http://127.0.0.1:$hport/metrics" --label "rutomq-soak-$mode" --out "$out"
+awk 'NR == 1 {t0 = $1} {if ($2 > max) max = $2; last = $2}
+     END {printf "objects on disk MiB: max %.0f, end %.0f (sampled every 10 s from %d s)\n",
+          max / 1024, last / 1024, t0}' "$work/disk.txt"
 
 python3 - "$out" <<'EOF'
 import json, sys

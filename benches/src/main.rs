@@ -66,6 +66,10 @@ struct Args {
     /// Create the topics first (an existing topic is fine).
     #[arg(long)]
     create: bool,
+    /// A config of the created topics, KEY=VALUE (repeatable), e.g.
+    /// retention.bytes=1073741824 for runs longer than the disk holds.
+    #[arg(long = "topic-config", value_parser = parse_topic_config)]
+    topic_configs: Vec<(String, String)>,
     /// Bytes of value per record (no key).
     #[arg(long, default_value_t = 1024)]
     record_size: usize,
@@ -185,10 +189,23 @@ fn deal_producers<T: Clone>(all: &[T], n: usize) -> Vec<Vec<T>> {
     (0..n).map(|i| vec![all[i % all.len()].clone()]).collect()
 }
 
+fn parse_topic_config(s: &str) -> std::result::Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("expected KEY=VALUE, got {s:?}")),
+    }
+}
+
 async fn run(args: Args) -> Result<()> {
     let topics = topics(&args);
     if args.create {
-        wire::create_topics(&args.bootstrap, &topics, args.partitions).await?;
+        wire::create_topics(
+            &args.bootstrap,
+            &topics,
+            args.partitions,
+            &args.topic_configs,
+        )
+        .await?;
     }
     let parts: Vec<(String, i32)> = topics
         .iter()

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
@@ -113,7 +113,12 @@ pub fn topic_name(s: &str) -> TopicName {
 
 /// Creates the topics (an existing one is fine) and waits until every
 /// partition has a leader.
-pub async fn create_topics(addr: &str, topics: &[String], partitions: i32) -> Result<()> {
+pub async fn create_topics(
+    addr: &str,
+    topics: &[String],
+    partitions: i32,
+    configs: &[(String, String)],
+) -> Result<()> {
     let req = CreateTopicsRequest::default()
         .with_timeout_ms(30_000)
         .with_topics(
@@ -124,6 +129,16 @@ pub async fn create_topics(addr: &str, topics: &[String], partitions: i32) -> Re
                         .with_name(topic_name(t))
                         .with_num_partitions(partitions)
                         .with_replication_factor(1)
+                        .with_configs(
+                            configs
+                                .iter()
+                                .map(|(k, v)| {
+                                    CreatableTopicConfig::default()
+                                        .with_name(StrBytes::from_string(k.clone()))
+                                        .with_value(Some(StrBytes::from_string(v.clone())))
+                                })
+                                .collect(),
+                        )
                 })
                 .collect(),
         );

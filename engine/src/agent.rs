@@ -255,6 +255,14 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         windows: windows.clone(),
     };
     storage.spawn(pipeline.run(sealed_rx));
+    if Duration::from_millis(args.file_delete_delay_ms) < crate::shard::LOG_START_CACHE_TTL {
+        tracing::warn!(
+            file_delete_delay_ms = args.file_delete_delay_ms,
+            "objects are deleted sooner than shards refresh cached log starts: a fetch below a \
+             fresh log start may fail with KAFKA_STORAGE_ERROR (retriable) instead of \
+             OFFSET_OUT_OF_RANGE for a few seconds"
+        );
+    }
     storage.spawn(crate::gc::run(
         meta.clone(),
         storage.clone(),

@@ -82,6 +82,9 @@ impl GcConfig {
 
 pub async fn run(meta: Meta, storage: Storage, cfg: GcConfig) {
     let mut tick = tokio::time::interval(cfg.interval);
+    // A long round is followed by one interval of rest, not by a burst of
+    // rounds making up for the ticks it missed.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     // Listing resumes where the last round stopped, so a large store is
     // covered over several rounds instead of re-reading its first keys.
@@ -174,7 +177,8 @@ pub async fn round(
 }
 
 /// Moves log starts as each topic's retention.ms and retention.bytes say
-/// (Kafka's defaults where unset); returns the partitions moved.
+/// (Kafka's defaults where unset); returns the partitions moved. A topic
+/// that fails is logged and left for the next round; the others go on.
 pub async fn apply_retention(meta: &Meta) -> anyhow::Result<usize> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -187,29 +191,45 @@ pub async fn apply_retention(meta: &Meta) -> anyhow::Result<usize> {
             continue;
         }
         let older_than = ms.map(|ms| now_ms.saturating_sub(ms));
-        let wanted: Vec<(i32, i64)> = meta
-            .retention_starts(topic.topic_id, older_than, bytes)
-            .await?
-            .into_iter()
-            .filter(|&(_, now, wanted)| wanted > now)
-            .map(|(p, _, wanted)| (p, wanted))
-            .collect();
-        if wanted.is_empty() {
-            continue;
+        match retain_topic(meta, topic.topic_id, older_than, bytes).await {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::debug!(
+                    topic = topic.name,
+                    partitions = n,
+                    "retention moved log starts"
+                );
+                moved += n;
+            }
+            Err(e) => tracing::warn!(topic = topic.name, error = %e, "retention of a topic failed"),
         }
-        let n = wanted.len();
-        meta.advance_log_starts(topic.topic_id, wanted).await?;
-        tracing::debug!(
-            topic = topic.name,
-            partitions = n,
-            "retention moved log starts"
-        );
-        moved += n;
     }
     meta.stats
         .log_starts_moved
         .fetch_add(moved as u64, Ordering::Relaxed);
     Ok(moved)
+}
+
+/// Applies retention to one topic; returns the partitions moved.
+async fn retain_topic(
+    meta: &Meta,
+    topic_id: uuid::Uuid,
+    older_than_ms: Option<i64>,
+    retained_bytes: Option<i64>,
+) -> Result<usize, rutomq_meta::MetaError> {
+    let wanted: Vec<(i32, i64)> = meta
+        .retention_starts(topic_id, older_than_ms, retained_bytes)
+        .await?
+        .into_iter()
+        .filter(|&(_, now, wanted)| wanted > now)
+        .map(|(p, _, wanted)| (p, wanted))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(0);
+    }
+    let n = wanted.len();
+    meta.advance_log_starts(topic_id, wanted).await?;
+    Ok(n)
 }
 
 /// Deletes objects in the store that are older than `grace` and that no

@@ -112,6 +112,7 @@ pub async fn read_partition(
     let (high_watermark, log_start_offset, spans) = match cached {
         Some(c) => c,
         None => {
+            let asked_at = std::time::Instant::now();
             let (offsets, spans) = shard
                 .agent
                 .meta
@@ -126,6 +127,7 @@ pub async fn read_partition(
                 offsets.log_start_offset,
                 fetch_offset,
                 &spans,
+                asked_at,
             );
             (offsets.high_watermark, offsets.log_start_offset, spans)
         }

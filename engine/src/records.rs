@@ -22,6 +22,7 @@ pub const BATCH_HEADER_BYTES: usize = 61;
 pub const DECOMPRESSED_BATCH_BYTES_MAX: u64 = 64 << 20;
 
 const ATTR_COMPRESSION_MASK: i16 = 0x07;
+const ATTR_LOG_APPEND_TIME: i16 = 0x08;
 const ATTR_TRANSACTIONAL: i16 = 0x10;
 const ATTR_CONTROL: i16 = 0x20;
 
@@ -113,7 +114,7 @@ pub fn validate_produce_records(
     }
     let attributes = i16_at(records, 21);
     let last_offset_delta = i32_at(records, 23);
-    let max_timestamp = i64_at(records, 35);
+    let header_max_timestamp = i64_at(records, 35);
     let producer_id = i64_at(records, 43);
     let producer_epoch = i16_at(records, 51);
     let base_sequence = i32_at(records, 53);
@@ -146,7 +147,7 @@ pub fn validate_produce_records(
     }
     let codec = attributes & ATTR_COMPRESSION_MASK;
     let body = &records[BATCH_HEADER_BYTES..total];
-    let counted = if codec == 0 {
+    let (counted, max_delta) = if codec == 0 {
         count_records(body, body.len() as u64)
     } else {
         count_records(records_reader(codec, body)?, DECOMPRESSED_BATCH_BYTES_MAX)
@@ -157,6 +158,12 @@ pub fn validate_produce_records(
             format!("recordCount says {record_count} but the batch holds {counted} records"),
         ));
     }
+    // With LogAppendTime the header's max timestamp is the one that counts
+    // (the broker's, set on append); with CreateTime the records' own.
+    let max_timestamp = match max_delta {
+        Some(d) if attributes & ATTR_LOG_APPEND_TIME == 0 => i64_at(records, 27).wrapping_add(d),
+        _ => header_max_timestamp,
+    };
     Ok(BatchInfo {
         offset_count: record_count as u32,
         max_timestamp,
@@ -260,75 +267,61 @@ pub fn first_record_matching(
 
 /// Counts length-prefixed records in `r` (each record starts with a zigzag
 /// varint length), requiring the stream to end exactly after the last one.
-fn count_records<R: Read>(r: R, bytes_max: u64) -> Result<u64, Invalid> {
+/// Counts the records of a batch body and finds the largest timestamp delta
+/// among them (Kafka recomputes a batch's max timestamp from its records
+/// rather than trusting the header; so does rutomq, for retention and
+/// ListOffsets). Returns (records, largest delta or None when empty).
+fn count_records<R: Read>(r: R, bytes_max: u64) -> Result<(u64, Option<i64>), Invalid> {
     let mut r = std::io::BufReader::with_capacity(16 << 10, r.take(bytes_max + 1));
     let mut count = 0u64;
     let mut consumed = 0u64;
+    let mut max_delta: Option<i64> = None;
+    let corrupt = |e: std::io::Error| {
+        invalid(
+            ErrorCode::CorruptMessage,
+            format!("decompression failed: {e}"),
+        )
+    };
     loop {
-        let mut value: u64 = 0;
-        let mut shift = 0;
-        let mut first = true;
-        loop {
-            let mut byte = [0u8; 1];
-            match r.read(&mut byte) {
-                Ok(0) if first => return Ok(count),
-                Ok(0) => {
-                    return Err(invalid(
-                        ErrorCode::CorruptMessage,
-                        "truncated record length",
-                    ))
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    return Err(invalid(
-                        ErrorCode::CorruptMessage,
-                        format!("decompression failed: {e}"),
-                    ))
-                }
-            }
-            first = false;
-            consumed += 1;
-            value |= ((byte[0] & 0x7f) as u64) << shift;
-            if byte[0] & 0x80 == 0 {
-                break;
-            }
-            shift += 7;
-            if shift > 28 {
-                return Err(invalid(
-                    ErrorCode::CorruptMessage,
-                    "record length varint too long",
-                ));
-            }
-        }
-        let len = ((value >> 1) as i64) ^ -((value & 1) as i64);
-        if len <= 0 {
+        let Some(len) = read_varint(&mut r)? else {
+            return Ok((count, max_delta));
+        };
+        if len <= 1 || len > i32::MAX as i64 {
             return Err(invalid(
                 ErrorCode::CorruptMessage,
                 format!("record length {len}"),
             ));
         }
-        let skipped =
-            std::io::copy(&mut (&mut r).take(len as u64), &mut std::io::sink()).map_err(|e| {
-                invalid(
-                    ErrorCode::CorruptMessage,
-                    format!("decompression failed: {e}"),
-                )
-            })?;
-        if skipped != len as u64 {
-            return Err(invalid(
-                ErrorCode::CorruptMessage,
-                "record extends past the batch",
-            ));
-        }
-        consumed += skipped;
+        consumed += varint_len(len) + len as u64;
         if consumed > bytes_max {
             return Err(invalid(
                 ErrorCode::RecordListTooLarge,
                 format!("decompressed batch exceeds {bytes_max} bytes"),
             ));
         }
+        let mut record = (&mut r).take(len as u64);
+        let mut attributes = [0u8; 1];
+        record
+            .read_exact(&mut attributes)
+            .map_err(|_| invalid(ErrorCode::CorruptMessage, "record extends past the batch"))?;
+        let delta = read_varint(&mut record)?
+            .ok_or_else(|| invalid(ErrorCode::CorruptMessage, "record extends past the batch"))?;
+        max_delta = Some(max_delta.map_or(delta, |m| m.max(delta)));
+        std::io::copy(&mut record, &mut std::io::sink()).map_err(corrupt)?;
+        if record.limit() != 0 {
+            return Err(invalid(
+                ErrorCode::CorruptMessage,
+                "record extends past the batch",
+            ));
+        }
         count += 1;
     }
+}
+
+/// Bytes of the zigzag varint encoding of `v`.
+fn varint_len(v: i64) -> u64 {
+    let z = ((v << 1) ^ (v >> 63)) as u64;
+    (64 - z.leading_zeros() as u64).max(1).div_ceil(7)
 }
 
 /// Kafka's snappy: either xerial framing (magic, version, then
@@ -512,8 +505,19 @@ pub mod tests {
     fn valid_batch() {
         let info = validate_produce_records(&batch(3, 3), 1 << 20).unwrap();
         assert_eq!(info.offset_count, 3);
-        assert_eq!(info.max_timestamp, 1000);
+        // The header claims 1000; the records (base 0, deltas 0) say 0, and
+        // the records win, as in Kafka.
+        assert_eq!(info.max_timestamp, 0);
         assert_eq!(info.producer_id, -1);
+        // Base timestamp 5000: every record is at 5000.
+        let mut b = batch(3, 3);
+        b[27..35].copy_from_slice(&5000i64.to_be_bytes());
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        assert_eq!(
+            validate_produce_records(&b, 1 << 20).unwrap().max_timestamp,
+            5000
+        );
     }
 
     #[test]

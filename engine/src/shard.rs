@@ -251,7 +251,9 @@ impl Shard {
         }
     }
 
-    /// Remembers the spans just read for a partition from offset `from`.
+    /// Remembers the spans just read for a partition from offset `from`,
+    /// by a query sent at `asked_at`. A log start learned meanwhile (a
+    /// notification overtaking the query) is kept: log starts only grow.
     pub fn cache_spans(
         &self,
         topic_id: Uuid,
@@ -259,16 +261,22 @@ impl Shard {
         log_start: i64,
         from: i64,
         spans: &[rutomq_meta::SpanRecord],
+        asked_at: Instant,
     ) {
         let next = spans.last().map_or(from, |l| l.last_offset + 1);
         let mut map = self.spans.borrow_mut();
         if map.len() >= SPAN_CACHE_PARTITIONS_MAX && !map.contains_key(&(topic_id, partition)) {
             map.clear();
         }
-        map.insert(
-            (topic_id, partition),
-            (log_start, spans.to_vec(), next, Instant::now()),
-        );
+        let known = map
+            .get(&(topic_id, partition))
+            .map_or(log_start, |c| c.0.max(log_start));
+        let kept: Vec<_> = spans
+            .iter()
+            .filter(|s| s.last_offset >= known)
+            .cloned()
+            .collect();
+        map.insert((topic_id, partition), (known, kept, next, asked_at));
     }
 
     /// Log starts moved by retention or DeleteRecords: cached spans before

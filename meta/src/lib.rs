@@ -639,18 +639,19 @@ impl Meta {
 
     /// Where retention puts the log start offset of each partition of a
     /// topic: (partition, log start now, log start wanted). `older_than_ms`
-    /// retires spans whose newest timestamp is below it; `bytes_max` keeps
-    /// the retained log at or under that size.
+    /// retires leading spans whose newest timestamp is below it;
+    /// `retained_bytes` retires leading spans while at least that many
+    /// bytes stay (Kafka's retention.bytes).
     pub async fn retention_starts(
         &self,
         topic_id: Uuid,
         older_than_ms: Option<i64>,
-        bytes_max: Option<i64>,
+        retained_bytes: Option<i64>,
     ) -> Result<Vec<(i32, i64, i64)>, MetaError> {
         self.run(move |c| async move {
             Ok(c.query(
                 sql::RETENTION_STARTS,
-                &[&topic_id, &older_than_ms, &bytes_max],
+                &[&topic_id, &older_than_ms, &retained_bytes],
             )
             .await?
             .iter()
@@ -665,69 +666,23 @@ impl Meta {
     /// offset at or below the current log start changes nothing; one past
     /// the high watermark is refused. The new log starts are announced to
     /// every agent; the spans they retire are dropped later
-    /// ([`Meta::drop_retired_spans`]).
+    /// ([`Meta::drop_retired_spans`]). Two round trips, like a window
+    /// commit, so the partition rows are locked briefly.
     pub async fn advance_log_starts(
         &self,
         topic_id: Uuid,
         mut wanted: Vec<(i32, i64)>,
     ) -> Result<Vec<(i32, LogStartOutcome)>, MetaError> {
         self.run_ctx(move |ctx| async move {
-            let mut c = ctx.ddl.lock().await;
-            let tx = c.transaction().await?;
-            wanted.sort_unstable();
-            let parts: Vec<i32> = wanted.iter().map(|w| w.0).collect();
-            let locked: HashMap<i32, (i64, i64)> = tx
-                .query(sql::LOCK_TOPIC_PARTITIONS, &[&topic_id, &parts])
-                .await?
-                .iter()
-                .map(|r| (r.get(0), (r.get(1), r.get(2))))
-                .collect();
-            let mut outcomes = Vec::with_capacity(wanted.len());
-            let (mut moved_parts, mut moved_to) = (Vec::new(), Vec::new());
-            for (partition, offset) in wanted {
-                let Some(&(hw, log_start)) = locked.get(&partition) else {
-                    outcomes.push((partition, LogStartOutcome::UnknownPartition));
-                    continue;
-                };
-                let target = if offset == -1 { hw } else { offset };
-                if target < 0 || target > hw {
-                    outcomes.push((partition, LogStartOutcome::OffsetOutOfRange));
-                    continue;
-                }
-                if target > log_start {
-                    // Sorted: a repeated partition keeps its largest offset.
-                    if moved_parts.last() == Some(&partition) {
-                        moved_to.pop();
-                        moved_parts.pop();
-                    }
-                    moved_parts.push(partition);
-                    moved_to.push(target);
-                }
-                outcomes.push((
-                    partition,
-                    LogStartOutcome::Moved {
-                        low_watermark: target.max(log_start),
-                    },
-                ));
+            let c = ctx.ddl.lock().await;
+            // -1 (the high watermark) sorts last: a repeated partition keeps
+            // the furthest offset asked for.
+            wanted.sort_unstable_by_key(|&(p, o)| (p, if o == -1 { i64::MAX } else { o }));
+            let result = advance_log_starts_tx(&c, topic_id, wanted).await;
+            if result.is_err() && !c.is_closed() {
+                let _ = c.batch_execute("ROLLBACK").await;
             }
-            if !moved_parts.is_empty() {
-                tx.execute(
-                    sql::ADVANCE_LOG_START,
-                    &[&topic_id, &moved_parts, &moved_to],
-                )
-                .await?;
-                let payloads = commit::offset_payloads(
-                    moved_parts
-                        .iter()
-                        .zip(&moved_to)
-                        .map(|(&p, &o)| (topic_id, p, o)),
-                );
-                for p in &payloads {
-                    tx.execute(sql::NOTIFY_LOG_STARTS, &[p]).await?;
-                }
-            }
-            tx.commit().await?;
-            Ok(outcomes)
+            result
         })
         .await
     }
@@ -851,6 +806,78 @@ fn span_from_row(r: &tokio_postgres::Row) -> SpanRecord {
         max_timestamp: r.get(6),
         object_size: r.get::<_, i64>(7).max(0) as u64,
     }
+}
+
+/// The transaction of [`Meta::advance_log_starts`], `wanted` sorted.
+async fn advance_log_starts_tx(
+    c: &tokio_postgres::Client,
+    topic_id: Uuid,
+    wanted: Vec<(i32, i64)>,
+) -> Result<Vec<(i32, LogStartOutcome)>, MetaError> {
+    let parts: Vec<i32> = wanted.iter().map(|w| w.0).collect();
+    let lock_params: [&(dyn ToSql + Sync); 2] = [&topic_id, &parts];
+    let (begun, locked) = futures::join!(
+        c.batch_execute("BEGIN"),
+        c.query(sql::LOCK_TOPIC_PARTITIONS, &lock_params)
+    );
+    begun?;
+    let locked: HashMap<i32, (i64, i64)> = locked?
+        .iter()
+        .map(|r| (r.get(0), (r.get(1), r.get(2))))
+        .collect();
+    let mut outcomes = Vec::with_capacity(wanted.len());
+    let (mut moved_parts, mut moved_to) = (Vec::new(), Vec::new());
+    for (partition, offset) in wanted {
+        let Some(&(hw, log_start)) = locked.get(&partition) else {
+            outcomes.push((partition, LogStartOutcome::UnknownPartition));
+            continue;
+        };
+        let target = if offset == -1 { hw } else { offset };
+        if target < 0 || target > hw {
+            outcomes.push((partition, LogStartOutcome::OffsetOutOfRange));
+            continue;
+        }
+        if target > log_start {
+            if moved_parts.last() == Some(&partition) {
+                moved_parts.pop();
+                moved_to.pop();
+            }
+            moved_parts.push(partition);
+            moved_to.push(target);
+        }
+        outcomes.push((
+            partition,
+            LogStartOutcome::Moved {
+                low_watermark: target.max(log_start),
+            },
+        ));
+    }
+    let payloads = commit::offset_payloads(
+        moved_parts
+            .iter()
+            .zip(&moved_to)
+            .map(|(&p, &o)| (topic_id, p, o)),
+    );
+    let advance_params: [&(dyn ToSql + Sync); 3] = [&topic_id, &moved_parts, &moved_to];
+    let advance = async {
+        if moved_parts.is_empty() {
+            Ok(0)
+        } else {
+            c.execute(sql::ADVANCE_LOG_START, &advance_params).await
+        }
+    };
+    let notify_params: Vec<[&(dyn ToSql + Sync); 1]> = payloads.iter().map(|p| [p as _]).collect();
+    let notify = futures::future::try_join_all(
+        notify_params
+            .iter()
+            .map(|params| c.execute(sql::NOTIFY_LOG_STARTS, params)),
+    );
+    let (advanced, notified, committed) =
+        futures::join!(advance, notify, c.batch_execute("COMMIT"));
+    advanced?;
+    notified?;
+    committed?;
+    Ok(outcomes)
 }
 
 /// Replaces the shared query and DDL connections when PostgreSQL dropped

@@ -88,9 +88,11 @@ async fn lookup(
         ts if ts >= 0 => {
             // The first span with a late enough record; when DeleteRecords
             // put the log start inside it and its hits are all before the
-            // log start, the next such span.
+            // log start, the next such span. Batch max timestamps are the
+            // records' own (checked on produce), so a later span always
+            // holds a hit: two spans at most.
             let mut from = offsets.log_start_offset;
-            loop {
+            for _ in 0..2 {
                 let span = meta
                     .span_by_timestamp(topic_id, partition, Some(ts), from)
                     .await
@@ -103,6 +105,7 @@ async fn lookup(
                 }
                 from = s.last_offset + 1;
             }
+            Ok(None)
         }
         _ => Err(ErrorCode::InvalidRequest),
     }

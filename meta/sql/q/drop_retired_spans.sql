@@ -1,11 +1,18 @@
 -- Deletes up to $1 spans that end before their partition's log start and
--- returns the objects they were in (each once).
+-- returns how many, with the objects they were in (each once). Per
+-- partition a primary-key range scan from its first span (never a scan of
+-- every span).
 WITH doomed AS (
-    SELECT s.topic_id, s.partition, s.base_offset
+    SELECT d.topic_id, d.partition, d.base_offset
     FROM partitions p
-    JOIN spans s ON s.topic_id = p.topic_id AND s.partition = p.partition
-                AND s.base_offset < p.log_start_offset
-    WHERE s.last_offset < p.log_start_offset
+    CROSS JOIN LATERAL (
+        SELECT s.topic_id, s.partition, s.base_offset
+        FROM spans s
+        WHERE s.topic_id = p.topic_id AND s.partition = p.partition
+          AND s.base_offset < p.log_start_offset
+          AND s.last_offset < p.log_start_offset
+        ORDER BY s.base_offset
+        LIMIT $1) d
     LIMIT $1
 ), gone AS (
     DELETE FROM spans s USING doomed d

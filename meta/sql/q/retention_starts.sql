@@ -1,10 +1,11 @@
 -- Where retention moves each partition's log start offset, for topic $1:
 -- past every leading span whose newest timestamp is older than $2 (ms; NULL
--- = no time limit), and past the leading spans that take the retained log
--- over $3 bytes (NULL = no size limit). Both walk the spans from the log
--- start in offset order and stop at the first one kept, so a round costs
--- about the spans it retires, not the partition's history. Kafka's rules:
--- a leading prefix only, a span (segment) is kept whole or retired whole.
+-- = no time limit), and past the leading spans that can go while the
+-- retained log stays at or over $3 bytes (NULL = no size limit); Kafka's
+-- rules, with a span in place of a segment: a leading prefix only, a span is
+-- kept or retired whole, and retention.bytes keeps at least that much.
+-- Both walk the spans from the log start in offset order and stop at the
+-- first one kept, so a round costs about the spans it retires.
 SELECT p.partition, p.log_start_offset,
        greatest(
          p.log_start_offset,
@@ -24,7 +25,12 @@ SELECT p.partition, p.log_start_offset,
                   ORDER BY s.base_offset) x
             WHERE p.size_bytes - x.through < $3
             ORDER BY x.base_offset LIMIT 1),
-           p.next_offset) END)
+           -- Every span could go: only right with a limit of 0 (else the
+           -- size counter is off, and the newest span stays).
+           CASE WHEN $3 = 0 THEN p.next_offset ELSE
+             (SELECT max(s.base_offset) FROM spans s
+              WHERE s.topic_id = p.topic_id AND s.partition = p.partition) END,
+           p.log_start_offset) END)
 FROM partitions p
 WHERE p.topic_id = $1
 ORDER BY p.partition
