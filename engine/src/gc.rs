@@ -35,6 +35,10 @@ use crate::topics::{config_i64, RETENTION_BYTES, RETENTION_MS};
 pub const GC_OBJECTS_PER_ROUND_MAX: usize = 10_000;
 /// Spans dropped per PostgreSQL transaction at most.
 pub const RETIRED_SPANS_PER_TX_MAX: i64 = 20_000;
+/// Objects deleted together; chunks are paced so that one round's
+/// deletions spread over `DELETE_SPREAD` of the round interval.
+pub const DELETE_CHUNK: usize = 32;
+pub const DELETE_SPREAD: f64 = 0.8;
 /// Repeats of a step in one round at most (so a huge backlog cannot keep a
 /// round from ever ending; the next round goes on with it).
 pub const GC_STEP_REPEATS_MAX: usize = 100;
@@ -158,13 +162,21 @@ pub async fn round(
         if n == 0 {
             break;
         }
-        let (deleted, failed) = storage.delete_many(due).await;
-        // Rows go only for objects known deleted (a failure leaves the rest
-        // marked, for the next round).
-        done.objects_deleted += deleted.len();
-        meta.forget_objects(deleted).await?;
-        if let Some(e) = failed {
-            return Err(e.into());
+        // Spread over most of the interval: a burst of deletions (each
+        // freeing blocks the writers' allocations wait on) stalled object
+        // writes for most of a second.
+        let pace = cfg.interval.mul_f64(DELETE_SPREAD) / n.div_ceil(DELETE_CHUNK) as u32;
+        for chunk in due.chunks(DELETE_CHUNK) {
+            let started = tokio::time::Instant::now();
+            let (deleted, failed) = storage.delete_many(chunk.to_vec()).await;
+            // Rows go only for objects known deleted (a failure leaves the
+            // rest marked, for the next round).
+            done.objects_deleted += deleted.len();
+            meta.forget_objects(deleted).await?;
+            if let Some(e) = failed {
+                return Err(e.into());
+            }
+            tokio::time::sleep_until(started + pace).await;
         }
         if n < GC_OBJECTS_PER_ROUND_MAX {
             break;

@@ -80,7 +80,10 @@ impl FileStore {
 
     fn open(root: &FsPath, try_direct: bool) -> Result<FileStore> {
         let root = root.canonicalize().map_err(|e| generic(e, root))?;
-        let inner = LocalFileSystem::new_with_prefix(&root)?.with_fsync(true);
+        let inner = LocalFileSystem::new_with_prefix(&root)?
+            .with_fsync(true)
+            // Empty time-bucket directories go with their last object.
+            .with_automatic_cleanup(true);
         let direct = try_direct && probe_direct(&root);
         tracing::info!(root = %root.display(), direct, "file object store");
         Ok(FileStore {

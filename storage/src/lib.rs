@@ -78,8 +78,15 @@ pub const READ_AHEAD_CACHE_SHARE_DEN: usize = 2;
 
 type ObjectRead = Shared<BoxFuture<'static, Result<Bytes, Arc<object_store::Error>>>>;
 
+/// Objects of one agent are grouped in a "directory" per this many ms of
+/// creation time. On a file store that keeps directories small and puts
+/// new files in a directory that retention is not emptying at the same
+/// time (unlinks in the directory that new files are created and synced
+/// in stalled the writers).
+pub const OBJECT_DIR_SPAN_MS: u128 = 10_000;
+
 /// Object deletions in flight at once (retention and orphan collection).
-pub const DELETES_CONCURRENT: usize = 16;
+pub const DELETES_CONCURRENT: usize = 2;
 
 #[derive(Default, Debug)]
 pub struct StorageStats {
@@ -265,9 +272,10 @@ impl Storage {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
+        let millis = now.as_millis();
         let name = format!(
-            "objects/{agent_id}/{:013}-{}.rtq",
-            now.as_millis(),
+            "objects/{agent_id}/{:09}/{millis:013}-{}.rtq",
+            millis / OBJECT_DIR_SPAN_MS,
             uuid::Uuid::new_v4().simple()
         );
         if self.prefix.as_ref().is_empty() {
