@@ -39,6 +39,8 @@ pub const RETIRED_SPANS_PER_TX_MAX: i64 = 20_000;
 /// deletions spread over `DELETE_SPREAD` of the round interval.
 pub const DELETE_CHUNK: usize = 32;
 pub const DELETE_SPREAD: f64 = 0.8;
+/// The longest pause between chunks (at least 320 objects/s).
+pub const DELETE_CHUNK_PACE_MAX: Duration = Duration::from_millis(100);
 /// Repeats of a step in one round at most (so a huge backlog cannot keep a
 /// round from ever ending; the next round goes on with it).
 pub const GC_STEP_REPEATS_MAX: usize = 100;
@@ -164,8 +166,15 @@ pub async fn round(
         }
         // Spread over most of the interval: a burst of deletions (each
         // freeing blocks the writers' allocations wait on) stalled object
-        // writes for most of a second.
-        let pace = cfg.interval.mul_f64(DELETE_SPREAD) / n.div_ceil(DELETE_CHUNK) as u32;
+        // writes for most of a second. A backlog (a full step) goes
+        // unpaced, and so does any pace slower than DELETE_CHUNK_PACE_MAX,
+        // so deletion keeps up with any ingest rate.
+        let pace = if n == GC_OBJECTS_PER_ROUND_MAX {
+            Duration::ZERO
+        } else {
+            (cfg.interval.mul_f64(DELETE_SPREAD) / n.div_ceil(DELETE_CHUNK) as u32)
+                .min(DELETE_CHUNK_PACE_MAX)
+        };
         for chunk in due.chunks(DELETE_CHUNK) {
             let started = tokio::time::Instant::now();
             let (deleted, failed) = storage.delete_many(chunk.to_vec()).await;

@@ -251,3 +251,41 @@ fn a_collector_round_deletes_retired_objects() {
         assert!(meta.objects_to_delete(100).await.unwrap().is_empty());
     });
 }
+
+/// Log starts moving while window commits lock the same partitions: the two
+/// lock in the same order, so no commit fails (PostgreSQL would break a
+/// deadlock by failing one of them).
+#[test]
+fn log_start_moves_never_deadlock_with_window_commits() {
+    with_meta("no-deadlock", |pg| async move {
+        let meta = pg.meta.clone();
+        let t = topic(&meta, "busy", 8, &[("retention.ms", "-1")]).await;
+        let writer = {
+            let meta = meta.clone();
+            tokio::spawn(async move {
+                for i in 0..400 {
+                    let batches: Vec<_> = (0..8).map(|p| (t, p, 10, 100, now_ms())).collect();
+                    commit(
+                        &meta,
+                        object_of(&format!("objects/1/busy-{i}.rtq"), &batches),
+                    )
+                    .await
+                    .expect("no window commit fails");
+                }
+            })
+        };
+        let mut moves = 0;
+        while !writer.is_finished() {
+            let wanted = (0..8).rev().map(|p| (p, -1)).collect();
+            for (_, o) in meta.advance_log_starts(t, wanted).await.unwrap() {
+                assert!(matches!(o, LogStartOutcome::Moved { .. }), "{o:?}");
+            }
+            moves += 1;
+        }
+        writer.await.unwrap();
+        assert!(
+            moves > 10,
+            "only {moves} log start moves ran alongside the commits"
+        );
+    });
+}

@@ -666,23 +666,21 @@ impl Meta {
     /// offset at or below the current log start changes nothing; one past
     /// the high watermark is refused. The new log starts are announced to
     /// every agent; the spans they retire are dropped later
-    /// ([`Meta::drop_retired_spans`]). Two round trips, like a window
-    /// commit, so the partition rows are locked briefly.
+    /// ([`Meta::drop_retired_spans`]).
     pub async fn advance_log_starts(
         &self,
         topic_id: Uuid,
         mut wanted: Vec<(i32, i64)>,
     ) -> Result<Vec<(i32, LogStartOutcome)>, MetaError> {
         self.run_ctx(move |ctx| async move {
-            let c = ctx.ddl.lock().await;
+            let mut c = ctx.ddl.lock().await;
             // -1 (the high watermark) sorts last: a repeated partition keeps
             // the furthest offset asked for.
             wanted.sort_unstable_by_key(|&(p, o)| (p, if o == -1 { i64::MAX } else { o }));
-            let result = advance_log_starts_tx(&c, topic_id, wanted).await;
-            if result.is_err() && !c.is_closed() {
-                let _ = c.batch_execute("ROLLBACK").await;
-            }
-            result
+            let tx = c.transaction().await?;
+            let outcomes = advance_log_starts_tx(&tx, topic_id, wanted).await?;
+            tx.commit().await?;
+            Ok(outcomes)
         })
         .await
     }
@@ -808,20 +806,18 @@ fn span_from_row(r: &tokio_postgres::Row) -> SpanRecord {
     }
 }
 
-/// The transaction of [`Meta::advance_log_starts`], `wanted` sorted.
+/// The statements of [`Meta::advance_log_starts`] inside its transaction,
+/// `wanted` sorted. The partitions are locked first, in key order (as
+/// window commits lock them), then moved and announced.
 async fn advance_log_starts_tx(
-    c: &tokio_postgres::Client,
+    tx: &tokio_postgres::Transaction<'_>,
     topic_id: Uuid,
     wanted: Vec<(i32, i64)>,
 ) -> Result<Vec<(i32, LogStartOutcome)>, MetaError> {
     let parts: Vec<i32> = wanted.iter().map(|w| w.0).collect();
-    let lock_params: [&(dyn ToSql + Sync); 2] = [&topic_id, &parts];
-    let (begun, locked) = futures::join!(
-        c.batch_execute("BEGIN"),
-        c.query(sql::LOCK_TOPIC_PARTITIONS, &lock_params)
-    );
-    begun?;
-    let locked: HashMap<i32, (i64, i64)> = locked?
+    let locked: HashMap<i32, (i64, i64)> = tx
+        .query(sql::LOCK_TOPIC_PARTITIONS, &[&topic_id, &parts])
+        .await?
         .iter()
         .map(|r| (r.get(0), (r.get(1), r.get(2))))
         .collect();
@@ -852,31 +848,22 @@ async fn advance_log_starts_tx(
             },
         ));
     }
-    let payloads = commit::offset_payloads(
-        moved_parts
-            .iter()
-            .zip(&moved_to)
-            .map(|(&p, &o)| (topic_id, p, o)),
-    );
-    let advance_params: [&(dyn ToSql + Sync); 3] = [&topic_id, &moved_parts, &moved_to];
-    let advance = async {
-        if moved_parts.is_empty() {
-            Ok(0)
-        } else {
-            c.execute(sql::ADVANCE_LOG_START, &advance_params).await
+    if !moved_parts.is_empty() {
+        tx.execute(
+            sql::ADVANCE_LOG_START,
+            &[&topic_id, &moved_parts, &moved_to],
+        )
+        .await?;
+        let payloads = commit::offset_payloads(
+            moved_parts
+                .iter()
+                .zip(&moved_to)
+                .map(|(&p, &o)| (topic_id, p, o)),
+        );
+        for p in &payloads {
+            tx.execute(sql::NOTIFY_LOG_STARTS, &[p]).await?;
         }
-    };
-    let notify_params: Vec<[&(dyn ToSql + Sync); 1]> = payloads.iter().map(|p| [p as _]).collect();
-    let notify = futures::future::try_join_all(
-        notify_params
-            .iter()
-            .map(|params| c.execute(sql::NOTIFY_LOG_STARTS, params)),
-    );
-    let (advanced, notified, committed) =
-        futures::join!(advance, notify, c.batch_execute("COMMIT"));
-    advanced?;
-    notified?;
-    committed?;
+    }
     Ok(outcomes)
 }
 
