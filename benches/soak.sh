@@ -80,4 +80,10 @@ end, peak = s[-1], max(after)
 print(f"RSS MiB: at 60 s {settled/1024:.0f}, end {end/1024:.0f}, max after 60 s {peak/1024:.0f}, "
       f"end/60s {end/settled:.3f}, max/60s {peak/settled:.3f}")
 print("flat (within 10 %)" if peak <= settled * 1.10 and end >= settled * 0.90 else "NOT flat")
+# Per-minute medians: the steady state, without the transient peaks of
+# requests held while an object write stalls.
+med = [sorted(s[i:i + 60])[len(s[i:i + 60]) // 2] for i in range(0, len(s) - 30, 60)]
+print("RSS MiB, median per minute: " + " ".join(f"{m/1024:.0f}" for m in med))
+if len(med) > 2:
+    print(f"medians from minute 2 on: {min(med[1:])/med[1]:.3f}-{max(med[1:])/med[1]:.3f} of minute 2's")
 EOF
