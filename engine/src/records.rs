@@ -148,7 +148,7 @@ pub fn validate_produce_records(
     let codec = attributes & ATTR_COMPRESSION_MASK;
     let body = &records[BATCH_HEADER_BYTES..total];
     let (counted, max_delta) = if codec == 0 {
-        count_records(body, body.len() as u64)
+        count_records_in(body)
     } else {
         count_records(records_reader(codec, body)?, DECOMPRESSED_BATCH_BYTES_MAX)
     }?;
@@ -316,6 +316,51 @@ fn count_records<R: Read>(r: R, bytes_max: u64) -> Result<(u64, Option<i64>), In
         }
         count += 1;
     }
+}
+
+/// [`count_records`] for an uncompressed body: walks the slice in place
+/// (no copy of the record bytes; this runs for every produced record).
+fn count_records_in(body: &[u8]) -> Result<(u64, Option<i64>), Invalid> {
+    let truncated = || invalid(ErrorCode::CorruptMessage, "record extends past the batch");
+    let mut count = 0u64;
+    let mut max_delta: Option<i64> = None;
+    let mut pos = 0usize;
+    while pos < body.len() {
+        let (len, n) = varint_in(&body[pos..])?;
+        pos += n;
+        if len <= 1 || len > i32::MAX as i64 {
+            return Err(invalid(
+                ErrorCode::CorruptMessage,
+                format!("record length {len}"),
+            ));
+        }
+        let record = body.get(pos..pos + len as usize).ok_or_else(truncated)?;
+        // record[0] is the attributes byte; the timestamp delta follows.
+        let (delta, _) = varint_in(&record[1..])?;
+        max_delta = Some(max_delta.map_or(delta, |m| m.max(delta)));
+        pos += len as usize;
+        count += 1;
+    }
+    Ok((count, max_delta))
+}
+
+/// A zigzag varint at the start of `b`: (value, bytes it took).
+fn varint_in(b: &[u8]) -> Result<(i64, usize), Invalid> {
+    let mut value: u64 = 0;
+    for (i, &byte) in b.iter().take(10).enumerate() {
+        value |= ((byte & 0x7f) as u64) << (7 * i);
+        if byte & 0x80 == 0 {
+            return Ok((((value >> 1) as i64) ^ -((value & 1) as i64), i + 1));
+        }
+    }
+    Err(invalid(
+        ErrorCode::CorruptMessage,
+        if b.len() < 10 {
+            "truncated varint"
+        } else {
+            "varint too long"
+        },
+    ))
 }
 
 /// Bytes of the zigzag varint encoding of `v`.
