@@ -131,6 +131,15 @@ impl Agent {
         }
     }
 
+    /// Whether this agent applies retention to `topic_id`: the live agent
+    /// that leads its partition 0 does (all of them while the list is
+    /// unknown; a round missed or doubled during a membership change is
+    /// harmless, every step being idempotent).
+    pub fn retains(&self, topic_id: Uuid) -> bool {
+        let agents = self.cluster.read().expect("cluster lock");
+        agents.is_empty() || Self::leader_for(&agents, topic_id, 0) == self.agent_id
+    }
+
     /// The agent that leads `partition` of `topic_id` in Metadata responses:
     /// stable hashing over the live agents, so clients spread their load.
     pub fn leader_for(agents: &[AgentRecord], topic_id: Uuid, partition: i32) -> i32 {
@@ -255,24 +264,6 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         windows: windows.clone(),
     };
     storage.spawn(pipeline.run(sealed_rx));
-    if Duration::from_millis(args.file_delete_delay_ms) < crate::shard::LOG_START_CACHE_TTL {
-        tracing::warn!(
-            file_delete_delay_ms = args.file_delete_delay_ms,
-            "objects are deleted sooner than shards refresh cached log starts: a fetch below a \
-             fresh log start may fail with KAFKA_STORAGE_ERROR (retriable) instead of \
-             OFFSET_OUT_OF_RANGE for a few seconds"
-        );
-    }
-    storage.spawn(crate::gc::run(
-        meta.clone(),
-        storage.clone(),
-        crate::gc::GcConfig::new(
-            Duration::from_millis(args.retention_check_interval_ms.max(100)),
-            Duration::from_millis(args.gc_interval_ms.max(100)),
-            gc_grace,
-            Duration::from_millis(args.file_delete_delay_ms),
-        ),
-    ));
 
     let agent = Arc::new(Agent {
         cfg: AgentConfig {
@@ -297,6 +288,29 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         windows,
     });
     refresh_cluster(&rt, &agent);
+
+    if Duration::from_millis(args.file_delete_delay_ms) < crate::shard::LOG_START_CACHE_TTL {
+        tracing::warn!(
+            file_delete_delay_ms = args.file_delete_delay_ms,
+            "objects are deleted sooner than shards refresh cached log starts: a fetch below a \
+             fresh log start may fail with KAFKA_STORAGE_ERROR (retriable) instead of \
+             OFFSET_OUT_OF_RANGE for a few seconds"
+        );
+    }
+    // Retention of a topic is worked out by one live agent (hashed, like
+    // partition leadership); the rest of the collector is shared safely.
+    let owner = agent.clone();
+    storage.spawn(crate::gc::run(
+        meta.clone(),
+        storage.clone(),
+        crate::gc::GcConfig::new(
+            Duration::from_millis(args.retention_check_interval_ms.max(100)),
+            Duration::from_millis(args.gc_interval_ms.max(100)),
+            gc_grace,
+            Duration::from_millis(args.file_delete_delay_ms),
+        ),
+        Box::new(move |topic_id| owner.retains(topic_id)),
+    ));
 
     let hub_rxs = Mutex::new(hub_rxs);
     let shard_agent = agent.clone();

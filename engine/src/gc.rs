@@ -86,7 +86,10 @@ impl GcConfig {
     }
 }
 
-pub async fn run(meta: Meta, storage: Storage, cfg: GcConfig) {
+/// Whether this agent applies retention to a topic.
+pub type RetentionOwner = Box<dyn Fn(uuid::Uuid) -> bool + Send + Sync>;
+
+pub async fn run(meta: Meta, storage: Storage, cfg: GcConfig, owns: RetentionOwner) {
     let mut tick = tokio::time::interval(cfg.interval);
     // A long round is followed by one interval of rest, not by a burst of
     // rounds making up for the ticks it missed.
@@ -101,7 +104,16 @@ pub async fn run(meta: Meta, storage: Storage, cfg: GcConfig) {
         let retention = round_no.is_multiple_of(cfg.retention_every.max(1));
         let orphans = round_no.is_multiple_of(cfg.orphan_every.max(1));
         round_no = round_no.wrapping_add(1);
-        match round(&meta, &storage, &cfg, retention, orphans, &mut cursor).await {
+        match round(
+            &meta,
+            &storage,
+            &cfg,
+            retention.then_some(&*owns),
+            orphans,
+            &mut cursor,
+        )
+        .await
+        {
             Ok(r) if r == Collected::default() => {}
             Ok(r) => tracing::info!(
                 log_starts_moved = r.log_starts_moved,
@@ -124,18 +136,19 @@ pub struct Collected {
     pub uncommitted: usize,
 }
 
-/// One round; `retention` adds step 1, `orphans` the orphan scans.
+/// One round; `retention` adds step 1 for the topics it says yes to,
+/// `orphans` the orphan scans.
 pub async fn round(
     meta: &Meta,
     storage: &Storage,
     cfg: &GcConfig,
-    retention: bool,
+    retention: Option<&(dyn Fn(uuid::Uuid) -> bool + Send + Sync)>,
     orphans: bool,
     cursor: &mut Option<String>,
 ) -> anyhow::Result<Collected> {
     let mut done = Collected::default();
-    if retention {
-        done.log_starts_moved = apply_retention(meta).await?;
+    if let Some(owns) = retention {
+        done.log_starts_moved = apply_retention(meta, owns).await?;
     }
     for _ in 0..GC_STEP_REPEATS_MAX {
         let Some((dropped, _marked)) = meta
@@ -198,14 +211,21 @@ pub async fn round(
 }
 
 /// Moves log starts as each topic's retention.ms and retention.bytes say
-/// (Kafka's defaults where unset); returns the partitions moved. A topic
-/// that fails is logged and left for the next round; the others go on.
-pub async fn apply_retention(meta: &Meta) -> anyhow::Result<usize> {
+/// (Kafka's defaults where unset), for the topics `owns` says yes to;
+/// returns the partitions moved. A topic that fails is logged and left for
+/// the next round; the others go on.
+pub async fn apply_retention(
+    meta: &Meta,
+    owns: &(dyn Fn(uuid::Uuid) -> bool + Send + Sync),
+) -> anyhow::Result<usize> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64);
     let mut moved = 0;
     for topic in meta.load_topics(None).await? {
+        if !owns(topic.topic_id) {
+            continue;
+        }
         let ms = config_i64(&topic, RETENTION_MS).filter(|&v| v >= 0);
         let bytes = config_i64(&topic, RETENTION_BYTES).filter(|&v| v >= 0);
         if ms.is_none() && bytes.is_none() {
