@@ -7,6 +7,8 @@
 #    and the retired objects disappear from the object directory;
 #  - retention.ms retires records whose timestamps are older than the limit
 #    and keeps newer ones;
+#  - two agents on one database split the topics' retention between them,
+#    and every topic is retained;
 #  - DeleteRecords through librdkafka's AdminClient (v1+) and kafka-python's
 #    KafkaAdminClient (v0): low watermarks answered, OFFSET_OUT_OF_RANGE past
 #    the high watermark, -1 deletes up to the high watermark, and the
@@ -18,8 +20,8 @@
 import os
 import time
 
-from kafkautil import (Rec, consume_confluent, create_topic, make_value, produce_confluent,
-                       unique_topic, watermarks)
+from kafkautil import (Rec, cluster_metadata, consume_confluent, create_topic, make_value,
+                       produce_confluent, unique_topic, watermarks)
 
 COLLECTOR_ARGS = ["--retention-check-interval-ms", "300", "--file-delete-delay-ms", "500"]
 
@@ -202,3 +204,24 @@ def test_delete_records_with_librdkafka_and_kafka_python(start_agent):
     # New records continue the offsets of a partition emptied by -1.
     more = produce_confluent(a.bootstrap, topic, _records(5000, 10, 300), partition=2)
     assert [r.offset for r in more] == list(range(100, 110))
+
+
+def test_two_agents_split_retention_and_every_topic_is_retained(start_agent):
+    """Two agents on one database and object store: each topic's retention
+    is worked out by one of them (hashed), and every topic gets it."""
+    a = start_agent(extra_args=COLLECTOR_ARGS)
+    b = start_agent(db_url=a.db_url, object_store=a.object_store, extra_args=COLLECTOR_ARGS)
+    # 16 topics hashed over 2 agents: all on one agent 1 time in 32768.
+    topics = [unique_topic(f"ret-two-{i}") for i in range(16)]
+    for t in topics:
+        create_topic(a.bootstrap, t, 1, config={"retention.bytes": "20000"})
+    # Wait until both agents list both (retention is split over live agents).
+    _wait("both agents in the cluster",
+          lambda: all(len(cluster_metadata(x.bootstrap).brokers) == 2 for x in (a, b)))
+    for i, t in enumerate(topics):
+        produce_confluent((a if i % 2 else b).bootstrap, t, _records(0, 30, 1000), partition=0)
+        produce_confluent((b if i % 2 else a).bootstrap, t, _records(30, 30, 1000), partition=0)
+    for t in topics:
+        _wait(f"retention of {t}", lambda t=t: watermarks(a.bootstrap, t, [0])[0][0] > 0)
+    moved = {x.name: x.metrics()["rutomq_retention_log_starts_moved_total"] for x in (a, b)}
+    assert all(v >= 1 for v in moved.values()), f"one agent did all the retention: {moved}"
