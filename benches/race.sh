@@ -65,8 +65,9 @@ Options:
   --batch-records N    records per pre-built batch (default 256, i.e. 256 KiB)
   --settle SECS        pause after deleting a system's data before the next
                        one starts (default 150): after deleting tens of GiB,
-                       some filesystems (ext4 without a journal, as on the
-                       development VM) slow file creation down for a while
+                       some filesystems (ext4 without a journal and with online
+                       discard, as on the development VM) slow file creation
+                       down for a while
                        and stall synced writes for about a second even 35-60 s
                        later; after 150 s they did not
   --half-rate N        records/s of the fixed-rate run (c); default 50 % of
