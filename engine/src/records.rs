@@ -22,7 +22,6 @@ pub const BATCH_HEADER_BYTES: usize = 61;
 pub const DECOMPRESSED_BATCH_BYTES_MAX: u64 = 64 << 20;
 
 const ATTR_COMPRESSION_MASK: i16 = 0x07;
-const ATTR_LOG_APPEND_TIME: i16 = 0x08;
 const ATTR_TRANSACTIONAL: i16 = 0x10;
 const ATTR_CONTROL: i16 = 0x20;
 
@@ -158,11 +157,11 @@ pub fn validate_produce_records(
             format!("recordCount says {record_count} but the batch holds {counted} records"),
         ));
     }
-    // With LogAppendTime the header's max timestamp is the one that counts
-    // (the broker's, set on append); with CreateTime the records' own.
+    // The records' own timestamps, whatever the header claims (a producer
+    // setting the LogAppendTime flag could otherwise pick any max).
     let max_timestamp = match max_delta {
-        Some(d) if attributes & ATTR_LOG_APPEND_TIME == 0 => i64_at(records, 27).wrapping_add(d),
-        _ => header_max_timestamp,
+        Some(d) => i64_at(records, 27).wrapping_add(d),
+        None => header_max_timestamp,
     };
     Ok(BatchInfo {
         offset_count: record_count as u32,

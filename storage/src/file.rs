@@ -64,6 +64,10 @@ struct Writer {
     /// synced.
     direct: bool,
     buffers: Mutex<Vec<Vec<u8>>>,
+    /// The last directory whose entry in its parent is known synced: a
+    /// writer that finds a bucket another writer just created syncs the
+    /// parent itself before acknowledging, once per bucket.
+    durable_dir: Mutex<Option<PathBuf>>,
 }
 
 impl FileStore {
@@ -80,10 +84,10 @@ impl FileStore {
 
     fn open(root: &FsPath, try_direct: bool) -> Result<FileStore> {
         let root = root.canonicalize().map_err(|e| generic(e, root))?;
-        let inner = LocalFileSystem::new_with_prefix(&root)?
-            .with_fsync(true)
-            // Empty time-bucket directories go with their last object.
-            .with_automatic_cleanup(true);
+        // No automatic cleanup of empty directories: it raced with writers
+        // creating files in the same bucket. Old empty buckets are removed
+        // after deletes instead (`remove_old_bucket`).
+        let inner = LocalFileSystem::new_with_prefix(&root)?.with_fsync(true);
         let direct = try_direct && probe_direct(&root);
         tracing::info!(root = %root.display(), direct, "file object store");
         Ok(FileStore {
@@ -91,6 +95,7 @@ impl FileStore {
                 root,
                 direct,
                 buffers: Mutex::new(Vec::new()),
+                durable_dir: Mutex::new(None),
             }),
             inner,
         })
@@ -125,6 +130,17 @@ impl Writer {
             .unwrap_or_else(|| vec![0u8; WRITE_BUFFER_BYTES + DIRECT_ALIGN])
     }
 
+    /// Syncs `dir`'s parent once per directory: another writer may have
+    /// created `dir` and not synced its parent yet.
+    fn ensure_dir_durable(&self, dir: &FsPath) -> io::Result<()> {
+        let mut durable = self.durable_dir.lock().expect("durable dir lock");
+        if durable.as_deref() != Some(dir) {
+            sync_dir(dir.parent().unwrap_or(&self.root))?;
+            *durable = Some(dir.to_owned());
+        }
+        Ok(())
+    }
+
     fn return_buffer(&self, buf: Vec<u8>) {
         let mut kept = self.buffers.lock().expect("write buffers lock");
         if kept.len() < WRITE_BUFFERS_KEPT_MAX {
@@ -134,20 +150,22 @@ impl Writer {
 
     /// Writes `payload` as the new file `path`. `Ok(None)`: it exists.
     fn write_new(&self, path: &FsPath, payload: &PutPayload) -> io::Result<Option<File>> {
-        let file = match create_new(path, self.direct) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(None),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let dir = path.parent().unwrap_or(&self.root);
-                create_dirs_synced(dir, &self.root)?;
-                match create_new(path, self.direct) {
-                    Ok(f) => f,
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(None),
-                    Err(e) => return Err(e),
+        let dir = path.parent().unwrap_or(&self.root);
+        // A missing directory is created; if it vanishes again before the
+        // file is (an old bucket's cleanup), a few more tries.
+        let mut attempt = 0;
+        let file = loop {
+            match create_new(path, self.direct) {
+                Ok(f) => break f,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::NotFound && attempt < CREATE_ATTEMPTS_MAX => {
+                    attempt += 1;
+                    create_dirs_synced(dir, &self.root)?;
                 }
+                Err(e) => return Err(e),
             }
-            Err(e) => return Err(e),
         };
+        self.ensure_dir_durable(dir)?;
         let written = if self.direct {
             let mut buf = self.take_buffer();
             let r = write_direct(&file, payload, &mut buf);
@@ -251,6 +269,32 @@ fn write_buffered(mut file: &File, payload: &PutPayload) -> io::Result<()> {
         file.write_all(chunk)?;
     }
     Ok(())
+}
+
+/// Tries to create a file this many times more when its directory is
+/// missing.
+const CREATE_ATTEMPTS_MAX: u32 = 3;
+
+/// After a delete: removes the object's time-bucket directory if it is
+/// empty and at least two buckets old (no writer creates files there any
+/// more; one that still does recreates it). Never the agent's directory.
+fn remove_old_bucket(root: &FsPath, location: &Path) {
+    let mut parts: Vec<_> = location.parts().collect();
+    parts.pop(); // the file
+    let Some(bucket) = parts.last().and_then(|b| b.as_ref().parse::<u128>().ok()) else {
+        return;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    if bucket + 2 > now / crate::OBJECT_DIR_SPAN_MS {
+        return;
+    }
+    let dir = parts
+        .iter()
+        .fold(root.to_path_buf(), |d, p| d.join(p.as_ref()));
+    // Fails (not empty) unless this was the bucket's last object.
+    let _ = std::fs::remove_dir(dir);
 }
 
 fn sync_dir(dir: &FsPath) -> io::Result<()> {
@@ -465,7 +509,15 @@ impl ObjectStore for FileStore {
         &self,
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
+        let root = self.writer.root.clone();
+        self.inner
+            .delete_stream(locations)
+            .inspect(move |r| {
+                if let Ok(location) = r {
+                    remove_old_bucket(&root, location);
+                }
+            })
+            .boxed()
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
@@ -620,6 +672,42 @@ mod tests {
         let store = FileStore::buffered(&d).unwrap();
         assert!(!store.direct());
         roundtrip(store, &d).await;
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Deleting an old bucket's last object removes the bucket directory;
+    /// the current bucket stays (writers are creating files in it); a
+    /// write into a bucket removed meanwhile recreates it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn old_empty_buckets_go_and_writes_recreate_them() {
+        let d = temp_in(&std::env::temp_dir().to_string_lossy()).unwrap();
+        let store = FileStore::buffered(&d).unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+            / crate::OBJECT_DIR_SPAN_MS;
+        let old = Path::from(format!("objects/7/{:09}/a.rtq", now - 5));
+        let current = Path::from(format!("objects/7/{now:09}/b.rtq"));
+        for key in [&old, &current] {
+            store.put(key, PutPayload::from_static(b"x")).await.unwrap();
+        }
+        store.delete(&old).await.unwrap();
+        store.delete(&current).await.unwrap();
+        let gone = d.join(format!("objects/7/{:09}", now - 5));
+        assert!(
+            !gone.exists(),
+            "{:?}",
+            std::fs::read_dir(&gone).map(|r| r.map(|e| e.unwrap().path()).collect::<Vec<_>>())
+        );
+        assert!(d.join(format!("objects/7/{now:09}")).is_dir());
+        assert!(d.join("objects/7").is_dir(), "never the agent's directory");
+        // The old bucket is gone; a late write there recreates it.
+        store
+            .put(&old, PutPayload::from_static(b"y"))
+            .await
+            .unwrap();
+        assert_eq!(store.get(&old).await.unwrap().bytes().await.unwrap(), "y");
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
