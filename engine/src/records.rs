@@ -193,6 +193,17 @@ fn records_reader(codec: i16, body: &[u8]) -> Result<Box<dyn Read + '_>, Invalid
     })
 }
 
+/// A record's attributes byte and timestamp delta, read from its start;
+/// returns the delta.
+fn read_timestamp_delta<R: Read>(record: &mut R) -> Result<i64, Invalid> {
+    let truncated = || invalid(ErrorCode::CorruptMessage, "truncated record");
+    let mut attributes = [0u8; 1];
+    record
+        .read_exact(&mut attributes)
+        .map_err(|_| truncated())?;
+    read_varint(record)?.ok_or_else(truncated)
+}
+
 fn read_varint<R: Read>(r: &mut R) -> Result<Option<i64>, Invalid> {
     let mut value: u64 = 0;
     let mut shift = 0;
@@ -241,12 +252,7 @@ pub fn first_record_matching(
             return Err(invalid(ErrorCode::CorruptMessage, "record too short"));
         }
         let mut counted = (&mut r).take(len as u64);
-        let mut attributes = [0u8; 1];
-        counted
-            .read_exact(&mut attributes)
-            .map_err(|_| invalid(ErrorCode::CorruptMessage, "truncated record"))?;
-        let ts_delta = read_varint(&mut counted)?
-            .ok_or_else(|| invalid(ErrorCode::CorruptMessage, "truncated record"))?;
+        let ts_delta = read_timestamp_delta(&mut counted)?;
         let offset_delta = read_varint(&mut counted)?
             .ok_or_else(|| invalid(ErrorCode::CorruptMessage, "truncated record"))?;
         let timestamp = base_timestamp.wrapping_add(ts_delta);
@@ -299,12 +305,7 @@ fn count_records<R: Read>(r: R, bytes_max: u64) -> Result<(u64, Option<i64>), In
             ));
         }
         let mut record = (&mut r).take(len as u64);
-        let mut attributes = [0u8; 1];
-        record
-            .read_exact(&mut attributes)
-            .map_err(|_| invalid(ErrorCode::CorruptMessage, "record extends past the batch"))?;
-        let delta = read_varint(&mut record)?
-            .ok_or_else(|| invalid(ErrorCode::CorruptMessage, "record extends past the batch"))?;
+        let delta = read_timestamp_delta(&mut record)?;
         max_delta = Some(max_delta.map_or(delta, |m| m.max(delta)));
         std::io::copy(&mut record, &mut std::io::sink()).map_err(corrupt)?;
         if record.limit() != 0 {

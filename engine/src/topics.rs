@@ -78,10 +78,8 @@ pub fn config_i64(t: &TopicRecord, name: &str) -> Option<i64> {
 
 /// The topic's max.message.bytes.
 pub fn max_message_bytes(t: &TopicRecord) -> usize {
-    t.configs
-        .iter()
-        .find(|(k, _)| k == "max.message.bytes")
-        .and_then(|(_, v)| v.parse().ok())
+    config_i64(t, "max.message.bytes")
+        .and_then(|v| usize::try_from(v).ok())
         .unwrap_or(crate::agent::MAX_MESSAGE_BYTES_DEFAULT)
 }
 
