@@ -96,6 +96,9 @@ pub struct Agent {
     pub stages: Arc<WindowStages>,
     /// Which shards will seal a buffer in each window.
     pub windows: Arc<WindowMembers>,
+    /// The group coordinator (set once, right after the agent is built:
+    /// it asks the agent which groups it coordinates).
+    pub groups: std::sync::OnceLock<crate::groups::Groups>,
 }
 
 impl Agent {
@@ -129,6 +132,30 @@ impl Agent {
             port: self.cfg.advertised_port,
             rack: self.cfg.rack.clone(),
         }
+    }
+
+    /// The group coordinator.
+    pub fn groups(&self) -> &crate::groups::Groups {
+        self.groups
+            .get()
+            .expect("group coordinator started with the agent")
+    }
+
+    /// The live agent that coordinates the group (or other coordinator key)
+    /// `key`: rendezvous hashing, so only the keys of an agent that comes
+    /// or goes move.
+    pub fn coordinator_for(&self, key: &str) -> AgentRecord {
+        let agents = self.live_agents();
+        agents
+            .iter()
+            .max_by_key(|a| (crate::groups::rendezvous_score(key, a.agent_id), a.agent_id))
+            .cloned()
+            .unwrap_or_else(|| self.me())
+    }
+
+    /// Whether this agent coordinates `group_id`.
+    pub fn owns_group(&self, group_id: &str) -> bool {
+        self.coordinator_for(group_id).agent_id == self.agent_id
     }
 
     /// Whether this agent applies retention to `topic_id`: the live agent
@@ -286,8 +313,17 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         shard_metrics: Mutex::new(Vec::new()),
         stages,
         windows,
+        groups: std::sync::OnceLock::new(),
     });
     refresh_cluster(&rt, &agent);
+    let weak = Arc::downgrade(&agent);
+    let (groups, groups_thread) = crate::groups::Groups::start(
+        meta.clone(),
+        agent_id,
+        Arc::new(move |group_id: &str| weak.upgrade().is_some_and(|a| a.owns_group(group_id))),
+        args.groups_config(),
+    )?;
+    let _ = agent.groups.set(groups.clone());
 
     if Duration::from_millis(args.file_delete_delay_ms) < crate::shard::LOG_START_CACHE_TTL {
         tracing::warn!(
@@ -365,6 +401,14 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
 
     tracing::info!("stopping: no new connections; finishing in-flight produce");
     agent.stopping.store(true, Ordering::Relaxed);
+    // Leave the live list first, so the other agents route groups (and
+    // clients) elsewhere.
+    let _ = rt.block_on(meta.deregister_agent(agent_id));
+    // Members waiting in JoinGroup/SyncGroup are answered NOT_COORDINATOR
+    // now (they move to the group's next coordinator) instead of holding
+    // the shards' drain.
+    groups.shutdown();
+    let _ = groups_thread.join();
     shards.stop(Duration::from_secs(30));
     // Every admitted produce request has been answered by now: its window
     // was committed (or failed) before the shards let go.

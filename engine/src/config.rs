@@ -120,12 +120,59 @@ pub struct ServeArgs {
     pub inject_object_latency_ms: u64,
     #[arg(long, env = "RUTOMQ_INJECT_OBJECT_JITTER_MS", default_value_t = 0)]
     pub inject_object_jitter_ms: u64,
+    /// How long a group's first rebalance waits for more members to join
+    /// (Kafka's group.initial.rebalance.delay.ms).
+    #[arg(
+        long,
+        env = "RUTOMQ_GROUP_INITIAL_REBALANCE_DELAY_MS",
+        default_value_t = 3000
+    )]
+    pub group_initial_rebalance_delay_ms: u64,
+    /// Smallest session timeout a member may ask for
+    /// (group.min.session.timeout.ms).
+    #[arg(
+        long,
+        env = "RUTOMQ_GROUP_MIN_SESSION_TIMEOUT_MS",
+        default_value_t = 6000
+    )]
+    pub group_min_session_timeout_ms: u64,
+    /// Largest session timeout a member may ask for
+    /// (group.max.session.timeout.ms).
+    #[arg(
+        long,
+        env = "RUTOMQ_GROUP_MAX_SESSION_TIMEOUT_MS",
+        default_value_t = 1_800_000
+    )]
+    pub group_max_session_timeout_ms: u64,
+    /// Members of one group at most (group.max.size).
+    #[arg(long, env = "RUTOMQ_GROUP_MAX_SIZE", default_value_t = 1000)]
+    pub group_max_size: usize,
+    /// Committed offsets of a group empty this long expire
+    /// (offsets.retention.minutes).
+    #[arg(
+        long,
+        env = "RUTOMQ_OFFSETS_RETENTION_MINUTES",
+        default_value_t = 10_080
+    )]
+    pub offsets_retention_minutes: u64,
     /// Rack reported in Metadata.
     #[arg(long, env = "RUTOMQ_RACK")]
     pub rack: Option<String>,
 }
 
 impl ServeArgs {
+    pub fn groups_config(&self) -> crate::groups::GroupsConfig {
+        use std::time::Duration;
+        crate::groups::GroupsConfig {
+            initial_rebalance_delay: Duration::from_millis(self.group_initial_rebalance_delay_ms),
+            session_timeout_min: Duration::from_millis(self.group_min_session_timeout_ms),
+            session_timeout_max: Duration::from_millis(self.group_max_session_timeout_ms),
+            group_size_max: self.group_max_size.max(1),
+            offsets_retention: Duration::from_secs(self.offsets_retention_minutes.max(1) * 60),
+            offset_metadata_bytes_max: 4096,
+        }
+    }
+
     /// The flush interval: a few ms for a local directory or memory, longer
     /// for S3 where every PUT costs money and tens of ms.
     pub fn flush_interval_ms(&self, object_store: &str) -> u64 {

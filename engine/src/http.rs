@@ -82,6 +82,7 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
     let m = &agent.meta.stats;
     let s = &agent.storage.stats;
     let w = &agent.stages;
+    let g = &agent.groups().stats;
     let r = Ordering::Relaxed;
     const C: &str = "counter";
     const G: &str = "gauge";
@@ -110,6 +111,11 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         ("rutomq_commit_failures_total", "Failed window commits.", C, m.commit_failures.load(r)),
         ("rutomq_meta_queries_total", "Other metadata queries.", C, m.queries.load(r)),
         ("rutomq_retention_log_starts_moved_total", "Partition log starts moved by retention.", C, m.log_starts_moved.load(r)),
+        ("rutomq_group_rebalances_total", "Rebalances started by groups this agent coordinates.", C, g.rebalances.load(r)),
+        ("rutomq_group_members_expired_total", "Group members removed because their session expired.", C, g.members_expired.load(r)),
+        ("rutomq_group_offset_commits_total", "Offset commits accepted.", C, g.offset_commits.load(r)),
+        ("rutomq_group_loads_total", "Groups loaded from PostgreSQL (taken over).", C, g.groups_loaded.load(r)),
+        ("rutomq_group_fenced_total", "Groups dropped because another agent took them over.", C, g.fenced.load(r)),
         ("rutomq_retention_spans_dropped_total", "Spans dropped after the log start passed them.", C, m.spans_dropped.load(r)),
         ("rutomq_object_deletes_total", "Objects deleted (retired or orphaned).", C, s.deletes.load(r)),
         ("rutomq_connections_open", "Open Kafka connections.", G, shards.connections_open.load(r) as u64),

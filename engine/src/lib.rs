@@ -11,6 +11,7 @@ pub mod config;
 pub mod embedded_pg;
 pub mod error;
 pub mod gc;
+pub mod groups;
 pub mod http;
 pub mod metrics;
 pub mod pipeline;

@@ -11,6 +11,7 @@
 //! [`Meta`], whose methods are `Send` futures over bounded channels.
 
 pub mod commit;
+pub mod groups;
 pub mod producer;
 mod sql;
 
@@ -48,7 +49,7 @@ pub const FETCH_SPANS_MAX: i64 = 256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetaError {
-    #[error("postgres: {0}")]
+    #[error("postgres: {}", pg_detail(.0))]
     Postgres(#[from] tokio_postgres::Error),
     #[error("metadata thread is gone")]
     Closed,
@@ -56,6 +57,15 @@ pub enum MetaError {
     Invalid(String),
     #[error("the object was uploaded too long ago to be committed safely (the orphan collector may remove it); retry")]
     Expired,
+}
+
+/// A PostgreSQL error with the server's message (tokio-postgres' own
+/// Display says only "db error").
+fn pg_detail(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{e}: {} ({})", db.message(), db.code().code()),
+        None => e.to_string(),
+    }
 }
 
 impl MetaError {
@@ -239,6 +249,7 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaErro
     const MIGRATIONS: &[(i32, &str)] = &[
         (1, include_str!("../sql/0001_init.sql")),
         (2, include_str!("../sql/0002_retention.sql")),
+        (3, include_str!("../sql/0003_groups.sql")),
     ];
     client
         .batch_execute(

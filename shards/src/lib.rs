@@ -57,7 +57,13 @@ pub struct Close(pub &'static str);
 /// it returns resolves, so anything order-sensitive (appending produce batches)
 /// happens before it resolves. Returned frames must include the size prefix.
 pub trait Service: 'static {
-    fn call(self: Rc<Self>, frame: Bytes) -> LocalBoxFuture<'static, Result<Reply, Close>>;
+    /// Handles one request frame of the connection from `peer` (its
+    /// address, when the socket still knows it).
+    fn call(
+        self: Rc<Self>,
+        peer: Option<SocketAddr>,
+        frame: Bytes,
+    ) -> LocalBoxFuture<'static, Result<Reply, Close>>;
 }
 
 /// Limits and placement of the shard runtime.
@@ -277,6 +283,7 @@ async fn serve_connection<S: Service>(
     stats: &ShardStats,
     state: &Rc<ShardState>,
 ) {
+    let peer = stream.peer_addr().ok();
     let (mut reader, mut writer) = stream.buffered().split();
     let (mut tx, mut rx) = mpsc::channel::<Pending>(config.inflight_requests_per_connection_max);
     let writer_state = state.clone();
@@ -357,7 +364,7 @@ async fn serve_connection<S: Service>(
         }
         stats.requests.fetch_add(1, Ordering::Relaxed);
         state.inflight.set(state.inflight.get() + 1);
-        let reply = match service.clone().call(buf.freeze()).await {
+        let reply = match service.clone().call(peer, buf.freeze()).await {
             Ok(Reply::Now(frame)) => Either::Left(frame),
             Ok(Reply::Later(fut)) => Either::Right(glommio::spawn_local(fut).detach()),
             Err(Close(why)) => {

@@ -5,15 +5,26 @@
 mod api_versions;
 mod create_partitions;
 mod create_topics;
+mod delete_groups;
 mod delete_records;
 mod delete_topics;
 mod describe_cluster;
 mod describe_configs;
+mod describe_groups;
 mod fetch;
+mod find_coordinator;
+mod heartbeat;
 mod init_producer_id;
+mod join_group;
+mod leave_group;
+mod list_groups;
 mod list_offsets;
 mod metadata;
+mod offset_commit;
+mod offset_delete;
+mod offset_fetch;
 mod produce;
+mod sync_group;
 
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
@@ -52,6 +63,17 @@ pub const APIS: &[ApiSpec] = &[
     spec(ApiKey::CreatePartitions, 0, 3),
     spec(ApiKey::DescribeCluster, 0, 2),
     spec(ApiKey::DeleteRecords, 0, 2),
+    spec(ApiKey::FindCoordinator, 0, 6),
+    spec(ApiKey::JoinGroup, 0, 9),
+    spec(ApiKey::SyncGroup, 0, 5),
+    spec(ApiKey::Heartbeat, 0, 4),
+    spec(ApiKey::LeaveGroup, 0, 5),
+    spec(ApiKey::OffsetCommit, 2, 9),
+    spec(ApiKey::OffsetFetch, 1, 9),
+    spec(ApiKey::DescribeGroups, 0, 6),
+    spec(ApiKey::ListGroups, 0, 5),
+    spec(ApiKey::DeleteGroups, 0, 2),
+    spec(ApiKey::OffsetDelete, 0, 0),
 ];
 
 pub fn find(key: i16) -> Option<&'static ApiSpec> {
@@ -76,11 +98,32 @@ pub struct Req {
     pub header: RequestHeader,
     /// Size of the request frame (without its size prefix).
     pub frame_bytes: usize,
+    /// The client's address.
+    pub peer: Option<std::net::SocketAddr>,
+}
+
+impl Req {
+    pub fn client_id(&self) -> String {
+        self.header
+            .client_id
+            .as_ref()
+            .map_or(String::new(), |c| c.replace('\0', "\u{fffd}"))
+    }
+
+    /// The client's host as Kafka reports it ("/127.0.0.1").
+    pub fn client_host(&self) -> String {
+        self.peer
+            .map_or_else(String::new, |p| format!("/{}", p.ip()))
+    }
 }
 
 impl rutomq_shards::Service for Service {
-    fn call(self: Rc<Self>, frame: Bytes) -> LocalBoxFuture<'static, Result<Reply, Close>> {
-        async move { dispatch(self.shard.clone(), frame).await }.boxed_local()
+    fn call(
+        self: Rc<Self>,
+        peer: Option<std::net::SocketAddr>,
+        frame: Bytes,
+    ) -> LocalBoxFuture<'static, Result<Reply, Close>> {
+        async move { dispatch(self.shard.clone(), peer, frame).await }.boxed_local()
     }
 }
 
@@ -160,6 +203,17 @@ bodies! {
     ListOffsets => ListOffsetsRequest,
     Produce => ProduceRequest,
     Fetch => FetchRequest,
+    FindCoordinator => FindCoordinatorRequest,
+    JoinGroup => JoinGroupRequest,
+    SyncGroup => SyncGroupRequest,
+    Heartbeat => HeartbeatRequest,
+    LeaveGroup => LeaveGroupRequest,
+    OffsetCommit => OffsetCommitRequest,
+    OffsetFetch => OffsetFetchRequest,
+    DescribeGroups => DescribeGroupsRequest,
+    ListGroups => ListGroupsRequest,
+    DeleteGroups => DeleteGroupsRequest,
+    OffsetDelete => OffsetDeleteRequest,
 }
 
 /// Encodes a request frame body (header + request, no size prefix).
@@ -226,14 +280,22 @@ pub fn parse_request(mut frame: Bytes) -> Result<Parsed, Close> {
             version,
             header,
             frame_bytes,
+            peer: None,
         },
         body,
     ))
 }
 
-async fn dispatch(shard: Rc<Shard>, frame: Bytes) -> Result<Reply, Close> {
+async fn dispatch(
+    shard: Rc<Shard>,
+    peer: Option<std::net::SocketAddr>,
+    frame: Bytes,
+) -> Result<Reply, Close> {
     let (req, body) = match parse_request(frame)? {
-        Parsed::Request(req, body) => (req, body),
+        Parsed::Request(mut req, body) => {
+            req.peer = peer;
+            (req, body)
+        }
         Parsed::UnsupportedApiVersions { correlation_id } => {
             return Ok(Reply::Now(api_versions::unsupported(correlation_id)));
         }
@@ -262,6 +324,19 @@ async fn dispatch(shard: Rc<Shard>, frame: Bytes) -> Result<Reply, Close> {
         Body::DescribeConfigs(b) => now!(describe_configs, b),
         Body::InitProducerId(b) => now!(init_producer_id, b),
         Body::ListOffsets(b) => now!(list_offsets, b),
+        // A JoinGroup or SyncGroup may wait for the rebalance; like Kafka,
+        // the connection's next request waits behind it.
+        Body::FindCoordinator(b) => now!(find_coordinator, b),
+        Body::JoinGroup(b) => now!(join_group, b),
+        Body::SyncGroup(b) => now!(sync_group, b),
+        Body::Heartbeat(b) => now!(heartbeat, b),
+        Body::LeaveGroup(b) => now!(leave_group, b),
+        Body::OffsetCommit(b) => now!(offset_commit, b),
+        Body::OffsetFetch(b) => now!(offset_fetch, b),
+        Body::DescribeGroups(b) => now!(describe_groups, b),
+        Body::ListGroups(b) => now!(list_groups, b),
+        Body::DeleteGroups(b) => now!(delete_groups, b),
+        Body::OffsetDelete(b) => now!(offset_delete, b),
         Body::Produce(b) => {
             let later = produce::handle(&shard, &req, b).await;
             Ok(Reply::Later(
@@ -293,6 +368,23 @@ pub fn library_versions(key: ApiKey) -> (i16, i16) {
 /// Helpers shared by handlers.
 pub fn str_bytes(s: &str) -> kafka_protocol::protocol::StrBytes {
     kafka_protocol::protocol::StrBytes::from_string(s.to_owned())
+}
+
+/// The group coordinator, if this agent coordinates `group_id`:
+/// INVALID_GROUP_ID for an empty id, NOT_COORDINATOR when another agent
+/// coordinates it.
+pub fn group_coordinator<'a>(
+    shard: &'a Shard,
+    group_id: &str,
+) -> Result<&'a crate::groups::Groups, crate::error::ErrorCode> {
+    // PostgreSQL text cannot hold NUL: such ids are refused, not stored.
+    if group_id.is_empty() || group_id.contains('\0') {
+        return Err(crate::error::ErrorCode::InvalidGroupId);
+    }
+    if !shard.agent.owns_group(group_id) {
+        return Err(crate::error::ErrorCode::NotCoordinator);
+    }
+    Ok(shard.agent.groups())
 }
 
 #[cfg(test)]

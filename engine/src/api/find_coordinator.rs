@@ -1,0 +1,57 @@
+//! FindCoordinator (key 10): the agent coordinating a group. Any agent can
+//! coordinate any group (its state is in PostgreSQL); the live agent with
+//! the highest rendezvous score for the group id does.
+
+use kafka_protocol::messages::find_coordinator_response::Coordinator;
+use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::protocol::StrBytes;
+
+use super::{str_bytes, Req};
+use crate::error::ErrorCode;
+use crate::shard::Shard;
+
+/// Kafka's coordinator key types.
+const KEY_GROUP: i8 = 0;
+const KEY_TRANSACTION: i8 = 1;
+
+pub async fn handle(
+    shard: &Shard,
+    req: &Req,
+    body: FindCoordinatorRequest,
+) -> FindCoordinatorResponse {
+    let find = |key: StrBytes| -> Coordinator {
+        let base = Coordinator::default().with_node_id(BrokerId(-1));
+        match body.key_type {
+            KEY_GROUP => {
+                let a = shard.agent.coordinator_for(&key);
+                base.with_key(key)
+                    .with_node_id(BrokerId(a.agent_id))
+                    .with_host(str_bytes(&a.host))
+                    .with_port(a.port)
+            }
+            KEY_TRANSACTION => base
+                .with_key(key)
+                .with_error_code(ErrorCode::TransactionalIdAuthorizationFailed.code())
+                .with_error_message(Some(str_bytes(
+                    "transactions are not implemented by rutomq yet",
+                ))),
+            other => base
+                .with_key(key)
+                .with_error_code(ErrorCode::InvalidRequest.code())
+                .with_error_message(Some(str_bytes(&format!(
+                    "coordinator key type {other} is not supported"
+                )))),
+        }
+    };
+    if req.version >= 4 {
+        return FindCoordinatorResponse::default()
+            .with_coordinators(body.coordinator_keys.iter().cloned().map(find).collect());
+    }
+    let c = find(body.key.clone());
+    FindCoordinatorResponse::default()
+        .with_error_code(c.error_code)
+        .with_error_message(c.error_message)
+        .with_node_id(c.node_id)
+        .with_host(c.host)
+        .with_port(c.port)
+}

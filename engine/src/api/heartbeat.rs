@@ -1,0 +1,24 @@
+//! Heartbeat (key 12): keeps a classic member's session alive and tells it
+//! when a rebalance started.
+
+use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
+
+use super::{group_coordinator, Req};
+use crate::shard::Shard;
+
+pub async fn handle(shard: &Shard, _req: &Req, body: HeartbeatRequest) -> HeartbeatResponse {
+    let code = match group_coordinator(shard, &body.group_id) {
+        Err(e) => e,
+        Ok(groups) => {
+            groups
+                .heartbeat(
+                    body.group_id.to_string(),
+                    body.member_id.to_string(),
+                    body.group_instance_id.map(|s| s.to_string()),
+                    body.generation_id,
+                )
+                .await
+        }
+    };
+    HeartbeatResponse::default().with_error_code(code.code())
+}

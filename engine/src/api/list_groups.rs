@@ -1,0 +1,33 @@
+//! ListGroups (key 16): the groups this agent coordinates (clients ask every
+//! agent and merge), filtered by state (v4+) and type (v5+).
+
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
+
+use super::{str_bytes, Req};
+use crate::shard::Shard;
+
+pub async fn handle(shard: &Shard, _req: &Req, body: ListGroupsRequest) -> ListGroupsResponse {
+    let listed = match shard.agent.groups().list().await {
+        Err(e) => return ListGroupsResponse::default().with_error_code(e.code()),
+        Ok(l) => l,
+    };
+    let wanted = |filter: &[kafka_protocol::protocol::StrBytes], v: &str| {
+        filter.is_empty() || filter.iter().any(|f| f.eq_ignore_ascii_case(v))
+    };
+    ListGroupsResponse::default().with_groups(
+        listed
+            .into_iter()
+            .filter(|(_, _, state, kind)| {
+                wanted(&body.states_filter, state) && wanted(&body.types_filter, kind)
+            })
+            .map(|(id, protocol_type, state, kind)| {
+                ListedGroup::default()
+                    .with_group_id(GroupId(str_bytes(&id)))
+                    .with_protocol_type(str_bytes(&protocol_type))
+                    .with_group_state(str_bytes(&state))
+                    .with_group_type(str_bytes(&kind))
+            })
+            .collect(),
+    )
+}

@@ -1,0 +1,165 @@
+//! OffsetFetch (key 9): committed offsets of one group (v0–7) or several
+//! (v8+). They are read from PostgreSQL, so any agent answers: a commit is
+//! acknowledged only once written there.
+
+use std::collections::HashMap;
+
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
+use rutomq_meta::groups::CommittedOffset;
+
+use super::{str_bytes, Req};
+use crate::error::ErrorCode;
+use crate::shard::Shard;
+
+/// One partition's answer: (offset, leader epoch, metadata).
+type Answer = (i64, i32, String);
+/// The answer for one group: topics in order, each with its partitions.
+type GroupAnswer = Result<Vec<(String, Vec<(i32, Answer)>)>, ErrorCode>;
+
+pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> OffsetFetchResponse {
+    if req.version >= 8 {
+        let mut groups = Vec::with_capacity(body.groups.len());
+        for g in body.groups {
+            let wanted = g.topics.map(|ts| {
+                ts.into_iter()
+                    .map(|t| (t.name.0.to_string(), t.partition_indexes))
+                    .collect()
+            });
+            let answer = fetch(shard, g.group_id.to_string(), wanted).await;
+            let mut out = OffsetFetchResponseGroup::default().with_group_id(g.group_id);
+            match answer {
+                Err(e) => out.error_code = e.code(),
+                Ok(topics) => {
+                    out.topics = topics
+                        .into_iter()
+                        .map(|(name, parts)| {
+                            OffsetFetchResponseTopics::default()
+                                .with_name(TopicName(str_bytes(&name)))
+                                .with_partitions(
+                                    parts
+                                        .into_iter()
+                                        .map(|(p, (o, e, m))| {
+                                            OffsetFetchResponsePartitions::default()
+                                                .with_partition_index(p)
+                                                .with_committed_offset(o)
+                                                .with_committed_leader_epoch(e)
+                                                .with_metadata(Some(str_bytes(&m)))
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect()
+                }
+            }
+            groups.push(out);
+        }
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
+    // v0-1 always name topics; v2+ may ask for all with null.
+    let wanted = body.topics.map(|ts| {
+        ts.into_iter()
+            .map(|t| (t.name.0.to_string(), t.partition_indexes))
+            .collect()
+    });
+    match fetch(shard, body.group_id.to_string(), wanted).await {
+        // v1 has no top-level error code: the client retries on an empty answer.
+        Err(e) if req.version < 2 => {
+            tracing::debug!(error = ?e, "offset fetch failed");
+            OffsetFetchResponse::default()
+        }
+        Err(e) => OffsetFetchResponse::default().with_error_code(e.code()),
+        Ok(topics) => OffsetFetchResponse::default().with_topics(
+            topics
+                .into_iter()
+                .map(|(name, parts)| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(TopicName(str_bytes(&name)))
+                        .with_partitions(
+                            parts
+                                .into_iter()
+                                .map(|(p, (o, e, m))| {
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(p)
+                                        .with_committed_offset(o)
+                                        .with_committed_leader_epoch(e)
+                                        .with_metadata(Some(str_bytes(&m)))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// The committed offsets of `group_id` for `wanted` (topic, partitions), or
+/// of every partition with one when `None`. A partition without a commit
+/// answers offset -1, as Kafka does.
+async fn fetch(
+    shard: &Shard,
+    group_id: String,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+) -> GroupAnswer {
+    let names = wanted
+        .as_ref()
+        .map(|w| w.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>());
+    let rows = shard
+        .agent
+        .meta
+        .fetch_offsets(group_id, names)
+        .await
+        .map_err(|e| {
+            if e.is_retriable() {
+                ErrorCode::CoordinatorLoadInProgress
+            } else {
+                ErrorCode::from(&e)
+            }
+        })?;
+    let answer = |c: &CommittedOffset| -> Answer {
+        (
+            c.offset,
+            c.leader_epoch,
+            c.metadata
+                .as_deref()
+                .map(|m| String::from_utf8_lossy(m).into_owned())
+                .unwrap_or_default(),
+        )
+    };
+    match wanted {
+        None => {
+            let mut out: Vec<(String, Vec<(i32, Answer)>)> = Vec::new();
+            for c in &rows {
+                match out.last_mut() {
+                    Some((name, parts)) if *name == c.topic => parts.push((c.partition, answer(c))),
+                    _ => out.push((c.topic.clone(), vec![(c.partition, answer(c))])),
+                }
+            }
+            Ok(out)
+        }
+        Some(wanted) => {
+            let found: HashMap<(&str, i32), &CommittedOffset> = rows
+                .iter()
+                .map(|c| ((c.topic.as_str(), c.partition), c))
+                .collect();
+            Ok(wanted
+                .iter()
+                .map(|(name, parts)| {
+                    let parts = parts
+                        .iter()
+                        .map(|&p| {
+                            let a = found
+                                .get(&(name.as_str(), p))
+                                .map_or((-1, -1, String::new()), |c| answer(c));
+                            (p, a)
+                        })
+                        .collect();
+                    (name.clone(), parts)
+                })
+                .collect())
+        }
+    }
+}

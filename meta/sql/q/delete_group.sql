@@ -1,0 +1,1 @@
+DELETE FROM groups WHERE group_id = $1 AND coordinator_epoch = $2
