@@ -155,6 +155,22 @@ pub struct ServeArgs {
         default_value_t = 10_080
     )]
     pub offsets_retention_minutes: u64,
+    /// KIP-848 consumer groups: a member that does not heartbeat for this
+    /// long is removed (group.consumer.session.timeout.ms).
+    #[arg(
+        long,
+        env = "RUTOMQ_GROUP_CONSUMER_SESSION_TIMEOUT_MS",
+        default_value_t = 45_000
+    )]
+    pub group_consumer_session_timeout_ms: u64,
+    /// KIP-848 consumer groups: how often members heartbeat
+    /// (group.consumer.heartbeat.interval.ms).
+    #[arg(
+        long,
+        env = "RUTOMQ_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS",
+        default_value_t = 5_000
+    )]
+    pub group_consumer_heartbeat_interval_ms: u64,
     /// Rack reported in Metadata.
     #[arg(long, env = "RUTOMQ_RACK")]
     pub rack: Option<String>,
@@ -170,6 +186,10 @@ impl ServeArgs {
             group_size_max: self.group_max_size.max(1),
             offsets_retention: Duration::from_secs(self.offsets_retention_minutes.max(1) * 60),
             offset_metadata_bytes_max: 4096,
+            consumer_session_timeout: Duration::from_millis(self.group_consumer_session_timeout_ms),
+            consumer_heartbeat_interval: Duration::from_millis(
+                self.group_consumer_heartbeat_interval_ms,
+            ),
         }
     }
 

@@ -46,6 +46,10 @@ pub enum ErrorCode {
     GroupMaxSizeReached = 81,
     FencedInstanceId = 82,
     GroupSubscribedToTopic = 86,
+    FencedMemberEpoch = 110,
+    UnreleasedInstanceId = 111,
+    UnsupportedAssignor = 112,
+    StaleMemberEpoch = 113,
 }
 
 impl ErrorCode {

@@ -10,7 +10,10 @@ CREATE TABLE groups (
     -- '' for a group that only commits offsets (no members ever)
     protocol_type     text        NOT NULL DEFAULT '',
     protocol_name     text,
+    -- classic: generation; consumer (KIP-848): group epoch
     generation        integer     NOT NULL DEFAULT 0,
+    -- consumer: epoch of the target assignment
+    assignment_epoch  integer     NOT NULL DEFAULT 0,
     leader_id         text,
     -- 'Empty' or 'Stable': the states a group is stored in
     state             text        NOT NULL,

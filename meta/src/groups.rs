@@ -19,7 +19,10 @@ pub struct StoredGroup {
     pub group_type: String,
     pub protocol_type: String,
     pub protocol_name: Option<String>,
+    /// The generation (classic) or group epoch (consumer).
     pub generation: i32,
+    /// Consumer groups: the epoch of the stored target assignment.
+    pub assignment_epoch: i32,
     pub leader_id: Option<String>,
     /// "Empty" or "Stable".
     pub state: String,
@@ -143,6 +146,7 @@ impl Meta {
                     leader_id: r.get(4),
                     state: r.get(5),
                     state_since_ms: r.get(6),
+                    assignment_epoch: r.get(16),
                     members,
                 },
                 r.get(7),
@@ -199,6 +203,7 @@ impl Meta {
                         &rebalances,
                         &subscriptions,
                         &assignments,
+                        &g.assignment_epoch,
                     ],
                 )
                 .await?;

@@ -3,6 +3,8 @@
 //! two cannot drift apart.
 
 mod api_versions;
+mod consumer_group_describe;
+mod consumer_group_heartbeat;
 mod create_partitions;
 mod create_topics;
 mod delete_groups;
@@ -74,6 +76,8 @@ pub const APIS: &[ApiSpec] = &[
     spec(ApiKey::ListGroups, 0, 5),
     spec(ApiKey::DeleteGroups, 0, 2),
     spec(ApiKey::OffsetDelete, 0, 0),
+    spec(ApiKey::ConsumerGroupHeartbeat, 0, 1),
+    spec(ApiKey::ConsumerGroupDescribe, 0, 1),
 ];
 
 pub fn find(key: i16) -> Option<&'static ApiSpec> {
@@ -214,6 +218,8 @@ bodies! {
     ListGroups => ListGroupsRequest,
     DeleteGroups => DeleteGroupsRequest,
     OffsetDelete => OffsetDeleteRequest,
+    ConsumerGroupHeartbeat => ConsumerGroupHeartbeatRequest,
+    ConsumerGroupDescribe => ConsumerGroupDescribeRequest,
 }
 
 /// Encodes a request frame body (header + request, no size prefix).
@@ -337,6 +343,8 @@ async fn dispatch(
         Body::ListGroups(b) => now!(list_groups, b),
         Body::DeleteGroups(b) => now!(delete_groups, b),
         Body::OffsetDelete(b) => now!(offset_delete, b),
+        Body::ConsumerGroupHeartbeat(b) => now!(consumer_group_heartbeat, b),
+        Body::ConsumerGroupDescribe(b) => now!(consumer_group_describe, b),
         Body::Produce(b) => {
             let later = produce::handle(&shard, &req, b).await;
             Ok(Reply::Later(

@@ -93,6 +93,11 @@ pub enum AfterStore {
         reply: oneshot::Sender<JoinResult>,
         result: JoinResult,
     },
+    /// A KIP-848 heartbeat that changed the group: answered once stored.
+    ConsumerHeartbeat {
+        reply: oneshot::Sender<super::consumer::HeartbeatResult>,
+        result: super::consumer::HeartbeatResult,
+    },
 }
 
 /// Side effects of a call, for the coordinator.
@@ -201,7 +206,7 @@ impl ClassicGroup {
 
     /// The group as stored now, in `state` ("Empty" or "Stable"), with
     /// `assignments` where given (the members' current ones otherwise).
-    fn snapshot(&self, assignments: Option<&HashMap<String, Bytes>>) -> StoredGroup {
+    pub fn snapshot(&self, assignments: Option<&HashMap<String, Bytes>>) -> StoredGroup {
         let protocol = self.protocol_name.clone().unwrap_or_default();
         StoredGroup {
             group_id: self.group_id.clone(),
@@ -209,6 +214,7 @@ impl ClassicGroup {
             protocol_type: self.protocol_type.clone().unwrap_or_default(),
             protocol_name: self.protocol_name.clone(),
             generation: self.generation,
+            assignment_epoch: 0,
             leader_id: self.leader.clone(),
             state: if self.members.is_empty() {
                 "Empty".into()

@@ -22,9 +22,10 @@
 //! timeout, and live ones rejoin.
 
 pub mod classic;
+pub mod consumer;
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,6 +39,7 @@ use uuid::Uuid;
 
 use crate::error::ErrorCode;
 use classic::{AfterStore, ClassicGroup, Effects, State};
+use consumer::{ConsumerGroup, HeartbeatArgs, HeartbeatResult, TopicsView};
 
 /// Calls queued to the coordinator thread at most; senders wait beyond.
 pub const GROUP_CALLS_QUEUE_MAX: usize = 4096;
@@ -52,6 +54,9 @@ pub const GROUP_WRITES_QUEUED_MAX: usize = 256;
 pub const IDLE_UNLOAD: Duration = Duration::from_secs(30);
 /// How often ownership, idleness and orphaned groups are checked.
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+/// How often consumer groups' subscribed topics are re-read (new topics,
+/// new partitions).
+pub const TOPICS_REFRESH: Duration = Duration::from_secs(2);
 /// How often groups whose coordinator died are looked for.
 pub const ADOPT_INTERVAL: Duration = Duration::from_secs(5);
 /// How often expired offsets are removed (Kafka's
@@ -73,6 +78,10 @@ pub struct GroupsConfig {
     pub offsets_retention: Duration,
     /// offset.metadata.max.bytes
     pub offset_metadata_bytes_max: usize,
+    /// group.consumer.session.timeout.ms (KIP-848 groups)
+    pub consumer_session_timeout: Duration,
+    /// group.consumer.heartbeat.interval.ms (KIP-848 groups)
+    pub consumer_heartbeat_interval: Duration,
 }
 
 impl Default for GroupsConfig {
@@ -84,6 +93,8 @@ impl Default for GroupsConfig {
             group_size_max: 1000,
             offsets_retention: Duration::from_secs(7 * 24 * 3600),
             offset_metadata_bytes_max: 4096,
+            consumer_session_timeout: Duration::from_millis(45_000),
+            consumer_heartbeat_interval: Duration::from_millis(5_000),
         }
     }
 }
@@ -227,9 +238,45 @@ enum Call {
         reply: oneshot::Sender<Result<Vec<ErrorCode>, ErrorCode>>,
     },
     /// Load the group if this agent coordinates it (orphan adoption).
+    /// KIP-848 heartbeat, with the subscribed topics the handler resolved
+    /// (name, id, partitions).
+    ConsumerHeartbeat(
+        HeartbeatArgs,
+        Vec<(String, Uuid, i32)>,
+        oneshot::Sender<HeartbeatResult>,
+    ),
+    ConsumerDescribe {
+        group_id: String,
+        reply: oneshot::Sender<ConsumerDescription>,
+    },
     Adopt {
         group_id: String,
     },
+}
+
+/// ConsumerGroupDescribe's view of a KIP-848 group.
+pub struct ConsumerDescription {
+    pub error: ErrorCode,
+    pub error_message: Option<String>,
+    pub state: &'static str,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor: String,
+    pub members: Vec<(consumer::Member, consumer::Partitions)>,
+}
+
+impl ConsumerDescription {
+    fn error(error: ErrorCode, message: Option<String>) -> ConsumerDescription {
+        ConsumerDescription {
+            error,
+            error_message: message,
+            state: "Dead",
+            group_epoch: -1,
+            assignment_epoch: -1,
+            assignor: String::new(),
+            members: Vec::new(),
+        }
+    }
 }
 
 impl Call {
@@ -238,6 +285,8 @@ impl Call {
             Call::Join(a, _) => &a.group_id,
             Call::Sync(a, _) => &a.group_id,
             Call::Commit(a, _) => &a.group_id,
+            Call::ConsumerHeartbeat(a, _, _) => &a.group_id,
+            Call::ConsumerDescribe { group_id, .. } => group_id,
             Call::Heartbeat { group_id, .. }
             | Call::Leave { group_id, .. }
             | Call::Describe { group_id, .. }
@@ -267,6 +316,12 @@ impl Call {
             }
             Call::Describe { reply, .. } => {
                 let _ = reply.send(GroupDescription::error(error));
+            }
+            Call::ConsumerHeartbeat(_, _, r) => {
+                let _ = r.send(HeartbeatResult::error(error, None));
+            }
+            Call::ConsumerDescribe { reply, .. } => {
+                let _ = reply.send(ConsumerDescription::error(error, None));
             }
             Call::Adopt { .. } => {}
         }
@@ -328,6 +383,8 @@ impl Groups {
                     timers: BinaryHeap::new(),
                     done_tx,
                     stats: thread_stats,
+                    topics: TopicsView::new(),
+                    topics_refreshed: Instant::now(),
                 };
                 rt.block_on(coordinator.run(rx, done_rx));
             })?;
@@ -417,6 +474,22 @@ impl Groups {
         .unwrap_or(Err(ErrorCode::CoordinatorNotAvailable))
     }
 
+    pub async fn consumer_heartbeat(
+        &self,
+        args: HeartbeatArgs,
+        topics: Vec<(String, Uuid, i32)>,
+    ) -> HeartbeatResult {
+        self.call(|r| Call::ConsumerHeartbeat(args, topics, r))
+            .await
+            .unwrap_or_else(|| HeartbeatResult::error(ErrorCode::CoordinatorNotAvailable, None))
+    }
+
+    pub async fn consumer_describe(&self, group_id: String) -> ConsumerDescription {
+        self.call(|reply| Call::ConsumerDescribe { group_id, reply })
+            .await
+            .unwrap_or_else(|| ConsumerDescription::error(ErrorCode::CoordinatorNotAvailable, None))
+    }
+
     /// The groups this agent coordinates.
     pub async fn list(&self) -> Result<Vec<Listed>, ErrorCode> {
         let (tx, rx) = oneshot::channel();
@@ -442,6 +515,9 @@ enum Slot {
 
 struct Loaded {
     group: ClassicGroup,
+    /// Set when the group is a KIP-848 consumer group (`group` is then an
+    /// unused empty classic group).
+    consumer: Option<ConsumerGroup>,
     /// Coordinator epoch loaded (0: the group was never stored).
     epoch: i64,
     writes: VecDeque<Write>,
@@ -454,7 +530,44 @@ struct Loaded {
 impl Loaded {
     /// Nothing in memory that PostgreSQL does not have, and no waiter.
     fn unloadable(&self) -> bool {
-        self.group.idle() && !self.writing && self.writes.is_empty()
+        self.empty() && !self.writing && self.writes.is_empty()
+    }
+
+    /// No member (of either kind) and nobody waiting.
+    fn empty(&self) -> bool {
+        match &self.consumer {
+            Some(c) => c.is_empty(),
+            None => self.group.idle(),
+        }
+    }
+
+    fn state_name(&self) -> &'static str {
+        match &self.consumer {
+            Some(c) => c.state(),
+            None => self.group.state.name(),
+        }
+    }
+
+    fn protocol_type(&self) -> String {
+        match &self.consumer {
+            Some(_) => "consumer".into(),
+            None => self.group.protocol_type.clone().unwrap_or_default(),
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        if self.consumer.is_some() {
+            "consumer"
+        } else {
+            "classic"
+        }
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        match &self.consumer {
+            Some(c) => c.next_wake(),
+            None => self.group.next_wake(),
+        }
     }
 }
 
@@ -477,6 +590,10 @@ enum Done {
         oneshot::Sender<Result<Vec<Listed>, ErrorCode>>,
     ),
     Orphans(Result<Vec<String>, MetaError>),
+    Topics(
+        Vec<String>,
+        Result<Vec<rutomq_meta::TopicRecord>, MetaError>,
+    ),
 }
 
 enum Wrote {
@@ -502,6 +619,10 @@ struct Coordinator {
     timers: BinaryHeap<Reverse<(Instant, String)>>,
     done_tx: mpsc::UnboundedSender<Done>,
     stats: Arc<GroupStats>,
+    /// Topics consumer groups subscribe to, refreshed every
+    /// `TOPICS_REFRESH` while such groups are loaded.
+    topics: TopicsView,
+    topics_refreshed: Instant,
 }
 
 impl Coordinator {
@@ -641,8 +762,48 @@ impl Coordinator {
             return;
         };
         l.last_used = now;
-        let known = l.epoch > 0 || !l.group.is_empty() || l.writing || !l.writes.is_empty();
+        let known = l.epoch > 0 || !l.empty() || l.writing || !l.writes.is_empty();
         let mut fx = Effects::default();
+        // A call of the other protocol: an empty group switches protocol
+        // (Kafka converts empty groups), a group with members refuses it.
+        let classic_call = matches!(
+            call,
+            Call::Join(..) | Call::Sync(..) | Call::Heartbeat { .. } | Call::Leave { .. }
+        );
+        if classic_call && l.consumer.is_some() {
+            if !l.empty() {
+                match call {
+                    Call::Join(a, r) => {
+                        let _ = r.send(JoinResult::error(
+                            ErrorCode::InconsistentGroupProtocol,
+                            &a.member_id,
+                        ));
+                    }
+                    other => other.fail(ErrorCode::UnknownMemberId),
+                }
+                return self.after(group_id, fx);
+            }
+            l.consumer = None;
+        }
+        if matches!(call, Call::ConsumerHeartbeat(..)) && l.consumer.is_none() {
+            if !l.group.idle() {
+                if let Call::ConsumerHeartbeat(_, _, r) = call {
+                    let _ = r.send(HeartbeatResult::error(
+                        ErrorCode::GroupIdNotFound,
+                        format!("group {group_id} is a classic group with members"),
+                    ));
+                }
+                return self.after(group_id, fx);
+            }
+            let mut c = ConsumerGroup::new(group_id.to_owned(), self.cfg.clone());
+            c.group_epoch = l.group.generation;
+            c.assignment_epoch = l.group.generation;
+            l.consumer = Some(c);
+        }
+        if l.consumer.is_some() {
+            self.apply_consumer(group_id, call, known, now);
+            return;
+        }
         let g = &mut l.group;
         match call {
             Call::Join(args, reply) => {
@@ -707,24 +868,13 @@ impl Coordinator {
                     Err(e) => {
                         let _ = reply.send(Err(e));
                     }
-                    Ok(()) if l.writes.len() >= GROUP_WRITES_QUEUED_MAX => {
-                        let _ = reply.send(Err(ErrorCode::CoordinatorLoadInProgress));
-                    }
                     Ok(()) => {
-                        if l.epoch == 0
-                            && !l.writing
-                            && !l.writes.iter().any(|w| matches!(w, Write::Group(..)))
-                        {
-                            // The group row comes first: offsets refer to it.
-                            g.store_now(&mut fx);
-                        }
-                        self.stats.offset_commits.fetch_add(1, Ordering::Relaxed);
                         l.writes.extend(
                             fx.stores
                                 .drain(..)
                                 .map(|(s, after)| Write::Group(Box::new(s), after)),
                         );
-                        l.writes.push_back(Write::Offsets(args.offsets, reply));
+                        enqueue_offsets(l, args.offsets, reply, &self.stats);
                     }
                 }
             }
@@ -785,7 +935,126 @@ impl Coordinator {
                         .push_back(Write::DeleteOffsets(deletable, codes, reply));
                 }
             }
+            Call::ConsumerDescribe { reply, .. } => {
+                let _ = reply.send(ConsumerDescription::error(
+                    ErrorCode::GroupIdNotFound,
+                    Some(format!("group {group_id} is not a consumer group")),
+                ));
+            }
+            Call::ConsumerHeartbeat(..) => unreachable!("routed to apply_consumer"),
             Call::Adopt { .. } => {}
+        }
+        self.after(group_id, fx);
+    }
+
+    /// Applies a call to a KIP-848 consumer group.
+    fn apply_consumer(&mut self, group_id: &str, call: Call, known: bool, now: Instant) {
+        let Some(Slot::Ready(l)) = self.slots.get_mut(group_id) else {
+            return call.fail(ErrorCode::CoordinatorNotAvailable);
+        };
+        let mut fx = Effects::default();
+        let c = l.consumer.as_mut().expect("a consumer group");
+        match call {
+            Call::ConsumerHeartbeat(args, resolved, reply) => {
+                for (name, id, partitions) in resolved {
+                    self.topics.insert(name, (id, partitions));
+                }
+                let mut changed = false;
+                let result = c.heartbeat(args, &self.topics, now, &mut changed);
+                if changed && result.error == ErrorCode::None {
+                    fx.stores.push((
+                        c.snapshot(),
+                        AfterStore::ConsumerHeartbeat { reply, result },
+                    ));
+                } else {
+                    if changed {
+                        fx.stores.push((c.snapshot(), AfterStore::Nothing));
+                    }
+                    let _ = reply.send(result);
+                }
+            }
+            Call::ConsumerDescribe { reply, .. } => {
+                let d = if known {
+                    ConsumerDescription {
+                        error: ErrorCode::None,
+                        error_message: None,
+                        state: c.state(),
+                        group_epoch: c.group_epoch,
+                        assignment_epoch: c.assignment_epoch,
+                        assignor: c.assignor.clone(),
+                        members: c
+                            .members
+                            .values()
+                            .map(|m| {
+                                let target =
+                                    c.target.get(&m.member_id).cloned().unwrap_or_default();
+                                (m.clone(), target)
+                            })
+                            .collect(),
+                    }
+                } else {
+                    ConsumerDescription::error(
+                        ErrorCode::GroupIdNotFound,
+                        Some(format!("group {group_id} not found")),
+                    )
+                };
+                let _ = reply.send(d);
+            }
+            Call::Commit(args, reply) => {
+                match c.validate_commit(&args.member_id, args.generation) {
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                    Ok(()) => enqueue_offsets(l, args.offsets, reply, &self.stats),
+                }
+            }
+            Call::Describe { reply, .. } => {
+                let _ = reply.send(GroupDescription {
+                    error: ErrorCode::None,
+                    exists: true,
+                    state: c.state(),
+                    protocol_type: "consumer".into(),
+                    protocol: c.assignor.clone(),
+                    members: c
+                        .members
+                        .values()
+                        .map(|m| MemberDescription {
+                            member_id: m.member_id.clone(),
+                            instance_id: m.instance_id.clone(),
+                            client_id: m.client_id.clone(),
+                            client_host: m.client_host.clone(),
+                            metadata: Bytes::new(),
+                            assignment: Bytes::new(),
+                        })
+                        .collect(),
+                });
+            }
+            Call::Delete { reply, .. } => {
+                if !c.is_empty() {
+                    let _ = reply.send(ErrorCode::NonEmptyGroup);
+                } else {
+                    l.writes.push_back(Write::Delete(reply));
+                }
+            }
+            Call::DeleteOffsets {
+                partitions, reply, ..
+            } => {
+                let subscribed = c.subscribed_topics();
+                let mut codes = Vec::with_capacity(partitions.len());
+                let mut deletable = Vec::new();
+                for (topic, id, p) in partitions {
+                    if subscribed.contains(&topic) {
+                        codes.push(ErrorCode::GroupSubscribedToTopic);
+                    } else {
+                        codes.push(ErrorCode::None);
+                        deletable.push((id, p));
+                    }
+                }
+                l.writes
+                    .push_back(Write::DeleteOffsets(deletable, codes, reply));
+            }
+            Call::Adopt { .. } => {}
+            other => other.fail(ErrorCode::UnknownMemberId),
         }
         self.after(group_id, fx);
     }
@@ -824,7 +1093,7 @@ impl Coordinator {
         let Some(Slot::Ready(l)) = self.slots.get_mut(group_id) else {
             return;
         };
-        if let Some(wake) = l.group.next_wake() {
+        if let Some(wake) = l.next_wake() {
             if l.scheduled.is_none_or(|s| wake < s) {
                 l.scheduled = Some(wake);
                 self.timers.push(Reverse((wake, group_id.to_owned())));
@@ -847,7 +1116,16 @@ impl Coordinator {
             }
             l.scheduled = None;
             let mut fx = Effects::default();
-            l.group.on_timer(now, &mut fx);
+            match l.consumer.as_mut() {
+                Some(c) => {
+                    let gone = c.on_timer(now, &self.topics);
+                    if gone > 0 {
+                        fx.expired += gone;
+                        fx.stores.push((c.snapshot(), AfterStore::Nothing));
+                    }
+                }
+                None => l.group.on_timer(now, &mut fx),
+            }
             self.after(&group_id, fx);
         }
     }
@@ -906,6 +1184,10 @@ impl Coordinator {
                 }
             }
             Done::Orphans(Err(e)) => tracing::debug!(error = %e, "orphaned group lookup failed"),
+            Done::Topics(names, Ok(found)) => self.on_topics(names, found),
+            Done::Topics(_, Err(e)) => {
+                tracing::debug!(error = %e, "subscribed topics lookup failed")
+            }
         }
     }
 
@@ -918,13 +1200,30 @@ impl Coordinator {
             return;
         };
         let now = Instant::now();
-        let (group, epoch) = match result {
+        let ((group, consumer), epoch) = match result {
             Ok(Some((stored, epoch))) => {
                 self.stats.groups_loaded.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(group = %group_id, epoch, members = stored.members.len(), "group loaded");
-                (ClassicGroup::load(stored, self.cfg.clone(), now), epoch)
+                if stored.group_type == "consumer" {
+                    let c = ConsumerGroup::load(stored, self.cfg.clone(), now);
+                    (
+                        (
+                            ClassicGroup::new(group_id.clone(), self.cfg.clone()),
+                            Some(c),
+                        ),
+                        epoch,
+                    )
+                } else {
+                    (
+                        (ClassicGroup::load(stored, self.cfg.clone(), now), None),
+                        epoch,
+                    )
+                }
             }
-            Ok(None) => (ClassicGroup::new(group_id.clone(), self.cfg.clone()), 0),
+            Ok(None) => (
+                (ClassicGroup::new(group_id.clone(), self.cfg.clone()), None),
+                0,
+            ),
             Err(e) => {
                 tracing::warn!(group = %group_id, error = %e, "cannot load group");
                 calls
@@ -937,6 +1236,7 @@ impl Coordinator {
             group_id.clone(),
             Slot::Ready(Box::new(Loaded {
                 group,
+                consumer,
                 epoch,
                 writes: VecDeque::new(),
                 writing: false,
@@ -977,8 +1277,14 @@ impl Coordinator {
                             AfterStore::StaticRejoin { reply, result } => {
                                 let _ = reply.send(result);
                             }
+                            AfterStore::ConsumerHeartbeat { reply, result } => {
+                                let _ = reply.send(result);
+                            }
                             AfterStore::Nothing => {}
                         }
+                    } else if let AfterStore::ConsumerHeartbeat { reply, result } = after {
+                        // Unloaded meanwhile; the write itself held.
+                        let _ = reply.send(result);
                     }
                 }
                 Ok(None) | Err(_) => {
@@ -1000,6 +1306,9 @@ impl Coordinator {
                         }
                         AfterStore::StaticRejoin { reply, result } => {
                             let _ = reply.send(JoinResult::error(code, &result.member_id));
+                        }
+                        AfterStore::ConsumerHeartbeat { reply, .. } => {
+                            let _ = reply.send(HeartbeatResult::error(code, None));
                         }
                         AfterStore::Nothing => {}
                     }
@@ -1032,6 +1341,7 @@ impl Coordinator {
                 Ok(true) => {
                     tracing::info!(group = %group_id, "group deleted");
                     if let Some(l) = slot {
+                        l.consumer = None;
                         l.group.kill(ErrorCode::GroupIdNotFound);
                         fail_writes(&mut l.writes, ErrorCode::GroupIdNotFound);
                     }
@@ -1071,8 +1381,66 @@ impl Coordinator {
         }
     }
 
+    /// New metadata of subscribed topics: consumer groups whose topics
+    /// changed get a new target assignment.
+    fn on_topics(&mut self, names: Vec<String>, found: Vec<rutomq_meta::TopicRecord>) {
+        for n in &names {
+            self.topics.remove(n);
+        }
+        for t in found {
+            self.topics.insert(t.name, (t.topic_id, t.partitions));
+        }
+        let ids: Vec<String> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| matches!(s, Slot::Ready(l) if l.consumer.is_some()))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in ids {
+            let Some(Slot::Ready(l)) = self.slots.get_mut(&id) else {
+                continue;
+            };
+            let c = l.consumer.as_mut().expect("filtered");
+            let before = c.group_epoch;
+            c.maybe_assign(&self.topics);
+            if c.group_epoch != before {
+                tracing::info!(group = %id, epoch = c.group_epoch, "subscribed topics changed; new target assignment");
+                let mut fx = Effects::default();
+                fx.stores.push((c.snapshot(), AfterStore::Nothing));
+                self.after(&id, fx);
+            }
+        }
+    }
+
+    /// Re-reads the topics loaded consumer groups subscribe to.
+    fn refresh_topics(&mut self) {
+        let names: BTreeSet<String> = self
+            .slots
+            .values()
+            .filter_map(|s| match s {
+                Slot::Ready(l) => l.consumer.as_ref(),
+                _ => None,
+            })
+            .flat_map(|c| c.subscribed_topics())
+            .collect();
+        if names.is_empty() {
+            return;
+        }
+        let names: Vec<String> = names.into_iter().collect();
+        let meta = self.meta.clone();
+        let done = self.done_tx.clone();
+        tokio::spawn(async move {
+            let r = meta.load_topics(Some(names.clone())).await;
+            let _ = done.send(Done::Topics(names, r));
+        });
+    }
+
     /// Unloads groups this agent no longer coordinates and idle ones.
     fn sweep(&mut self) {
+        if self.topics_refreshed.elapsed() >= TOPICS_REFRESH {
+            self.topics_refreshed = Instant::now();
+            self.refresh_topics();
+        }
         let now = Instant::now();
         let mut lost = Vec::new();
         let mut idle = Vec::new();
@@ -1119,23 +1487,24 @@ impl Coordinator {
             seen.insert(r.group_id.clone());
             let (state, protocol_type) = match self.slots.get(&r.group_id) {
                 Some(Slot::Ready(l)) if l.group.state == State::Dead => continue,
-                Some(Slot::Ready(l)) => (
-                    l.group.state.name().to_owned(),
-                    l.group.protocol_type.clone().unwrap_or_default(),
-                ),
+                Some(Slot::Ready(l)) => (l.state_name().to_owned(), l.protocol_type()),
                 _ => (r.state, r.protocol_type),
             };
-            out.push((r.group_id, protocol_type, state, r.group_type));
+            let kind = match self.slots.get(&r.group_id) {
+                Some(Slot::Ready(l)) => l.kind().to_owned(),
+                _ => r.group_type,
+            };
+            out.push((r.group_id, protocol_type, state, kind));
         }
         // Groups created here and not stored yet (in a first rebalance).
         for (id, slot) in &self.slots {
             if let Slot::Ready(l) = slot {
-                if !seen.contains(id) && l.group.state != State::Dead && !l.group.is_empty() {
+                if !seen.contains(id) && l.group.state != State::Dead && !l.empty() {
                     out.push((
                         id.clone(),
-                        l.group.protocol_type.clone().unwrap_or_default(),
-                        l.group.state.name().to_owned(),
-                        "classic".into(),
+                        l.protocol_type(),
+                        l.state_name().to_owned(),
+                        l.kind().to_owned(),
                     ));
                 }
             }
@@ -1144,11 +1513,38 @@ impl Coordinator {
     }
 }
 
+/// Queues an accepted offset commit, after the group row if the group was
+/// never stored (offsets refer to it).
+fn enqueue_offsets(
+    l: &mut Loaded,
+    offsets: Vec<OffsetCommit>,
+    reply: oneshot::Sender<Written>,
+    stats: &GroupStats,
+) {
+    if l.writes.len() >= GROUP_WRITES_QUEUED_MAX {
+        let _ = reply.send(Err(ErrorCode::CoordinatorLoadInProgress));
+        return;
+    }
+    if l.epoch == 0 && !l.writing && !l.writes.iter().any(|w| matches!(w, Write::Group(..))) {
+        let stored = match &l.consumer {
+            Some(c) => c.snapshot(),
+            None => l.group.snapshot(None),
+        };
+        l.writes
+            .push_back(Write::Group(Box::new(stored), AfterStore::Nothing));
+    }
+    stats.offset_commits.fetch_add(1, Ordering::Relaxed);
+    l.writes.push_back(Write::Offsets(offsets, reply));
+}
+
 fn fail_writes(writes: &mut VecDeque<Write>, error: ErrorCode) {
     for w in writes.drain(..) {
         match w {
             Write::Group(_, AfterStore::StaticRejoin { reply, result }) => {
                 let _ = reply.send(JoinResult::error(error, &result.member_id));
+            }
+            Write::Group(_, AfterStore::ConsumerHeartbeat { reply, .. }) => {
+                let _ = reply.send(HeartbeatResult::error(error, None));
             }
             Write::Group(..) => {}
             Write::Offsets(_, reply) => {

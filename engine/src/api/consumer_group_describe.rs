@@ -1,0 +1,91 @@
+//! ConsumerGroupDescribe (key 69, KIP-848): members of consumer groups with
+//! their epochs, subscriptions, current and target assignments.
+
+use kafka_protocol::messages::consumer_group_describe_response::{
+    Assignment, DescribedGroup, Member, TopicPartitions,
+};
+use kafka_protocol::messages::{
+    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName,
+};
+
+use super::{group_coordinator, str_bytes, Req};
+use crate::groups::consumer::{to_wire, Partitions};
+use crate::shard::Shard;
+
+/// Kafka's AclOperation codes as bits: READ 3, DELETE 6, DESCRIBE 8.
+const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
+/// Member type: a member of the consumer protocol.
+const MEMBER_TYPE_CONSUMER: i8 = 1;
+
+pub async fn handle(
+    shard: &Shard,
+    _req: &Req,
+    body: ConsumerGroupDescribeRequest,
+) -> ConsumerGroupDescribeResponse {
+    let mut out = Vec::with_capacity(body.group_ids.len());
+    for group_id in body.group_ids {
+        let base = DescribedGroup::default()
+            .with_group_id(group_id.clone())
+            .with_authorized_operations(if body.include_authorized_operations {
+                GROUP_OPERATIONS
+            } else {
+                i32::MIN
+            });
+        let d = match group_coordinator(shard, &group_id) {
+            Err(e) => {
+                out.push(base.with_error_code(e.code()));
+                continue;
+            }
+            Ok(groups) => groups.consumer_describe(group_id.to_string()).await,
+        };
+        let mut members = Vec::with_capacity(d.members.len());
+        for (m, target) in &d.members {
+            members.push(
+                Member::default()
+                    .with_member_id(str_bytes(&m.member_id))
+                    .with_instance_id(m.instance_id.as_deref().map(str_bytes))
+                    .with_rack_id(m.rack_id.as_deref().map(str_bytes))
+                    .with_member_epoch(m.epoch)
+                    .with_client_id(str_bytes(&m.client_id))
+                    .with_client_host(str_bytes(&m.client_host))
+                    .with_subscribed_topic_names(
+                        m.subscribed
+                            .iter()
+                            .map(|t| TopicName(str_bytes(t)))
+                            .collect(),
+                    )
+                    .with_assignment(assignment(shard, &m.assigned).await)
+                    .with_target_assignment(assignment(shard, target).await)
+                    .with_member_type(MEMBER_TYPE_CONSUMER),
+            );
+        }
+        out.push(
+            base.with_error_code(d.error.code())
+                .with_error_message(d.error_message.as_deref().map(str_bytes))
+                .with_group_state(str_bytes(d.state))
+                .with_group_epoch(d.group_epoch)
+                .with_assignment_epoch(d.assignment_epoch)
+                .with_assignor_name(str_bytes(&d.assignor))
+                .with_members(members),
+        );
+    }
+    ConsumerGroupDescribeResponse::default().with_groups(out)
+}
+
+/// Partitions with their topic names (a topic deleted meanwhile is named "").
+async fn assignment(shard: &Shard, p: &Partitions) -> Assignment {
+    let mut topics = Vec::with_capacity(p.len());
+    for (id, ps) in to_wire(p) {
+        let name = match shard.topic_by_id(id).await {
+            Ok(Some(t)) => t.name,
+            _ => String::new(),
+        };
+        topics.push(
+            TopicPartitions::default()
+                .with_topic_id(id)
+                .with_topic_name(TopicName(str_bytes(&name)))
+                .with_partitions(ps),
+        );
+    }
+    Assignment::default().with_topic_partitions(topics)
+}

@@ -1,0 +1,86 @@
+//! ConsumerGroupHeartbeat (key 68, KIP-848): a member of a consumer group
+//! joins, heartbeats, acknowledges revocations and leaves; the coordinator
+//! answers with its epoch and the partitions it may own.
+
+use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
+use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+
+use super::{group_coordinator, str_bytes, Req};
+use crate::error::ErrorCode;
+use crate::groups::consumer::{from_wire, to_wire, HeartbeatArgs, HeartbeatResult};
+use crate::shard::Shard;
+
+pub async fn handle(
+    shard: &Shard,
+    req: &Req,
+    body: ConsumerGroupHeartbeatRequest,
+) -> ConsumerGroupHeartbeatResponse {
+    let result = heartbeat(shard, req, body).await;
+    ConsumerGroupHeartbeatResponse::default()
+        .with_error_code(result.error.code())
+        .with_error_message(result.error_message.as_deref().map(str_bytes))
+        .with_member_id(
+            Some(result.member_id.as_str())
+                .filter(|m| !m.is_empty())
+                .map(str_bytes),
+        )
+        .with_member_epoch(result.member_epoch)
+        .with_heartbeat_interval_ms(result.heartbeat_interval_ms)
+        .with_assignment(result.assignment.map(|a| {
+            Assignment::default().with_topic_partitions(
+                to_wire(&a)
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        TopicPartitions::default()
+                            .with_topic_id(t)
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            )
+        }))
+}
+
+async fn heartbeat(
+    shard: &Shard,
+    req: &Req,
+    body: ConsumerGroupHeartbeatRequest,
+) -> HeartbeatResult {
+    let groups = match group_coordinator(shard, &body.group_id) {
+        Ok(g) => g,
+        Err(e) => return HeartbeatResult::error(e, None),
+    };
+    if body.subscribed_topic_regex.is_some() {
+        return HeartbeatResult::error(
+            ErrorCode::InvalidRequest,
+            "regular expression subscriptions are not supported by rutomq yet".to_owned(),
+        );
+    }
+    // The subscribed topics' ids and partition counts, as known now.
+    let mut resolved = Vec::new();
+    if let Some(names) = &body.subscribed_topic_names {
+        for n in names {
+            if let Ok(Some(t)) = shard.topic_by_name(n.0.as_str()).await {
+                resolved.push((t.name, t.topic_id, t.partitions));
+            }
+        }
+    }
+    let args = HeartbeatArgs {
+        group_id: body.group_id.to_string(),
+        member_id: body.member_id.to_string(),
+        member_epoch: body.member_epoch,
+        instance_id: body.instance_id.map(|s| s.to_string()),
+        rack_id: body.rack_id.map(|s| s.to_string()),
+        rebalance_timeout_ms: body.rebalance_timeout_ms,
+        subscribed_topic_names: body
+            .subscribed_topic_names
+            .map(|v| v.into_iter().map(|n| n.0.to_string()).collect()),
+        server_assignor: body.server_assignor.map(|s| s.to_string()),
+        owned: body
+            .topic_partitions
+            .map(|v| from_wire(v.into_iter().map(|t| (t.topic_id, t.partitions)))),
+        client_id: req.client_id(),
+        client_host: req.client_host(),
+        version: req.version,
+    };
+    groups.consumer_heartbeat(args, resolved).await
+}
