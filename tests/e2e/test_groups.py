@@ -754,8 +754,16 @@ def wait_brokers(agents, timeout=30):
 # tests
 
 
-def test_group_churn_no_loss_librdkafka(start_agent, workers):
-    a = start_agent(extra_args=GROUP_ARGS)
+# KIP-848 groups take their session timeout and heartbeat interval from the
+# broker: the same 6 s session as the classic workers ask for.
+CONSUMER_PROTOCOL_ARGS = ["--group-consumer-session-timeout-ms", "6000",
+                          "--group-consumer-heartbeat-interval-ms", "500"]
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_group_churn_no_loss_librdkafka(start_agent, workers, protocol):
+    a = start_agent(extra_args=GROUP_ARGS + CONSUMER_PROTOCOL_ARGS)
+    wconf = {"group.protocol": protocol}
     n = 12
     topic, group = unique_topic("grp-churn"), unique_topic("g-churn")
     create_topic(a.bootstrap, topic, n)
@@ -763,13 +771,13 @@ def test_group_churn_no_loss_librdkafka(start_agent, workers):
         prod.wait_acked(100, 30, "records before the first member joins")
         # The member that will be SIGKILLed commits only once a second, so that it
         # dies holding processed but uncommitted records.
-        victim = workers.start("victim", a.bootstrap, topic, group, commit_interval_ms=1000)
+        victim = workers.start("victim", a.bootstrap, topic, group, conf=wconf, commit_interval_ms=1000)
         _, t = wait_converged([victim], n, 30, "1 member", workers)
         print(f"\nfirst member assigned {t - victim.first('subscribed')['t']:.2f} s after subscribe()")
-        leaver = workers.start("leaver", a.bootstrap, topic, group)
+        leaver = workers.start("leaver", a.bootstrap, topic, group, conf=wconf)
         _, t = wait_converged([victim, leaver], n, 30, "2 members", workers)
         print(f"rebalance time for 2 members: {t - leaver.first('subscribed')['t']:.2f} s")
-        survivor = workers.start("survivor", a.bootstrap, topic, group)
+        survivor = workers.start("survivor", a.bootstrap, topic, group, conf=wconf)
         three, t = wait_converged([victim, leaver, survivor], n, 30, "3 members", workers)
         rebalance3 = t - survivor.first("subscribed")["t"]
         print(f"rebalance time for 3 members: {rebalance3:.2f} s (third subscribe() to the last "

@@ -16,6 +16,9 @@ pub async fn handle(
     body: ConsumerGroupHeartbeatRequest,
 ) -> ConsumerGroupHeartbeatResponse {
     let result = heartbeat(shard, req, body).await;
+    if let Some(m) = &result.error_message {
+        tracing::debug!(error = ?result.error, message = %m, "consumer group heartbeat refused");
+    }
     ConsumerGroupHeartbeatResponse::default()
         .with_error_code(result.error.code())
         .with_error_message(result.error_message.as_deref().map(str_bytes))
@@ -49,7 +52,12 @@ async fn heartbeat(
         Ok(g) => g,
         Err(e) => return HeartbeatResult::error(e, None),
     };
-    if body.subscribed_topic_regex.is_some() {
+    // An empty regex means none (clients send it to drop a regex).
+    if body
+        .subscribed_topic_regex
+        .as_ref()
+        .is_some_and(|r| !r.is_empty())
+    {
         return HeartbeatResult::error(
             ErrorCode::InvalidRequest,
             "regular expression subscriptions are not supported by rutomq yet".to_owned(),

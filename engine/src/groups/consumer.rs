@@ -220,7 +220,7 @@ impl ConsumerGroup {
                 let Some(topics_wanted) = &a.subscribed_topic_names else {
                     return invalid("SubscribedTopicNames must be set when joining");
                 };
-                if a.owned.as_ref().is_none_or(|o| count(o) != 0) {
+                if a.owned.as_ref().is_some_and(|o| count(o) != 0) {
                     return invalid("TopicPartitions must be empty when joining");
                 }
                 let member_id = if a.member_id.is_empty() {

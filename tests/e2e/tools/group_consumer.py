@@ -103,6 +103,10 @@ def run_confluent(args, ev):
         "topic.metadata.refresh.interval.ms": 5000,
     }
     conf.update(parse_conf(args.conf, typed=False))
+    if conf.get("group.protocol") == "consumer":
+        # KIP-848: session and heartbeat timing belong to the broker.
+        conf.pop("session.timeout.ms", None)
+        conf.pop("heartbeat.interval.ms", None)
     c = Consumer(conf)
 
     pending = {}  # partition -> next offset processed but not committed
