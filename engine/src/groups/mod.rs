@@ -386,7 +386,15 @@ impl Groups {
                     topics: TopicsView::new(),
                     topics_refreshed: Instant::now(),
                 };
-                rt.block_on(coordinator.run(rx, done_rx));
+                let run =
+                    std::panic::AssertUnwindSafe(|| rt.block_on(coordinator.run(rx, done_rx)));
+                if std::panic::catch_unwind(run).is_err() {
+                    // Group state is in PostgreSQL: a restarted agent (or
+                    // another one) carries on; limping on without a
+                    // coordinator would fail every group call forever.
+                    tracing::error!("the group coordinator panicked; aborting the agent");
+                    std::process::abort();
+                }
             })?;
         Ok((Groups { tx, stats, cfg }, join))
     }
@@ -501,8 +509,9 @@ impl Groups {
 
     /// Ends the coordinator: every waiting call gets NOT_COORDINATOR (its
     /// client finds the group's next coordinator).
+    /// Call from outside any async runtime: it waits for queue room.
     pub fn shutdown(&self) {
-        let _ = self.tx.try_send(Msg::Shutdown);
+        let _ = self.tx.blocking_send(Msg::Shutdown);
     }
 }
 
