@@ -288,17 +288,21 @@ impl Meta {
         .await
     }
 
-    /// Deletes committed offsets of `group_id` under coordinator `epoch`.
+    /// Deletes committed offsets of `group_id` under coordinator `epoch`:
+    /// how many were deleted, or `None` when fenced.
     pub async fn delete_offsets(
         &self,
         group_id: String,
         epoch: i64,
         partitions: Vec<(Uuid, i32)>,
-    ) -> Result<u64, MetaError> {
+    ) -> Result<Option<u64>, MetaError> {
         self.run(move |c| async move {
             let (t, p): (Vec<Uuid>, Vec<i32>) = partitions.into_iter().unzip();
-            Ok(c.execute(sql::DELETE_OFFSETS, &[&group_id, &epoch, &t, &p])
-                .await?)
+            Ok(
+                c.query_opt(sql::DELETE_OFFSETS, &[&group_id, &epoch, &t, &p])
+                    .await?
+                    .map(|r| r.get::<_, i64>(0) as u64),
+            )
         })
         .await
     }
@@ -333,15 +337,18 @@ impl Meta {
         .await
     }
 
-    /// Non-empty groups whose coordinator is no live agent (its agent died):
-    /// a live agent loads them so their members' sessions expire.
-    pub async fn orphaned_groups(&self) -> Result<Vec<String>, MetaError> {
-        self.run(|c| async move {
-            Ok(c.query(sql::ORPHANED_GROUPS, &[&ORPHANED_GROUPS_MAX])
-                .await?
-                .iter()
-                .map(|r| r.get(0))
-                .collect())
+    /// Non-empty groups last coordinated by an agent other than `agent_id`:
+    /// the caller loads those it now coordinates, so their members' sessions
+    /// run (and expire) somewhere.
+    pub async fn orphaned_groups(&self, agent_id: i32) -> Result<Vec<String>, MetaError> {
+        self.run(move |c| async move {
+            Ok(
+                c.query(sql::ORPHANED_GROUPS, &[&ORPHANED_GROUPS_MAX, &agent_id])
+                    .await?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect(),
+            )
         })
         .await
     }

@@ -63,6 +63,18 @@ async fn heartbeat(
             "regular expression subscriptions are not supported by rutomq yet".to_owned(),
         );
     }
+    // Stored as PostgreSQL text, which cannot hold NUL.
+    if body.member_id.contains('\0')
+        || body
+            .instance_id
+            .as_deref()
+            .is_some_and(|i| i.contains('\0'))
+    {
+        return HeartbeatResult::error(
+            ErrorCode::InvalidRequest,
+            "member and instance ids cannot hold NUL".to_owned(),
+        );
+    }
     // The subscribed topics' ids and partition counts, as known now.
     let mut resolved = Vec::new();
     if let Some(names) = &body.subscribed_topic_names {

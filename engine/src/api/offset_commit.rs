@@ -25,7 +25,13 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetCommitRequest) -> Offs
     // coordinator has written it.
     let mut answers: Vec<Asked> = Vec::new();
     let mut offsets: HashMap<(Uuid, i32), OffsetCommit> = HashMap::new();
-    let metadata_max = shard.agent.groups().cfg.offset_metadata_bytes_max;
+    // Not this agent's group: NOT_COORDINATOR for every partition, before
+    // anything else is looked at (the client then finds the coordinator).
+    let groups = match group_coordinator(shard, &body.group_id) {
+        Ok(g) => g,
+        Err(e) => return fail_all(&body, e),
+    };
+    let metadata_max = groups.cfg.offset_metadata_bytes_max;
     for (ti, t) in body.topics.iter().enumerate() {
         let topic = shard.topic_by_name(t.name.0.as_str()).await;
         for p in &t.partitions {
@@ -69,21 +75,16 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetCommitRequest) -> Offs
     let written = if offsets.is_empty() {
         Ok(Vec::new())
     } else {
-        match group_coordinator(shard, &body.group_id) {
-            Err(e) => Err(e),
-            Ok(groups) => {
-                groups
-                    .commit(CommitArgs {
-                        group_id: body.group_id.to_string(),
-                        member_id: body.member_id.to_string(),
-                        instance_id: body.group_instance_id.as_ref().map(|s| s.to_string()),
-                        generation: body.generation_id_or_member_epoch,
-                        group_must_exist: req.version >= 9,
-                        offsets: offsets.into_values().collect(),
-                    })
-                    .await
-            }
-        }
+        groups
+            .commit(CommitArgs {
+                group_id: body.group_id.to_string(),
+                member_id: body.member_id.to_string(),
+                instance_id: body.group_instance_id.as_ref().map(|s| s.to_string()),
+                generation: body.generation_id_or_member_epoch,
+                group_must_exist: req.version >= 9,
+                offsets: offsets.into_values().collect(),
+            })
+            .await
     };
     let written: Result<std::collections::HashSet<(Uuid, i32)>, ErrorCode> =
         written.map(|w| w.into_iter().collect());
@@ -106,4 +107,27 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetCommitRequest) -> Offs
         );
     }
     OffsetCommitResponse::default().with_topics(topics)
+}
+
+/// Every requested partition answered with `code`.
+fn fail_all(body: &OffsetCommitRequest, code: ErrorCode) -> OffsetCommitResponse {
+    OffsetCommitResponse::default().with_topics(
+        body.topics
+            .iter()
+            .map(|t| {
+                OffsetCommitResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                OffsetCommitResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(code.code())
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
 }

@@ -104,6 +104,9 @@ pub struct ConsumerGroup {
     pub state_since_ms: i64,
     /// The assignor the target was computed with.
     pub assignor: String,
+    /// The subscribed topics' metadata the target was computed from
+    /// (`None`: not computed since loaded).
+    assigned_with: Option<BTreeMap<String, (Uuid, i32)>>,
     cfg: GroupsConfig,
 }
 
@@ -147,6 +150,7 @@ impl ConsumerGroup {
             statics: HashMap::new(),
             state_since_ms: now_ms(),
             assignor: ASSIGNORS[0].to_owned(),
+            assigned_with: None,
             cfg,
         }
     }
@@ -358,8 +362,23 @@ impl ConsumerGroup {
             away: false,
         };
         if let Some(instance) = &a.instance_id {
-            if let Some(old_id) = self.statics.get(instance).cloned() {
-                let old = self.members.get(&old_id).expect("static member exists");
+            let known = self
+                .statics
+                .get(instance)
+                .filter(|id| self.members.contains_key(*id))
+                .cloned();
+            if known.is_none() {
+                // A mapping left by a member that is gone.
+                self.statics.remove(instance);
+            }
+            if let Some(old_id) = known {
+                if old_id != member_id && self.members.contains_key(member_id) {
+                    return Err(HeartbeatResult::error(
+                        ErrorCode::InvalidRequest,
+                        format!("member id {member_id} belongs to another member"),
+                    ));
+                }
+                let old = &self.members[&old_id];
                 if old_id != member_id && !old.away {
                     return Err(HeartbeatResult::error(
                         ErrorCode::UnreleasedInstanceId,
@@ -368,7 +387,9 @@ impl ConsumerGroup {
                 }
                 // A restart: the new member takes the old one's place, epoch
                 // and partitions (KIP-848 static membership).
-                let mut m = self.members.remove(&old_id).expect("exists");
+                let Some(mut m) = self.members.remove(&old_id) else {
+                    return Err(HeartbeatResult::error(ErrorCode::UnknownMemberId, None));
+                };
                 let same = m.subscribed == subscribed;
                 m.member_id = member_id.to_owned();
                 m.client_id = a.client_id.clone();
@@ -449,15 +470,23 @@ impl ConsumerGroup {
     /// Recomputes the target assignment when the group epoch moved, or the
     /// subscribed topics' partitions changed.
     pub fn maybe_assign(&mut self, topics: &TopicsView) {
-        let computed = self.compute_target(topics);
-        if self.group_epoch > self.assignment_epoch || computed != self.target {
-            if self.group_epoch <= self.assignment_epoch {
-                // Partitions appeared or vanished: that is a new epoch too.
-                self.bump();
-            }
-            self.target = computed;
-            self.assignment_epoch = self.group_epoch;
+        let seen: BTreeMap<String, (Uuid, i32)> = self
+            .subscribed_topics()
+            .into_iter()
+            .filter_map(|t| topics.get(&t).map(|v| (t, *v)))
+            .collect();
+        let topics_moved = self.assigned_with.as_ref() != Some(&seen);
+        if self.group_epoch == self.assignment_epoch && !topics_moved {
+            return;
         }
+        if self.group_epoch == self.assignment_epoch {
+            // Partitions appeared or vanished: that is a new epoch too.
+            self.bump();
+        }
+        self.assignor = self.pick_assignor();
+        self.target = self.compute_target(topics);
+        self.assignment_epoch = self.group_epoch;
+        self.assigned_with = Some(seen);
     }
 
     fn compute_target(&self, topics: &TopicsView) -> HashMap<String, Partitions> {
@@ -713,7 +742,8 @@ fn uniform_assign(
             all.extend((0..n).map(|p| (t, p)));
         }
     }
-    let members = subs.len().max(1);
+    // Shares count only members that can take something.
+    let members = subs.iter().filter(|(_, ts)| !ts.is_empty()).count().max(1);
     let quota_max = all.len().div_ceil(members);
     let mut out: HashMap<String, Partitions> = subs
         .iter()
@@ -1055,5 +1085,22 @@ mod tests {
         );
         // Sticky: recomputing keeps everything in place.
         assert_eq!(uniform_assign(&subs, &u), u);
+        // Also with a member that can take nothing and unequal topics.
+        let (a, b) = (Uuid::from_u128(3), Uuid::from_u128(4));
+        let subs = vec![
+            ("m0", vec![(a, 1), (b, 3)]),
+            ("m1", vec![(a, 1)]),
+            ("m2", vec![]),
+            ("m3", vec![(a, 1), (b, 3)]),
+        ];
+        let u = uniform_assign(&subs, &HashMap::new());
+        assert_eq!(
+            ["m0", "m1", "m2", "m3"]
+                .iter()
+                .map(|m| count(&u[*m]))
+                .sum::<usize>(),
+            4
+        );
+        assert_eq!(uniform_assign(&subs, &u), u, "re-running moves nothing");
     }
 }

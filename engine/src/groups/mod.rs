@@ -385,6 +385,7 @@ impl Groups {
                     stats: thread_stats,
                     topics: TopicsView::new(),
                     topics_refreshed: Instant::now(),
+                    loads: 0,
                 };
                 let run =
                     std::panic::AssertUnwindSafe(|| rt.block_on(coordinator.run(rx, done_rx)));
@@ -523,6 +524,9 @@ enum Slot {
 }
 
 struct Loaded {
+    /// Which load of the group this is (write results of an earlier load
+    /// must not touch it).
+    load_id: u64,
     group: ClassicGroup,
     /// Set when the group is a KIP-848 consumer group (`group` is then an
     /// unused empty classic group).
@@ -581,7 +585,8 @@ impl Loaded {
 }
 
 enum Write {
-    Group(Box<StoredGroup>, AfterStore),
+    /// The group's state, and what waits for it to be stored.
+    Group(Box<StoredGroup>, Vec<AfterStore>),
     Offsets(Vec<OffsetCommit>, oneshot::Sender<Written>),
     DeleteOffsets(
         Vec<(Uuid, i32)>,
@@ -593,7 +598,8 @@ enum Write {
 
 enum Done {
     Loaded(String, Result<Option<(StoredGroup, i64)>, MetaError>),
-    Wrote(String, Wrote),
+    /// A write's result: group id, the load it was issued by, the result.
+    Wrote(String, u64, Wrote),
     Listed(
         Result<Vec<GroupListing>, MetaError>,
         oneshot::Sender<Result<Vec<Listed>, ErrorCode>>,
@@ -606,7 +612,7 @@ enum Done {
 }
 
 enum Wrote {
-    Group(AfterStore, Result<Option<i64>, MetaError>),
+    Group(Vec<AfterStore>, Result<Option<i64>, MetaError>),
     Offsets(
         oneshot::Sender<Written>,
         Result<Option<Vec<(Uuid, i32)>>, MetaError>,
@@ -614,7 +620,7 @@ enum Wrote {
     DeleteOffsets(
         Vec<ErrorCode>,
         oneshot::Sender<Result<Vec<ErrorCode>, ErrorCode>>,
-        Result<u64, MetaError>,
+        Result<Option<u64>, MetaError>,
     ),
     Delete(oneshot::Sender<ErrorCode>, Result<bool, MetaError>),
 }
@@ -632,6 +638,8 @@ struct Coordinator {
     /// `TOPICS_REFRESH` while such groups are loaded.
     topics: TopicsView,
     topics_refreshed: Instant,
+    /// Loads so far (each loaded group gets the next number).
+    loads: u64,
 }
 
 impl Coordinator {
@@ -672,8 +680,9 @@ impl Coordinator {
                         last_adopt = Instant::now();
                         let meta = self.meta.clone();
                         let done = self.done_tx.clone();
+                        let agent_id = self.agent_id;
                         tokio::spawn(async move {
-                            let _ = done.send(Done::Orphans(meta.orphaned_groups().await));
+                            let _ = done.send(Done::Orphans(meta.orphaned_groups(agent_id).await));
                         });
                     }
                     if last_expire.elapsed() >= OFFSETS_RETENTION_CHECK {
@@ -780,7 +789,7 @@ impl Coordinator {
             Call::Join(..) | Call::Sync(..) | Call::Heartbeat { .. } | Call::Leave { .. }
         );
         if classic_call && l.consumer.is_some() {
-            if !l.empty() {
+            if !l.empty() || !matches!(call, Call::Join(..)) {
                 match call {
                     Call::Join(a, r) => {
                         let _ = r.send(JoinResult::error(
@@ -878,11 +887,9 @@ impl Coordinator {
                         let _ = reply.send(Err(e));
                     }
                     Ok(()) => {
-                        l.writes.extend(
-                            fx.stores
-                                .drain(..)
-                                .map(|(s, after)| Write::Group(Box::new(s), after)),
-                        );
+                        for (stored, after) in fx.stores.drain(..) {
+                            queue_store(l, stored, after);
+                        }
                         enqueue_offsets(l, args.offsets, reply, &self.stats);
                     }
                 }
@@ -940,8 +947,13 @@ impl Coordinator {
                             deletable.push((id, p));
                         }
                     }
-                    l.writes
-                        .push_back(Write::DeleteOffsets(deletable, codes, reply));
+                    if l.epoch == 0 {
+                        // Never stored: it has no offsets to delete.
+                        let _ = reply.send(Ok(codes));
+                    } else {
+                        l.writes
+                            .push_back(Write::DeleteOffsets(deletable, codes, reply));
+                    }
                 }
             }
             Call::ConsumerDescribe { reply, .. } => {
@@ -965,8 +977,10 @@ impl Coordinator {
         let c = l.consumer.as_mut().expect("a consumer group");
         match call {
             Call::ConsumerHeartbeat(args, resolved, reply) => {
+                // Shards' topic caches may be older than this view: they
+                // only fill in topics it does not know yet.
                 for (name, id, partitions) in resolved {
-                    self.topics.insert(name, (id, partitions));
+                    self.topics.entry(name).or_insert((id, partitions));
                 }
                 let mut changed = false;
                 let result = c.heartbeat(args, &self.topics, now, &mut changed);
@@ -1008,6 +1022,10 @@ impl Coordinator {
                     )
                 };
                 let _ = reply.send(d);
+            }
+            Call::Commit(args, reply) if !args.group_must_exist && !args.member_id.is_empty() => {
+                // A KIP-848 member commits with OffsetCommit v9+ (member epochs).
+                let _ = reply.send(Err(ErrorCode::UnsupportedVersion));
             }
             Call::Commit(args, reply) => {
                 match c.validate_commit(&args.member_id, args.generation) {
@@ -1080,11 +1098,9 @@ impl Coordinator {
         let Some(Slot::Ready(l)) = self.slots.get_mut(group_id) else {
             return;
         };
-        l.writes.extend(
-            fx.stores
-                .drain(..)
-                .map(|(s, after)| Write::Group(Box::new(s), after)),
-        );
+        for (stored, after) in fx.stores.drain(..) {
+            queue_store(l, stored, after);
+        }
         if l.group.state == State::Dead && !l.writing && l.writes.is_empty() {
             self.slots.remove(group_id);
             return;
@@ -1152,14 +1168,15 @@ impl Coordinator {
         };
         l.writing = true;
         let epoch = l.epoch;
+        let load_id = l.load_id;
         let meta = self.meta.clone();
         let done = self.done_tx.clone();
         let agent_id = self.agent_id;
         let id = group_id.to_owned();
         tokio::spawn(async move {
             let wrote = match write {
-                Write::Group(stored, after) => {
-                    Wrote::Group(after, meta.store_group(*stored, epoch, agent_id).await)
+                Write::Group(stored, afters) => {
+                    Wrote::Group(afters, meta.store_group(*stored, epoch, agent_id).await)
                 }
                 Write::Offsets(offsets, reply) => {
                     Wrote::Offsets(reply, meta.commit_offsets(id.clone(), epoch, offsets).await)
@@ -1173,14 +1190,14 @@ impl Coordinator {
                     Wrote::Delete(reply, meta.delete_group(id.clone(), epoch).await)
                 }
             };
-            let _ = done.send(Done::Wrote(id, wrote));
+            let _ = done.send(Done::Wrote(id, load_id, wrote));
         });
     }
 
     fn on_done(&mut self, done: Done) {
         match done {
             Done::Loaded(group_id, result) => self.on_loaded(group_id, result),
-            Done::Wrote(group_id, wrote) => self.on_wrote(group_id, wrote),
+            Done::Wrote(group_id, load_id, wrote) => self.on_wrote(group_id, load_id, wrote),
             Done::Listed(result, reply) => {
                 let _ = reply.send(self.listing(result));
             }
@@ -1244,6 +1261,10 @@ impl Coordinator {
         self.slots.insert(
             group_id.clone(),
             Slot::Ready(Box::new(Loaded {
+                load_id: {
+                    self.loads += 1;
+                    self.loads
+                },
                 group,
                 consumer,
                 epoch,
@@ -1255,74 +1276,89 @@ impl Coordinator {
         );
         let adopting = calls.iter().all(|c| matches!(c, Call::Adopt { .. }));
         for c in calls {
-            self.apply(&group_id, c);
+            if matches!(self.slots.get(&group_id), Some(Slot::Ready(_))) {
+                self.apply(&group_id, c);
+            } else {
+                // An earlier call found no group and let it go: this one
+                // (a JoinGroup, say) starts over.
+                self.on_call(c);
+            }
         }
         if adopting {
             self.after(&group_id, Effects::default());
         }
     }
 
-    fn on_wrote(&mut self, group_id: String, wrote: Wrote) {
+    fn on_wrote(&mut self, group_id: String, load_id: u64, wrote: Wrote) {
         let now = Instant::now();
         let mut fenced = false;
+        let mut unload = false;
         let mut fx = Effects::default();
+        // The result of a write issued by an earlier load of the group (it
+        // was unloaded and loaded again meanwhile) only answers its callers.
         let slot = match self.slots.get_mut(&group_id) {
-            Some(Slot::Ready(l)) => {
+            Some(Slot::Ready(l)) if l.load_id == load_id => {
                 l.writing = false;
                 Some(l)
             }
             _ => None,
         };
         match wrote {
-            Wrote::Group(after, result) => match &result {
-                Ok(Some(epoch)) => {
-                    if let Some(l) = slot {
-                        l.epoch = *epoch;
-                        match after {
-                            AfterStore::Assignments {
-                                generation,
-                                assignments,
-                            } => l.group.assignments_stored(generation, assignments),
-                            AfterStore::StaticRejoin { reply, result } => {
-                                let _ = reply.send(result);
-                            }
-                            AfterStore::ConsumerHeartbeat { reply, result } => {
-                                let _ = reply.send(result);
-                            }
-                            AfterStore::Nothing => {}
-                        }
-                    } else if let AfterStore::ConsumerHeartbeat { reply, result } = after {
-                        // Unloaded meanwhile; the write itself held.
-                        let _ = reply.send(result);
+            Wrote::Group(afters, result) => {
+                let code = match &result {
+                    Ok(Some(_)) => ErrorCode::None,
+                    Ok(None) => {
+                        fenced = true;
+                        ErrorCode::NotCoordinator
                     }
-                }
-                Ok(None) | Err(_) => {
-                    let code = match &result {
-                        Ok(None) => {
-                            fenced = true;
-                            ErrorCode::NotCoordinator
-                        }
-                        _ => ErrorCode::CoordinatorNotAvailable,
-                    };
-                    if let Err(e) = &result {
+                    Err(e) => {
                         tracing::warn!(group = %group_id, error = %e, "cannot store group");
+                        ErrorCode::CoordinatorNotAvailable
                     }
+                };
+                let mut slot = slot;
+                if let (Some(l), Ok(Some(epoch))) = (slot.as_mut(), &result) {
+                    l.epoch = *epoch;
+                }
+                if code == ErrorCode::CoordinatorNotAvailable
+                    && slot.as_ref().is_some_and(|l| l.consumer.is_some())
+                {
+                    // Memory is ahead of PostgreSQL: answer nothing from it;
+                    // the group loads again from what is stored.
+                    unload = true;
+                }
+                for after in afters {
                     match after {
-                        AfterStore::Assignments { generation, .. } => {
-                            if let Some(l) = slot {
-                                l.group.assignments_failed(generation, code, now, &mut fx);
+                        AfterStore::Assignments {
+                            generation,
+                            assignments,
+                        } => {
+                            if let Some(l) = slot.as_mut() {
+                                if code == ErrorCode::None {
+                                    l.group.assignments_stored(generation, assignments);
+                                } else {
+                                    l.group.assignments_failed(generation, code, now, &mut fx);
+                                }
                             }
                         }
                         AfterStore::StaticRejoin { reply, result } => {
-                            let _ = reply.send(JoinResult::error(code, &result.member_id));
+                            let _ = reply.send(if code == ErrorCode::None {
+                                result
+                            } else {
+                                JoinResult::error(code, &result.member_id)
+                            });
                         }
-                        AfterStore::ConsumerHeartbeat { reply, .. } => {
-                            let _ = reply.send(HeartbeatResult::error(code, None));
+                        AfterStore::ConsumerHeartbeat { reply, result } => {
+                            let _ = reply.send(if code == ErrorCode::None {
+                                result
+                            } else {
+                                HeartbeatResult::error(code, None)
+                            });
                         }
                         AfterStore::Nothing => {}
                     }
                 }
-            },
+            }
             Wrote::Offsets(reply, result) => {
                 let answer = match result {
                     Ok(Some(written)) => Ok(written),
@@ -1339,7 +1375,11 @@ impl Coordinator {
             }
             Wrote::DeleteOffsets(codes, reply, result) => {
                 let _ = reply.send(match result {
-                    Ok(_) => Ok(codes),
+                    Ok(Some(_)) => Ok(codes),
+                    Ok(None) => {
+                        fenced = true;
+                        Err(ErrorCode::NotCoordinator)
+                    }
                     Err(e) => {
                         tracing::warn!(group = %group_id, error = %e, "offset delete failed");
                         Err(ErrorCode::CoordinatorNotAvailable)
@@ -1366,10 +1406,19 @@ impl Coordinator {
                 }
             },
         }
+        let current =
+            matches!(self.slots.get(&group_id), Some(Slot::Ready(l)) if l.load_id == load_id);
+        if !current {
+            return;
+        }
         if fenced {
             self.stats.fenced.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(group = %group_id, "another agent took this group over; dropping it here");
             self.unload(&group_id, ErrorCode::NotCoordinator);
+            return;
+        }
+        if unload {
+            self.unload(&group_id, ErrorCode::CoordinatorNotAvailable);
             return;
         }
         self.after(&group_id, fx);
@@ -1522,6 +1571,26 @@ impl Coordinator {
     }
 }
 
+/// Queues a store of the group. A KIP-848 group's state is stored whole,
+/// so a store still queued is replaced by the newer one and its waiters
+/// join the newer one's: at most one store waits per group, however many
+/// heartbeats change it.
+fn queue_store(l: &mut Loaded, stored: StoredGroup, after: AfterStore) {
+    if stored.group_type == "consumer" {
+        for w in l.writes.iter_mut() {
+            if let Write::Group(queued, afters) = w {
+                if queued.group_type == "consumer" {
+                    **queued = stored;
+                    afters.push(after);
+                    return;
+                }
+            }
+        }
+    }
+    l.writes
+        .push_back(Write::Group(Box::new(stored), vec![after]));
+}
+
 /// Queues an accepted offset commit, after the group row if the group was
 /// never stored (offsets refer to it).
 fn enqueue_offsets(
@@ -1540,7 +1609,7 @@ fn enqueue_offsets(
             None => l.group.snapshot(None),
         };
         l.writes
-            .push_back(Write::Group(Box::new(stored), AfterStore::Nothing));
+            .push_back(Write::Group(Box::new(stored), vec![AfterStore::Nothing]));
     }
     stats.offset_commits.fetch_add(1, Ordering::Relaxed);
     l.writes.push_back(Write::Offsets(offsets, reply));
@@ -1549,13 +1618,19 @@ fn enqueue_offsets(
 fn fail_writes(writes: &mut VecDeque<Write>, error: ErrorCode) {
     for w in writes.drain(..) {
         match w {
-            Write::Group(_, AfterStore::StaticRejoin { reply, result }) => {
-                let _ = reply.send(JoinResult::error(error, &result.member_id));
+            Write::Group(_, afters) => {
+                for after in afters {
+                    match after {
+                        AfterStore::StaticRejoin { reply, result } => {
+                            let _ = reply.send(JoinResult::error(error, &result.member_id));
+                        }
+                        AfterStore::ConsumerHeartbeat { reply, .. } => {
+                            let _ = reply.send(HeartbeatResult::error(error, None));
+                        }
+                        AfterStore::Assignments { .. } | AfterStore::Nothing => {}
+                    }
+                }
             }
-            Write::Group(_, AfterStore::ConsumerHeartbeat { reply, .. }) => {
-                let _ = reply.send(HeartbeatResult::error(error, None));
-            }
-            Write::Group(..) => {}
             Write::Offsets(_, reply) => {
                 let _ = reply.send(Err(error));
             }

@@ -1,6 +1,6 @@
--- Groups with members whose coordinator is not a live agent.
+-- Groups with members that another agent (live or not) coordinated last:
+-- the caller takes over those it now coordinates (its dead agent's, or
+-- those that moved to it when agents came or went).
 SELECT g.group_id FROM groups g
-WHERE g.state <> 'Empty'
-  AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.agent_id = g.coordinator_agent
-                  AND a.lease_until > now())
+WHERE g.state <> 'Empty' AND g.coordinator_agent IS DISTINCT FROM $2
 LIMIT $1
