@@ -2,6 +2,8 @@
 # Build the RoundTrip client programs used by the end-to-end tests:
 #   tests/.cache/bin/roundtrip-java-<version>.jar   (one per kafka-clients version)
 #   tests/.cache/bin/roundtrip-go                   (franz-go)
+# Each also holds the consumer-group programs (first argument group-consume,
+# group-admin for Java; group-consume for Go) of tests/e2e/test_groups_java_go.py.
 # Idempotent: a program whose sources (and version) did not change since its
 # last build is not rebuilt, so a second run takes well under a second.
 #
@@ -30,7 +32,7 @@ stamp_of() {  # stamp_of EXTRA FILE... -> hash of the files' contents plus EXTRA
 
 build_java() {
     command -v mvn >/dev/null || { echo "build.sh: mvn not found" >&2; exit 1; }
-    local srcs=("$tests/java/pom.xml" "$tests/java/src/main/java/RoundTrip.java")
+    local srcs=("$tests/java/pom.xml" "$tests/java/src/main/java"/*.java)
     local v
     for v in $JAVA_CLIENT_VERSIONS; do
         local out="$bin/roundtrip-java-$v.jar" stamp

@@ -8,6 +8,12 @@
 #           go            franz-go
 # The last stdout line is "RESULT ok produced=N consumed=N" (exit 0) or
 # "RESULT fail <reason>" (exit 1).
+#
+#        tests/clients/run.sh CLIENT group-consume ARGS...   (java-*, go)
+#        tests/clients/run.sh CLIENT group-admin ARGS...     (java-*)
+#   The consumer-group programs of tests/e2e/test_groups_java_go.py (usage at the
+#   top of tests/java/src/main/java/GroupConsume.java, GroupAdmin.java, tests/go/group.go).
+#   The program replaces this shell (exec): signals sent to its pid reach the client.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -16,7 +22,7 @@ bin="$(cd "$here/.." && pwd)/.cache/bin"
 source "$here/versions.sh"
 
 client="${1:-}"
-[[ -n "$client" ]] || { sed -n '2,11p' "$0" >&2; exit 2; }
+[[ -n "$client" ]] || { sed -n '2,16p' "$0" >&2; exit 2; }
 shift
 case "$client" in
     java-4) v="$JAVA_CLIENT_4" ;;

@@ -8,6 +8,9 @@
 // Last line of stdout: "RESULT ok produced=N consumed=N" (exit 0) or
 // "RESULT fail <reason>" (exit 1). Client logs go to stderr at level warn;
 // set ROUNDTRIP_LOG=info or debug for more.
+//
+// `roundtrip group-consume ...` runs the consumer-group member of
+// tests/e2e/test_groups_java_go.py instead (group.go).
 package main
 
 import (
@@ -40,6 +43,9 @@ func (f failure) Error() string { return f.reason }
 func fail(format string, args ...any) error { return failure{fmt.Sprintf(format, args...)} }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "group-consume" {
+		os.Exit(groupConsumeMain(os.Args[2:]))
+	}
 	bootstrap := flag.String("bootstrap", "", "HOST:PORT")
 	topic := flag.String("topic", "", "topic to create")
 	partitions := flag.Int("partitions", 0, "partitions")

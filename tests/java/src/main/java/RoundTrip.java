@@ -7,6 +7,11 @@
 // Usage: java -jar roundtrip.jar --bootstrap HOST:PORT --topic T --partitions P --records N
 // Last line of stdout: "RESULT ok produced=N consumed=N" (exit 0) or
 // "RESULT fail <reason>" (exit 1).
+//
+// The same jar holds the consumer-group programs of
+// tests/e2e/test_groups_java_go.py, selected by the first argument:
+//   java -jar roundtrip.jar group-consume ...   (GroupConsume.java)
+//   java -jar roundtrip.jar group-admin ...     (GroupAdmin.java)
 
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
@@ -55,6 +60,20 @@ public final class RoundTrip {
         // Client warnings go to stderr; set before the first logger is created.
         if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
             System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
+        }
+        // Consumer-group programs (tests/e2e/test_groups_java_go.py), same jar.
+        if (args.length > 0 && (args[0].equals("group-consume") || args[0].equals("group-admin"))) {
+            String[] rest = Arrays.copyOfRange(args, 1, args.length);
+            String level = System.getenv("GROUP_LOG");
+            System.setProperty("org.slf4j.simpleLogger.showDateTime", "true");
+            System.setProperty("org.slf4j.simpleLogger.dateTimeFormat", "HH:mm:ss.SSS");
+            // The group coordinator's view (joins, generations, revocations) at info.
+            System.setProperty("org.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer.internals",
+                    level != null ? level : "info");
+            if (level != null) {
+                System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", level);
+            }
+            System.exit(args[0].equals("group-consume") ? GroupConsume.main(rest) : GroupAdmin.main(rest));
         }
         int code;
         try {
