@@ -1254,3 +1254,128 @@ def test_offset_commit_errors(start_agent):
         codes = [kafka_error_code(e)]
     assert codes == [KafkaError.UNKNOWN_TOPIC_OR_PART], f"commit to a missing topic: {codes}"
     assert missing not in cluster_metadata(a.bootstrap).topics, "OffsetCommit created the missing topic"
+
+
+# --------------------------------------------------------------------------
+# KIP-848 at the wire: epochs fence heartbeats, commits and offset fetches
+
+CONSUMER_GROUP_HEARTBEAT = 68
+FENCED_MEMBER_EPOCH, UNSUPPORTED_ASSIGNOR, STALE_MEMBER_EPOCH = 110, 112, 113
+
+
+def _flex_call(conn, key, version, body):
+    """A flexible-version request; returns a Reader past the response header."""
+    cid = conn.next_cid()
+    conn.send(kwire.frame(kwire.request_header(key, version, cid, flexible=True) + body))
+    r = kwire.Reader(conn.recv_frame())
+    assert r.i32() == cid, f"api {key}: correlation id mismatch"
+    r.tagged_fields()
+    return r
+
+
+def _compact_array(items, enc):
+    items = list(items)
+    return kwire.uvarint(len(items) + 1) + b"".join(enc(x) for x in items)
+
+
+def _cgh(conn, group, member_id, epoch, topics=None, owned=None, assignor=None):
+    """ConsumerGroupHeartbeat v1 -> (error, member_epoch, {topic_id: [partitions]} or None)."""
+    null_array = kwire.uvarint(0)
+    body = (kwire.compact_string(group) + kwire.compact_string(member_id) + kwire.i32(epoch)
+            + kwire.compact_string(None) + kwire.compact_string(None)  # instance, rack
+            + kwire.i32(30000 if epoch == 0 else -1)
+            + (null_array if topics is None else _compact_array(topics, kwire.compact_string))
+            + kwire.compact_string(None)  # regex
+            + kwire.compact_string(assignor)
+            + (null_array if owned is None else _compact_array(
+                owned.items(), lambda t: t[0] + _compact_array(t[1], kwire.i32) + b"\x00"))
+            + b"\x00")
+    r = _flex_call(conn, CONSUMER_GROUP_HEARTBEAT, 1, body)
+    r.i32()  # throttle
+    err = r.i16()
+    r.compact_string()  # message
+    r.compact_string()  # member id
+    epoch_now = r.i32()
+    r.i32()  # heartbeat interval
+    assignment = None
+    if r.i8() >= 0:
+        assignment = dict(r.compact_array(lambda x: (x.take(16), _tagged_after(x, x.compact_array(lambda y: y.i32())))))
+        r.tagged_fields()
+    r.tagged_fields()
+    r.expect_end("ConsumerGroupHeartbeat v1 response")
+    return err, epoch_now, assignment
+
+
+def _tagged_after(r, value):
+    r.tagged_fields()
+    return value
+
+
+def _commit_v9(conn, group, member_id, epoch, topic, partition, offset):
+    """OffsetCommit v9 of one partition -> its error."""
+    body = (kwire.compact_string(group) + kwire.i32(epoch) + kwire.compact_string(member_id)
+            + kwire.compact_string(None)
+            + _compact_array([topic], lambda t: kwire.compact_string(t) + _compact_array(
+                [partition], lambda p: kwire.i32(p) + kwire.i64(offset) + kwire.i32(-1)
+                + kwire.compact_string(None) + b"\x00") + b"\x00")
+            + b"\x00")
+    r = _flex_call(conn, OFFSET_COMMIT, 9, body)
+    r.i32()
+    topics = r.compact_array(lambda x: (x.compact_string(), _tagged_after(
+        x, x.compact_array(lambda y: (y.i32(), _tagged_after(y, y.i16()))))))
+    r.tagged_fields()
+    return topics[0][1][0][1]
+
+
+def _fetch_v9(conn, group, member_id, epoch, topic, partition):
+    """OffsetFetch v9 of one partition -> (group error, committed offset or None)."""
+    body = (_compact_array([group], lambda g: kwire.compact_string(g) + kwire.compact_string(member_id)
+                           + kwire.i32(epoch)
+                           + _compact_array([topic], lambda t: kwire.compact_string(t)
+                                            + _compact_array([partition], kwire.i32) + b"\x00")
+                           + b"\x00")
+            + kwire.i8(0) + b"\x00")  # require_stable
+    r = _flex_call(conn, OFFSET_FETCH, 9, body)
+    r.i32()
+
+    def group_(x):
+        x.compact_string()
+        topics = x.compact_array(lambda t: (t.compact_string(), _tagged_after(t, t.compact_array(
+            lambda p: (p.i32(), p.i64(), p.i32(), p.compact_string(), _tagged_after(p, p.i16()))))))
+        err = x.i16()
+        x.tagged_fields()
+        return err, topics
+
+    groups = r.compact_array(group_)
+    r.tagged_fields()
+    err, topics = groups[0]
+    return err, (topics[0][1][0][1] if topics else None)
+
+
+def test_consumer_protocol_epochs_at_the_wire(start_agent):
+    a = start_agent(extra_args=GROUP_ARGS)
+    topic, group = unique_topic("k848-wire"), unique_topic("g-k848-wire")
+    create_topic(a.bootstrap, topic, 2)
+    member = "m-" + group
+    conn = kwire.KafkaConn.to(a.bootstrap, 30.0)
+    try:
+        err, _, _ = _cgh(conn, group, member, 0, topics=[topic], owned={}, assignor="nope")
+        assert err == UNSUPPORTED_ASSIGNOR, err
+        err, epoch, assignment = _cgh(conn, group, member, 0, topics=[topic], owned={})
+        assert err == NONE and epoch >= 1, (err, epoch)
+        assert sorted(p for ps in assignment.values() for p in ps) == [0, 1], assignment
+        # A wrong epoch is fenced; the right one keeps the member.
+        assert _cgh(conn, group, member, epoch + 5)[0] == FENCED_MEMBER_EPOCH
+        assert _cgh(conn, group, member, epoch, owned=assignment)[:2] == (NONE, epoch)
+        # Commits and fetches carry the member epoch.
+        assert _commit_v9(conn, group, member, epoch - 1, topic, 0, 5) == STALE_MEMBER_EPOCH
+        assert _commit_v9(conn, group, "nobody", epoch, topic, 0, 5) == UNKNOWN_MEMBER_ID
+        assert _commit_v9(conn, group, member, epoch, topic, 0, 5) == NONE
+        assert _fetch_v9(conn, group, member, epoch - 1, topic, 0)[0] == STALE_MEMBER_EPOCH
+        assert _fetch_v9(conn, group, member, epoch, topic, 0) == (NONE, 5)
+        # Leaving: epoch -1 answers -1 and the member is gone.
+        assert _cgh(conn, group, member, -1)[:2] == (NONE, -1)
+        assert _cgh(conn, group, member, epoch)[0] == UNKNOWN_MEMBER_ID
+        assert _fetch_v9(conn, group, member, epoch, topic, 0)[0] == UNKNOWN_MEMBER_ID
+    finally:
+        conn.close()

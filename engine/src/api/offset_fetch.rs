@@ -1,6 +1,7 @@
 //! OffsetFetch (key 9): committed offsets of one group (v0–7) or several
 //! (v8+). They are read from PostgreSQL, so any agent answers: a commit is
-//! acknowledged only once written there.
+//! acknowledged only once written there. A v9 request naming a member is
+//! checked by the group's coordinator first (KIP-848 member epochs).
 
 use std::collections::HashMap;
 
@@ -11,7 +12,7 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use rutomq_meta::groups::CommittedOffset;
 
-use super::{str_bytes, Req};
+use super::{group_coordinator, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
 
@@ -29,7 +30,25 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
                     .map(|t| (t.name.0.to_string(), t.partition_indexes))
                     .collect()
             });
-            let answer = fetch(shard, g.group_id.to_string(), wanted).await;
+            // v9: a member names itself and its epoch; a KIP-848 group
+            // answers only its current members (STALE_MEMBER_EPOCH).
+            let member = g.member_id.as_ref().filter(|m| !m.is_empty());
+            let check = match member {
+                None => ErrorCode::None,
+                Some(m) => match group_coordinator(shard, &g.group_id) {
+                    Err(e) => e,
+                    Ok(groups) => {
+                        groups
+                            .validate_fetch(g.group_id.to_string(), m.to_string(), g.member_epoch)
+                            .await
+                    }
+                },
+            };
+            let answer = if check == ErrorCode::None {
+                fetch(shard, g.group_id.to_string(), wanted).await
+            } else {
+                Err(check)
+            };
             let mut out = OffsetFetchResponseGroup::default().with_group_id(g.group_id);
             match answer {
                 Err(e) => out.error_code = e.code(),

@@ -237,7 +237,6 @@ enum Call {
         partitions: Vec<(String, Uuid, i32)>,
         reply: oneshot::Sender<Result<Vec<ErrorCode>, ErrorCode>>,
     },
-    /// Load the group if this agent coordinates it (orphan adoption).
     /// KIP-848 heartbeat, with the subscribed topics the handler resolved
     /// (name, id, partitions).
     ConsumerHeartbeat(
@@ -249,6 +248,14 @@ enum Call {
         group_id: String,
         reply: oneshot::Sender<ConsumerDescription>,
     },
+    /// OffsetFetch v9 from a member: is (member, epoch) current?
+    ValidateFetch {
+        group_id: String,
+        member_id: String,
+        member_epoch: i32,
+        reply: oneshot::Sender<ErrorCode>,
+    },
+    /// Load the group if this agent coordinates it (orphan adoption).
     Adopt {
         group_id: String,
     },
@@ -287,6 +294,7 @@ impl Call {
             Call::Commit(a, _) => &a.group_id,
             Call::ConsumerHeartbeat(a, _, _) => &a.group_id,
             Call::ConsumerDescribe { group_id, .. } => group_id,
+            Call::ValidateFetch { group_id, .. } => group_id,
             Call::Heartbeat { group_id, .. }
             | Call::Leave { group_id, .. }
             | Call::Describe { group_id, .. }
@@ -322,6 +330,9 @@ impl Call {
             }
             Call::ConsumerDescribe { reply, .. } => {
                 let _ = reply.send(ConsumerDescription::error(error, None));
+            }
+            Call::ValidateFetch { reply, .. } => {
+                let _ = reply.send(error);
             }
             Call::Adopt { .. } => {}
         }
@@ -491,6 +502,24 @@ impl Groups {
         self.call(|r| Call::ConsumerHeartbeat(args, topics, r))
             .await
             .unwrap_or_else(|| HeartbeatResult::error(ErrorCode::CoordinatorNotAvailable, None))
+    }
+
+    /// OffsetFetch v9 with a member id: whether that member, at that
+    /// epoch, may read the group's offsets.
+    pub async fn validate_fetch(
+        &self,
+        group_id: String,
+        member_id: String,
+        member_epoch: i32,
+    ) -> ErrorCode {
+        self.call(|reply| Call::ValidateFetch {
+            group_id,
+            member_id,
+            member_epoch,
+            reply,
+        })
+        .await
+        .unwrap_or(ErrorCode::CoordinatorNotAvailable)
     }
 
     pub async fn consumer_describe(&self, group_id: String) -> ConsumerDescription {
@@ -962,6 +991,14 @@ impl Coordinator {
                     Some(format!("group {group_id} is not a consumer group")),
                 ));
             }
+            Call::ValidateFetch { reply, .. } => {
+                // Classic groups do not check who fetches (as in Kafka).
+                let _ = reply.send(if known && g.state != State::Dead {
+                    ErrorCode::None
+                } else {
+                    ErrorCode::GroupIdNotFound
+                });
+            }
             Call::ConsumerHeartbeat(..) => unreachable!("routed to apply_consumer"),
             Call::Adopt { .. } => {}
         }
@@ -1079,6 +1116,18 @@ impl Coordinator {
                 }
                 l.writes
                     .push_back(Write::DeleteOffsets(deletable, codes, reply));
+            }
+            Call::ValidateFetch {
+                member_id,
+                member_epoch,
+                reply,
+                ..
+            } => {
+                let _ = reply.send(match c.members.get(&member_id) {
+                    None => ErrorCode::UnknownMemberId,
+                    Some(m) if m.epoch != member_epoch => ErrorCode::StaleMemberEpoch,
+                    Some(_) => ErrorCode::None,
+                });
             }
             Call::Adopt { .. } => {}
             other => other.fail(ErrorCode::UnknownMemberId),
