@@ -50,6 +50,7 @@ pub enum ErrorCode {
     UnreleasedInstanceId = 111,
     UnsupportedAssignor = 112,
     StaleMemberEpoch = 113,
+    InvalidRegularExpression = 128,
 }
 
 impl ErrorCode {

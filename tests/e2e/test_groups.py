@@ -1379,3 +1379,35 @@ def test_consumer_protocol_epochs_at_the_wire(start_agent):
         assert _fetch_v9(conn, group, member, epoch, topic, 0)[0] == UNKNOWN_MEMBER_ID
     finally:
         conn.close()
+
+
+def test_consumer_protocol_regex_subscription(start_agent):
+    """A KIP-848 member subscribed by regular expression gets the matching
+    topics, including one created after it joined, and not the others."""
+    a = start_agent(extra_args=GROUP_ARGS + CONSUMER_PROTOCOL_ARGS)
+    prefix = unique_topic("rx")
+    first, later, other = f"{prefix}-a", f"{prefix}-b", unique_topic("rx-other")
+    for t in (first, other):
+        create_topic(a.bootstrap, t, 2)
+    produce_confluent(a.bootstrap, first, [Rec(i, b"k", make_value(i, 20), []) for i in range(10)])
+    produce_confluent(a.bootstrap, other, [Rec(i, b"k", make_value(i, 20), []) for i in range(10)])
+    c = Consumer({"bootstrap.servers": a.bootstrap, "group.id": unique_topic("g-rx"),
+                  "group.protocol": "consumer", "auto.offset.reset": "earliest",
+                  "topic.metadata.refresh.interval.ms": 1000})
+    got = defaultdict(int)
+    try:
+        c.subscribe([f"^{prefix}-.*"])
+        deadline = time.monotonic() + 30
+        created = False
+        while not (got[first] == 10 and got[later] == 10):
+            assert time.monotonic() < deadline, f"consumed {dict(got)} (want 10 of {first} and {later})"
+            if got[first] == 10 and not created:
+                create_topic(a.bootstrap, later, 1)
+                produce_confluent(a.bootstrap, later, [Rec(i, b"k", make_value(i, 20), []) for i in range(10)])
+                created = True
+            for m in c.consume(num_messages=100, timeout=0.2):
+                if m.error() is None:
+                    got[m.topic()] += 1
+        assert got[other] == 0, f"a topic outside the regex was consumed: {dict(got)}"
+    finally:
+        c.close()

@@ -54,6 +54,7 @@ pub async fn handle(
                             .map(|t| TopicName(str_bytes(t)))
                             .collect(),
                     )
+                    .with_subscribed_topic_regex(m.regex.as_ref().map(|r| str_bytes(&r.0)))
                     .with_assignment(assignment(shard, &m.assigned).await)
                     .with_target_assignment(assignment(shard, target).await)
                     .with_member_type(MEMBER_TYPE_CONSUMER),

@@ -52,17 +52,6 @@ async fn heartbeat(
         Ok(g) => g,
         Err(e) => return HeartbeatResult::error(e, None),
     };
-    // An empty regex means none (clients send it to drop a regex).
-    if body
-        .subscribed_topic_regex
-        .as_ref()
-        .is_some_and(|r| !r.is_empty())
-    {
-        return HeartbeatResult::error(
-            ErrorCode::InvalidRequest,
-            "regular expression subscriptions are not supported by rutomq yet".to_owned(),
-        );
-    }
     // Stored as PostgreSQL text, which cannot hold NUL.
     if body.member_id.contains('\0')
         || body
@@ -94,6 +83,7 @@ async fn heartbeat(
         subscribed_topic_names: body
             .subscribed_topic_names
             .map(|v| v.into_iter().map(|n| n.0.to_string()).collect()),
+        subscribed_topic_regex: body.subscribed_topic_regex.map(|r| r.to_string()),
         server_assignor: body.server_assignor.map(|s| s.to_string()),
         owned: body
             .topic_partitions

@@ -28,6 +28,29 @@ pub type Partitions = BTreeMap<Uuid, BTreeSet<i32>>;
 /// Subscribed topics as the coordinator knows them: name → (id, partitions).
 pub type TopicsView = HashMap<String, (Uuid, i32)>;
 
+/// Longest regular expression accepted in a subscription.
+pub const SUBSCRIPTION_REGEX_BYTES_MAX: usize = 4096;
+/// Memory one compiled subscription regex may take.
+pub const SUBSCRIPTION_REGEX_COMPILED_BYTES_MAX: usize = 1 << 20;
+
+/// Compiles a subscription regex to match whole topic names (as Kafka's
+/// RE2/J `matches()`); `None` for the empty pattern.
+pub fn compile_regex(pattern: &str) -> Result<Option<(String, regex::Regex)>, String> {
+    if pattern.is_empty() {
+        return Ok(None);
+    }
+    if pattern.len() > SUBSCRIPTION_REGEX_BYTES_MAX {
+        return Err(format!(
+            "the regular expression is longer than {SUBSCRIPTION_REGEX_BYTES_MAX} bytes"
+        ));
+    }
+    regex::RegexBuilder::new(&format!("^(?:{pattern})$"))
+        .size_limit(SUBSCRIPTION_REGEX_COMPILED_BYTES_MAX)
+        .build()
+        .map(|r| Some((pattern.to_owned(), r)))
+        .map_err(|e| format!("invalid regular expression {pattern:?}: {e}"))
+}
+
 /// The server-side assignors (group.consumer.assignors); the first is the
 /// default.
 pub const ASSIGNORS: &[&str] = &["uniform", "range"];
@@ -40,6 +63,9 @@ pub struct HeartbeatArgs {
     pub rack_id: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub subscribed_topic_names: Option<Vec<String>>,
+    /// v1: a regular expression (RE2 syntax, matched against whole topic
+    /// names); `Some("")` drops it, `None` leaves it as it is.
+    pub subscribed_topic_regex: Option<String>,
     pub server_assignor: Option<String>,
     pub owned: Option<Partitions>,
     pub client_id: String,
@@ -80,6 +106,8 @@ pub struct Member {
     pub client_host: String,
     pub rebalance_timeout: Duration,
     pub subscribed: Vec<String>,
+    /// The subscription's regular expression, as given and compiled.
+    pub regex: Option<(String, regex::Regex)>,
     pub assignor: Option<String>,
     pub epoch: i32,
     pub previous_epoch: i32,
@@ -176,11 +204,35 @@ impl ConsumerGroup {
         }
     }
 
-    /// Topics any member subscribes to.
+    /// Topics any member names in its subscription.
     pub fn subscribed_topics(&self) -> BTreeSet<String> {
         self.members
             .values()
             .flat_map(|m| m.subscribed.iter().cloned())
+            .collect()
+    }
+
+    /// Whether a member subscribes by regular expression (the coordinator
+    /// then keeps every topic in its view).
+    pub fn has_regex(&self) -> bool {
+        self.members.values().any(|m| m.regex.is_some())
+    }
+
+    /// The topics a member consumes: those it names and those of `topics`
+    /// its regular expression matches.
+    fn member_topics(m: &Member, topics: &TopicsView) -> BTreeSet<String> {
+        let mut out: BTreeSet<String> = m.subscribed.iter().cloned().collect();
+        if let Some((_, re)) = &m.regex {
+            out.extend(topics.keys().filter(|t| re.is_match(t)).cloned());
+        }
+        out
+    }
+
+    /// Every topic some member consumes (names and regex matches).
+    pub fn consumed_topics(&self, topics: &TopicsView) -> BTreeSet<String> {
+        self.members
+            .values()
+            .flat_map(|m| Self::member_topics(m, topics))
             .collect()
     }
 
@@ -216,14 +268,24 @@ impl ConsumerGroup {
                 );
             }
         }
+        let regex = match a.subscribed_topic_regex.as_deref().map(compile_regex) {
+            None => None,
+            Some(Ok(r)) => Some(r),
+            Some(Err(message)) => {
+                return HeartbeatResult::error(ErrorCode::InvalidRegularExpression, message);
+            }
+        };
         let member_id = match a.member_epoch {
             0 => {
                 if a.rebalance_timeout_ms <= 0 {
                     return invalid("RebalanceTimeoutMs must be provided when joining");
                 }
-                let Some(topics_wanted) = &a.subscribed_topic_names else {
-                    return invalid("SubscribedTopicNames must be set when joining");
-                };
+                if a.subscribed_topic_names.is_none() && a.subscribed_topic_regex.is_none() {
+                    return invalid(
+                        "SubscribedTopicNames or SubscribedTopicRegex must be set when joining",
+                    );
+                }
+                let topics_wanted = a.subscribed_topic_names.clone().unwrap_or_default();
                 if a.owned.as_ref().is_some_and(|o| count(o) != 0) {
                     return invalid("TopicPartitions must be empty when joining");
                 }
@@ -235,8 +297,14 @@ impl ConsumerGroup {
                 } else {
                     a.member_id.clone()
                 };
-                if let Err(e) = self.join(&member_id, &a, topics_wanted.clone(), now, changed) {
+                if let Err(e) = self.join(&member_id, &a, topics_wanted, now, changed) {
                     return e;
+                }
+                if let Some(m) = self.members.get_mut(&member_id) {
+                    m.regex = regex.flatten();
+                    if let Some((pattern, _)) = &m.regex {
+                        tracing::debug!(group = %self.group_id, member = %member_id, %pattern, "member subscribes by regular expression");
+                    }
                 }
                 member_id
             }
@@ -305,6 +373,12 @@ impl ConsumerGroup {
                         bump = true;
                     }
                 }
+                if let Some(r) = regex.clone() {
+                    if r.as_ref().map(|x| &x.0) != m.regex.as_ref().map(|x| &x.0) {
+                        m.regex = r;
+                        bump = true;
+                    }
+                }
                 if a.server_assignor.is_some() && a.server_assignor != m.assignor {
                     m.assignor = a.server_assignor.clone();
                     bump = true;
@@ -352,6 +426,7 @@ impl ConsumerGroup {
             client_host: a.client_host.clone(),
             rebalance_timeout: Duration::from_millis(a.rebalance_timeout_ms as u64),
             subscribed: subscribed.clone(),
+            regex: None,
             assignor: a.server_assignor.clone(),
             epoch,
             previous_epoch: -1,
@@ -471,7 +546,7 @@ impl ConsumerGroup {
     /// subscribed topics' partitions changed.
     pub fn maybe_assign(&mut self, topics: &TopicsView) {
         let seen: BTreeMap<String, (Uuid, i32)> = self
-            .subscribed_topics()
+            .consumed_topics(topics)
             .into_iter()
             .filter_map(|t| topics.get(&t).map(|v| (t, *v)))
             .collect();
@@ -497,7 +572,7 @@ impl ConsumerGroup {
             .map(|m| {
                 (
                     m.member_id.as_str(),
-                    m.subscribed
+                    Self::member_topics(m, topics)
                         .iter()
                         .filter_map(|t| topics.get(t).copied())
                         .collect(),
@@ -654,7 +729,8 @@ impl ConsumerGroup {
             g.assignor = a;
         }
         for s in stored.members {
-            let (subscribed, assignor, rack_id) = decode_subscription(&s.subscription);
+            let (subscribed, assignor, rack_id, pattern) = decode_subscription(&s.subscription);
+            let regex = compile_regex(&pattern).ok().flatten();
             let Some((epoch, previous_epoch, assigned, revoking, target)) =
                 decode_assignment(&s.assignment)
             else {
@@ -676,6 +752,7 @@ impl ConsumerGroup {
                     client_host: s.client_host,
                     rebalance_timeout,
                     subscribed,
+                    regex,
                     assignor,
                     epoch,
                     previous_epoch,
@@ -854,10 +931,14 @@ fn encode_subscription(m: &Member) -> Vec<u8> {
     }
     put_str(&mut b, m.assignor.as_deref().unwrap_or(""));
     put_str(&mut b, m.rack_id.as_deref().unwrap_or(""));
+    put_str(&mut b, m.regex.as_ref().map_or("", |r| r.0.as_str()));
     b.to_vec()
 }
 
-fn decode_subscription(mut b: &[u8]) -> (Vec<String>, Option<String>, Option<String>) {
+/// (topic names, assignor, rack, regex) of a stored member.
+type StoredSubscription = (Vec<String>, Option<String>, Option<String>, String);
+
+fn decode_subscription(mut b: &[u8]) -> StoredSubscription {
     let mut go = || -> Option<_> {
         if b.remaining() < 5 || b.get_u8() != 1 {
             return None;
@@ -869,7 +950,8 @@ fn decode_subscription(mut b: &[u8]) -> (Vec<String>, Option<String>, Option<Str
         }
         let assignor = Some(get_str(&mut b)?).filter(|s| !s.is_empty());
         let rack = Some(get_str(&mut b)?).filter(|s| !s.is_empty());
-        Some((topics, assignor, rack))
+        let regex = get_str(&mut b).unwrap_or_default();
+        Some((topics, assignor, rack, regex))
     };
     go().unwrap_or_default()
 }
@@ -964,6 +1046,7 @@ mod tests {
             rack_id: None,
             rebalance_timeout_ms: 30_000,
             subscribed_topic_names: (epoch == 0).then(|| vec!["t".to_owned()]),
+            subscribed_topic_regex: None,
             server_assignor: None,
             owned: if epoch == 0 {
                 Some(Partitions::new())
@@ -1061,6 +1144,60 @@ mod tests {
             &mut ch,
         );
         assert_eq!(count(a4.assignment.as_ref().unwrap()), 6);
+    }
+
+    #[test]
+    fn regex_subscriptions_follow_topics() {
+        let (t1, t2, x) = (Uuid::from_u128(1), Uuid::from_u128(2), Uuid::from_u128(3));
+        let mut topics: TopicsView = [
+            ("orders-1".to_owned(), (t1, 2)),
+            ("other".to_owned(), (x, 2)),
+        ]
+        .into_iter()
+        .collect();
+        let mut g = ConsumerGroup::new("g".into(), GroupsConfig::default());
+        let now = Instant::now();
+        let mut ch = false;
+        let mut a = args("a", 0, None);
+        a.subscribed_topic_names = None;
+        a.subscribed_topic_regex = Some("orders-.*".into());
+        let r = g.heartbeat(a, &topics, now, &mut ch);
+        assert_eq!(r.error, ErrorCode::None);
+        assert_eq!(
+            r.assignment
+                .clone()
+                .unwrap()
+                .keys()
+                .copied()
+                .collect::<Vec<_>>(),
+            vec![t1]
+        );
+        // A new matching topic joins the assignment with a new epoch.
+        topics.insert("orders-2".into(), (t2, 1));
+        g.maybe_assign(&topics);
+        let r2 = g.heartbeat(
+            args("a", r.member_epoch, r.assignment.clone()),
+            &topics,
+            now,
+            &mut ch,
+        );
+        assert!(r2.member_epoch > r.member_epoch);
+        assert_eq!(count(r2.assignment.as_ref().unwrap()), 3);
+        // Regexes are whole-name matches, and bad ones are refused.
+        assert!(!compile_regex("orders")
+            .unwrap()
+            .unwrap()
+            .1
+            .is_match("orders-1"));
+        let mut bad = args("b", 0, None);
+        bad.subscribed_topic_regex = Some("(".into());
+        assert_eq!(
+            g.heartbeat(bad, &topics, now, &mut ch).error,
+            ErrorCode::InvalidRegularExpression
+        );
+        // Stored and loaded again, the regex stays.
+        let back = ConsumerGroup::load(g.snapshot(), GroupsConfig::default(), now);
+        assert_eq!(back.members["a"].regex.as_ref().unwrap().0, "orders-.*");
     }
 
     #[test]

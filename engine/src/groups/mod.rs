@@ -679,7 +679,9 @@ impl Coordinator {
     ) {
         let mut sweep = tokio::time::interval(SWEEP_INTERVAL);
         sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut last_adopt = Instant::now() - ADOPT_INTERVAL;
+        let mut last_adopt = Instant::now()
+            .checked_sub(ADOPT_INTERVAL)
+            .unwrap_or_else(Instant::now);
         let mut last_expire = Instant::now();
         loop {
             let next_timer = self.timers.peek().map(|Reverse((t, _))| *t);
@@ -1019,6 +1021,14 @@ impl Coordinator {
                 for (name, id, partitions) in resolved {
                     self.topics.entry(name).or_insert((id, partitions));
                 }
+                if args
+                    .subscribed_topic_regex
+                    .as_ref()
+                    .is_some_and(|r| !r.is_empty())
+                {
+                    // Learn every topic soon (the next sweep).
+                    self.topics_refreshed = now.checked_sub(TOPICS_REFRESH).unwrap_or(now);
+                }
                 let mut changed = false;
                 let result = c.heartbeat(args, &self.topics, now, &mut changed);
                 if changed && result.error == ErrorCode::None {
@@ -1103,7 +1113,7 @@ impl Coordinator {
             Call::DeleteOffsets {
                 partitions, reply, ..
             } => {
-                let subscribed = c.subscribed_topics();
+                let subscribed = c.consumed_topics(&self.topics);
                 let mut codes = Vec::with_capacity(partitions.len());
                 let mut deletable = Vec::new();
                 for (topic, id, p) in partitions {
@@ -1521,6 +1531,20 @@ impl Coordinator {
 
     /// Re-reads the topics loaded consumer groups subscribe to.
     fn refresh_topics(&mut self) {
+        let regex = self.slots.values().any(
+            |s| matches!(s, Slot::Ready(l) if l.consumer.as_ref().is_some_and(|c| c.has_regex())),
+        );
+        if regex {
+            // Regular expressions match any topic: read them all.
+            let known: Vec<String> = self.topics.keys().cloned().collect();
+            let meta = self.meta.clone();
+            let done = self.done_tx.clone();
+            tokio::spawn(async move {
+                let r = meta.load_topics(None).await;
+                let _ = done.send(Done::Topics(known, r));
+            });
+            return;
+        }
         let names: BTreeSet<String> = self
             .slots
             .values()
