@@ -25,6 +25,7 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use futures::FutureExt;
 use rutomq_meta::Meta;
 use rutomq_storage::Storage;
 
@@ -104,16 +105,25 @@ pub async fn run(meta: Meta, storage: Storage, cfg: GcConfig, owns: RetentionOwn
         let retention = round_no.is_multiple_of(cfg.retention_every.max(1));
         let orphans = round_no.is_multiple_of(cfg.orphan_every.max(1));
         round_no = round_no.wrapping_add(1);
-        match round(
+        // A round that panics (a bug) must not end the collector: retention
+        // and deletions would stop silently. It is logged and the next round
+        // starts its listing afresh.
+        let outcome = std::panic::AssertUnwindSafe(round(
             &meta,
             &storage,
             &cfg,
             retention.then_some(&*owns),
             orphans,
             &mut cursor,
-        )
-        .await
-        {
+        ))
+        .catch_unwind()
+        .await;
+        let Ok(outcome) = outcome else {
+            tracing::error!("a collection round panicked; the next round starts over");
+            cursor = None;
+            continue;
+        };
+        match outcome {
             Ok(r) if r == Collected::default() => {}
             Ok(r) => tracing::info!(
                 log_starts_moved = r.log_starts_moved,
