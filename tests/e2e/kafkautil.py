@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -336,9 +337,12 @@ def partition_counts(records):
 
 class StreamProducer(threading.Thread):
     """Produces keyed records as fast as allowed (rate-limited, bounded count)
-    from a background thread, recording each acknowledged (partition, offset)."""
+    from a background thread, recording each acknowledged (partition, offset).
+    With `partitions`, record i goes to partition i % partitions (every
+    partition gets records); otherwise the client's partitioner decides."""
 
-    def __init__(self, bootstrap, topic, max_records=300_000, rate_per_sec=5000, **conf_overrides):
+    def __init__(self, bootstrap, topic, max_records=300_000, rate_per_sec=5000, partitions=None,
+                 **conf_overrides):
         super().__init__(daemon=True)
         from confluent_kafka import Producer
         self.topic = topic
@@ -346,6 +350,7 @@ class StreamProducer(threading.Thread):
                                                               **conf_overrides}))
         self.max_records = max_records
         self.rate = rate_per_sec
+        self.partitions = partitions
         self.lock = threading.Lock()
         self.acked = {}  # idx -> (partition, offset)
         self.errors = []  # (idx, error string)
@@ -377,9 +382,10 @@ class StreamProducer(threading.Thread):
                     self.producer.poll(0.005)
                     continue
                 r = self.record(i)
+                where = {} if self.partitions is None else {"partition": i % self.partitions}
                 try:
                     self.producer.produce(self.topic, key=r.key, value=r.value, headers=r.headers,
-                                          on_delivery=functools.partial(self._cb, i))
+                                          on_delivery=functools.partial(self._cb, i), **where)
                 except BufferError:
                     self.producer.poll(0.05)
                     continue
@@ -409,3 +415,68 @@ class StreamProducer(threading.Thread):
                 raise AssertionError(f"{what}: only {self.acked_count()} of {n} records acknowledged after "
                                      f"{timeout}s (sent {self.sent}); delivery errors: {errs}")
             time.sleep(0.05)
+
+
+# --------------------------------------------------------------------------
+# helpers of the consumer-group tests
+
+
+def wait_until(what, cond, timeout, diag=None, interval=0.1):
+    """Poll `cond` until it returns something truthy; fail with `diag()` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            extra = ("\n" + diag()) if diag else ""
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{extra}")
+        time.sleep(interval)
+
+
+@contextmanager
+def producing(prod):
+    """Runs a StreamProducer for the `with` block (stopped, not flushed, at its end)."""
+    prod.start()
+    try:
+        yield prod
+    finally:
+        prod._stop_producing.set()
+
+
+def finish_producing(prod):
+    """Stop, flush, and return {idx: (partition, offset)} of every record, all acknowledged."""
+    undelivered = prod.stop_and_flush(60)
+    assert prod.exception is None, f"producer thread died: {prod.exception!r}"
+    assert undelivered == 0, f"{undelivered} records undelivered; errors {prod.errors[:10]}"
+    assert not prod.errors, f"{len(prod.errors)} delivery errors, first {prod.errors[:10]}"
+    with prod.lock:
+        acked = dict(prod.acked)
+    assert len(acked) == prod.sent, f"{len(acked)} acknowledged of {prod.sent} sent"
+    return acked
+
+
+def high_watermarks(bootstrap, topic, n_parts, acked=None):
+    """{partition: high watermark}; with `acked`, asserted equal to one past
+    the highest acknowledged offset of each partition."""
+    hw = {p: hi for p, (_, hi) in watermarks(bootstrap, topic, range(n_parts)).items()}
+    if acked is not None:
+        want = defaultdict(int)
+        for p, o in acked.values():
+            want[p] = max(want[p], o + 1)
+        assert hw == {p: want.get(p, 0) for p in range(n_parts)}, (
+            f"high watermarks {hw} != 1 + highest acknowledged offset per partition {dict(want)}")
+    return hw
+
+
+def committed_confluent(bootstrap, group, topic, parts, timeout=10):
+    """{partition: offset} via Consumer.committed() (OffsetFetch; never joins)."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        res = c.committed([TopicPartition(topic, p) for p in parts], timeout=timeout)
+        errs = [(tp.partition, str(tp.error)) for tp in res if tp.error is not None]
+        assert not errs, f"committed() errors: {errs}"
+        return {tp.partition: tp.offset for tp in res}
+    finally:
+        c.close()

@@ -39,7 +39,6 @@
 # two-agent failover also passes against Apache Kafka 4.1.1
 # (RUTOMQ_BIN=tests/e2e/tools/kafka-as-rutomq), which checks the expectations.
 
-import functools
 import json
 import os
 import signal
@@ -47,15 +46,15 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from contextlib import contextmanager
 
 import pytest
 from confluent_kafka import (Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, KafkaError,
                              KafkaException, TopicPartition)
 
 import kwire
-from kafkautil import (Rec, StreamProducer, admin, cluster_metadata, create_topic, make_value,
-                       produce_confluent, unique_topic, watermarks)
+from kafkautil import (Rec, StreamProducer, admin, cluster_metadata, committed_confluent, create_topic,
+                       finish_producing, high_watermarks, make_value, produce_confluent, producing,
+                       unique_topic, wait_until)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TOOL = os.path.join(HERE, "tools", "group_consumer.py")
@@ -77,18 +76,6 @@ MEMBER_ID_REQUIRED = 79
 FENCED_INSTANCE_ID = 82
 GROUP_SUBSCRIBED_TO_TOPIC = 86
 
-
-def wait_until(what, cond, timeout, diag=None, interval=0.1):
-    """Poll `cond` until it returns something truthy; fail with `diag()` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            extra = ("\n" + diag()) if diag else ""
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{extra}")
-        time.sleep(interval)
 
 
 # --------------------------------------------------------------------------
@@ -575,81 +562,6 @@ def check_handover(members, departed, t_departed, parts):
 # producing, admin
 
 
-class PartitionedStreamProducer(StreamProducer):
-    """StreamProducer that writes round-robin to explicit partitions, so that
-    every partition of the topic gets records."""
-
-    def __init__(self, bootstrap, topic, partitions, **kw):
-        super().__init__(bootstrap, topic, **kw)
-        self.partitions = partitions
-
-    def run(self):
-        try:
-            t0 = time.monotonic()
-            i = 0
-            while i < self.max_records and not self._stop_producing.is_set():
-                if i > self.rate * (time.monotonic() - t0):
-                    self.producer.poll(0.005)
-                    continue
-                r = self.record(i)
-                try:
-                    self.producer.produce(self.topic, key=r.key, value=r.value, headers=r.headers,
-                                          partition=i % self.partitions,
-                                          on_delivery=functools.partial(self._cb, i))
-                except BufferError:
-                    self.producer.poll(0.05)
-                    continue
-                i += 1
-                self.sent = i
-                if i % 50 == 0:
-                    self.producer.poll(0)
-        except Exception as e:
-            self.exception = e
-
-
-@contextmanager
-def producing(prod):
-    prod.start()
-    try:
-        yield prod
-    finally:
-        prod._stop_producing.set()
-
-
-def finish_producing(prod):
-    """Stop, flush, and return {idx: (partition, offset)} of every record, all acknowledged."""
-    undelivered = prod.stop_and_flush(60)
-    assert prod.exception is None, f"producer thread died: {prod.exception!r}"
-    assert undelivered == 0, f"{undelivered} records undelivered; errors {prod.errors[:10]}"
-    assert not prod.errors, f"{len(prod.errors)} delivery errors, first {prod.errors[:10]}"
-    with prod.lock:
-        acked = dict(prod.acked)
-    assert len(acked) == prod.sent, f"{len(acked)} acknowledged of {prod.sent} sent"
-    return acked
-
-
-def high_watermarks(bootstrap, topic, n_parts, acked=None):
-    hw = {p: hi for p, (_, hi) in watermarks(bootstrap, topic, range(n_parts)).items()}
-    if acked is not None:
-        want = defaultdict(int)
-        for p, o in acked.values():
-            want[p] = max(want[p], o + 1)
-        assert hw == {p: want.get(p, 0) for p in range(n_parts)}, (
-            f"high watermarks {hw} != 1 + highest acknowledged offset per partition {dict(want)}")
-    return hw
-
-
-def committed_confluent(bootstrap, group, topic, parts, timeout=10):
-    """{partition: offset} via Consumer.committed() (OffsetFetch; never joins)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        res = c.committed([TopicPartition(topic, p) for p in parts], timeout=timeout)
-        errs = [(tp.partition, str(tp.error)) for tp in res if tp.error is not None]
-        assert not errs, f"committed() errors: {errs}"
-        return {tp.partition: tp.offset for tp in res}
-    finally:
-        c.close()
-
 
 def group_offsets(bootstrap, group, timeout=15):
     """{(topic, partition): (offset, metadata)} via AdminClient.list_consumer_group_offsets."""
@@ -767,7 +679,7 @@ def test_group_churn_no_loss_librdkafka(start_agent, workers, protocol):
     n = 12
     topic, group = unique_topic("grp-churn"), unique_topic("g-churn")
     create_topic(a.bootstrap, topic, n)
-    with producing(PartitionedStreamProducer(a.bootstrap, topic, n, rate_per_sec=300)) as prod:
+    with producing(StreamProducer(a.bootstrap, topic, partitions=n, rate_per_sec=300)) as prod:
         prod.wait_acked(100, 30, "records before the first member joins")
         # The member that will be SIGKILLed commits only once a second, so that it
         # dies holding processed but uncommitted records.
@@ -824,7 +736,7 @@ def test_group_churn_kafka_python(start_agent, workers):
     n = 6
     topic, group = unique_topic("grp-kp"), unique_topic("g-kp")
     create_topic(a.bootstrap, topic, n)
-    with producing(PartitionedStreamProducer(a.bootstrap, topic, n, rate_per_sec=200)) as prod:
+    with producing(StreamProducer(a.bootstrap, topic, partitions=n, rate_per_sec=200)) as prod:
         prod.wait_acked(60, 30, "records before the first member joins")
         members = []
         print()
@@ -936,7 +848,7 @@ def test_static_membership_restart_keeps_assignment(start_agent, workers):
     create_topic(a.bootstrap, topic, n)
     conf = {nm: {"group.instance.id": f"{group}-{nm}", "session.timeout.ms": int(session_s * 1000)}
             for nm in ("a", "b")}
-    with producing(PartitionedStreamProducer(a.bootstrap, topic, n, rate_per_sec=100)) as prod:
+    with producing(StreamProducer(a.bootstrap, topic, partitions=n, rate_per_sec=100)) as prod:
         prod.wait_acked(20, 30, "first records")
         wa = workers.start("static-a", a.bootstrap, topic, group, conf=conf["a"])
         wait_converged([wa], n, 30, "1 static member", workers)
@@ -1008,7 +920,7 @@ def test_coordinator_agent_failover(start_agent, workers, how):
     topic, group = unique_topic("grp-failover"), unique_topic("g-failover")
     create_topic(a.bootstrap, topic, n)
     conf = {"session.timeout.ms": 10000}
-    with producing(PartitionedStreamProducer(both, topic, n, rate_per_sec=200)) as prod:
+    with producing(StreamProducer(both, topic, partitions=n, rate_per_sec=200)) as prod:
         prod.wait_acked(50, 30, "first records")
         w1 = workers.start("fo-1", both, topic, group, conf=conf)
         w2 = workers.start("fo-2", both, topic, group, conf=conf)

@@ -33,7 +33,6 @@
 # consumer session when the binary has --group-consumer-session-timeout-ms).
 # Run with -s to see the rebalance times.
 
-import functools
 import json
 import os
 import queue
@@ -43,13 +42,13 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from contextlib import contextmanager
 
 import pytest
 
 from conftest import require_binary
-from kafkautil import (Rec, StreamProducer, create_topic, make_value, produce_confluent, unique_topic,
-                       watermarks)
+from kafkautil import (Rec, StreamProducer, committed_confluent, create_topic, finish_producing,
+                       high_watermarks, make_value, produce_confluent, producing, unique_topic,
+                       wait_until)
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD_SH = os.path.join(REPO_ROOT, "tests", "clients", "build.sh")
@@ -62,18 +61,6 @@ GROUP_ARGS = ["--group-initial-rebalance-delay-ms", "300"]
 SESSION_S = 6.0  # classic members' session.timeout.ms (Kafka's minimum)
 KAFKA_CONSUMER_SESSION_S = 45.0  # Kafka's group.consumer.session.timeout.ms default
 
-
-def wait_until(what, cond, timeout, diag=None, interval=0.1):
-    """Poll `cond` until it returns something truthy; fail with `diag()` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            extra = ("\n" + diag()) if diag else ""
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}{extra}")
-        time.sleep(interval)
 
 
 def _text(b):
@@ -529,86 +516,6 @@ def check_group_history(members, acked, killed, *, allow_dups=True):
 # producing
 
 
-class PartitionedStreamProducer(StreamProducer):
-    """StreamProducer that writes round-robin to explicit partitions, so that
-    every partition of the topic gets records."""
-
-    def __init__(self, bootstrap, topic, partitions, **kw):
-        super().__init__(bootstrap, topic, **kw)
-        self.partitions = partitions
-
-    def run(self):
-        try:
-            t0 = time.monotonic()
-            i = 0
-            while i < self.max_records and not self._stop_producing.is_set():
-                if i > self.rate * (time.monotonic() - t0):
-                    self.producer.poll(0.005)
-                    continue
-                r = self.record(i)
-                try:
-                    self.producer.produce(self.topic, key=r.key, value=r.value, headers=r.headers,
-                                          partition=i % self.partitions,
-                                          on_delivery=functools.partial(self._cb, i))
-                except BufferError:
-                    self.producer.poll(0.05)
-                    continue
-                i += 1
-                self.sent = i
-                if i % 50 == 0:
-                    self.producer.poll(0)
-        except Exception as e:
-            self.exception = e
-
-
-@contextmanager
-def producing(prod):
-    prod.start()
-    try:
-        yield prod
-    finally:
-        prod._stop_producing.set()
-        prod.join(timeout=30)
-        # Drop the librdkafka handle now: left to the garbage collector it would
-        # keep reconnecting (and logging) to the stopped agent during later tests.
-        prod.producer = None
-
-
-def finish_producing(prod):
-    """Stop, flush, and return {idx: (partition, offset)} of every record, all acknowledged."""
-    undelivered = prod.stop_and_flush(60)
-    assert prod.exception is None, f"producer thread died: {prod.exception!r}"
-    assert undelivered == 0, f"{undelivered} records undelivered; errors {prod.errors[:10]}"
-    assert not prod.errors, f"{len(prod.errors)} delivery errors, first {prod.errors[:10]}"
-    with prod.lock:
-        acked = dict(prod.acked)
-    assert len(acked) == prod.sent, f"{len(acked)} acknowledged of {prod.sent} sent"
-    return acked
-
-
-def high_watermarks(bootstrap, topic, n_parts, acked=None):
-    hw = {p: hi for p, (_, hi) in watermarks(bootstrap, topic, range(n_parts)).items()}
-    if acked is not None:
-        want = defaultdict(int)
-        for p, o in acked.values():
-            want[p] = max(want[p], o + 1)
-        assert hw == {p: want.get(p, 0) for p in range(n_parts)}, (
-            f"high watermarks {hw} != 1 + highest acknowledged offset per partition {dict(want)}")
-    return hw
-
-
-def committed_confluent(bootstrap, group, topic, parts, timeout=10):
-    """{partition: offset} via Consumer.committed() (OffsetFetch; never joins)."""
-    from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
-    try:
-        res = c.committed([TopicPartition(topic, p) for p in parts], timeout=timeout)
-        errs = [(tp.partition, str(tp.error)) for tp in res if tp.error is not None]
-        assert not errs, f"committed() errors: {errs}"
-        return {tp.partition: tp.offset for tp in res}
-    finally:
-        c.close()
-
 
 def admin_offsets(adm, group, topic):
     res = adm.ok("offsets", group)
@@ -641,7 +548,7 @@ def test_java_classic_group_churn(start_agent, workers):
     n = 12
     topic, group = unique_topic("grpj-churn"), unique_topic("gj-churn")
     create_topic(a.bootstrap, topic, n)
-    with producing(PartitionedStreamProducer(a.bootstrap, topic, n, rate_per_sec=300)) as prod:
+    with producing(StreamProducer(a.bootstrap, topic, partitions=n, rate_per_sec=300)) as prod:
         prod.wait_acked(100, 30, "records before the first member joins")
         # The member that will be SIGKILLed commits only once a second, so that it
         # dies holding processed but uncommitted records.
@@ -693,7 +600,7 @@ def test_franz_go_group_churn(start_agent, workers):
     n = 6
     topic, group = unique_topic("grpg-churn"), unique_topic("gg-churn")
     create_topic(a.bootstrap, topic, n)
-    with producing(PartitionedStreamProducer(a.bootstrap, topic, n, rate_per_sec=200)) as prod:
+    with producing(StreamProducer(a.bootstrap, topic, partitions=n, rate_per_sec=200)) as prod:
         prod.wait_acked(60, 30, "records before the first member joins")
         leaver = workers.start("g-leaver", GO, a.bootstrap, topic, group)
         _, t = wait_converged([leaver], n, 30, "1 franz-go member", workers)
@@ -733,7 +640,7 @@ def test_java_consumer_protocol_group(start_agent, workers, java_admin, assignor
     create_topic(a.bootstrap, topic, n)
     adm = java_admin(a.bootstrap)
     kw = dict(protocol="consumer", assignor=assignor)
-    with producing(PartitionedStreamProducer(a.bootstrap, topic, n, rate_per_sec=200)) as prod:
+    with producing(StreamProducer(a.bootstrap, topic, partitions=n, rate_per_sec=200)) as prod:
         prod.wait_acked(60, 30, "records before the first member joins")
         stay = workers.start("k-stay", JAVA, a.bootstrap, topic, group, **kw)
         _, t = wait_converged([stay], n, 40, "1 KIP-848 member", workers)
@@ -865,7 +772,7 @@ def test_mixed_clients_one_group(start_agent, workers, java_admin):
     topic, group = unique_topic("grp-mixed"), unique_topic("g-mixed")
     create_topic(a.bootstrap, topic, n)
     adm = java_admin(a.bootstrap)
-    with producing(PartitionedStreamProducer(a.bootstrap, topic, n, rate_per_sec=200)) as prod:
+    with producing(StreamProducer(a.bootstrap, topic, partitions=n, rate_per_sec=200)) as prod:
         prod.wait_acked(60, 30, "records before the first member joins")
         jm = workers.start("mix-java", JAVA, a.bootstrap, topic, group, assignor="range")
         wait_converged([jm], n, 40, "the Java member", workers)

@@ -8,12 +8,10 @@ use kafka_protocol::messages::{
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName,
 };
 
-use super::{group_coordinator, str_bytes, Req};
+use super::{group_coordinator, group_operations, str_bytes, Req};
 use crate::groups::consumer::{to_wire, Partitions};
 use crate::shard::Shard;
 
-/// Kafka's AclOperation codes as bits: READ 3, DELETE 6, DESCRIBE 8.
-const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 /// Member type: a member of the consumer protocol.
 const MEMBER_TYPE_CONSUMER: i8 = 1;
 
@@ -26,11 +24,7 @@ pub async fn handle(
     for group_id in body.group_ids {
         let base = DescribedGroup::default()
             .with_group_id(group_id.clone())
-            .with_authorized_operations(if body.include_authorized_operations {
-                GROUP_OPERATIONS
-            } else {
-                i32::MIN
-            });
+            .with_authorized_operations(group_operations(body.include_authorized_operations));
         let d = match group_coordinator(shard, &group_id) {
             Err(e) => {
                 out.push(base.with_error_code(e.code()));

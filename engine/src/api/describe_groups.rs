@@ -4,12 +4,9 @@
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
 
-use super::{group_coordinator, str_bytes, Req};
+use super::{group_coordinator, group_operations, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
-
-/// Kafka's AclOperation codes as bits: READ 3, DELETE 6, DESCRIBE 8.
-const GROUP_OPERATIONS: i32 = (1 << 3) | (1 << 6) | (1 << 8);
 
 pub async fn handle(
     shard: &Shard,
@@ -20,11 +17,7 @@ pub async fn handle(
     for group_id in body.groups {
         let base = DescribedGroup::default()
             .with_group_id(group_id.clone())
-            .with_authorized_operations(if body.include_authorized_operations {
-                GROUP_OPERATIONS
-            } else {
-                i32::MIN
-            });
+            .with_authorized_operations(group_operations(body.include_authorized_operations));
         let d = match group_coordinator(shard, &group_id) {
             Err(e) => {
                 out.push(base.with_error_code(e.code()));

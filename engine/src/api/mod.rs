@@ -378,6 +378,17 @@ pub fn str_bytes(s: &str) -> kafka_protocol::protocol::StrBytes {
     kafka_protocol::protocol::StrBytes::from_string(s.to_owned())
 }
 
+/// A group's `authorized_operations` in DescribeGroups and
+/// ConsumerGroupDescribe: READ 3, DELETE 6, DESCRIBE 8 as bits when asked
+/// for, Kafka's "not asked" value otherwise.
+pub fn group_operations(asked: bool) -> i32 {
+    if asked {
+        (1 << 3) | (1 << 6) | (1 << 8)
+    } else {
+        i32::MIN
+    }
+}
+
 /// The group coordinator, if this agent coordinates `group_id`:
 /// INVALID_GROUP_ID for an empty id, NOT_COORDINATOR when another agent
 /// coordinates it.

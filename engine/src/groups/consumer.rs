@@ -395,7 +395,11 @@ impl ConsumerGroup {
             m.session_deadline = now + session;
             m.away = false;
         }
-        self.maybe_assign(topics);
+        // Topic changes come through `maybe_assign` from the coordinator's
+        // refresh; a heartbeat recomputes only what its own change moved.
+        if self.group_epoch > self.assignment_epoch {
+            self.maybe_assign(topics);
+        }
         self.reconcile(&member_id, a.owned.as_ref(), now, changed);
         let m = &self.members[&member_id];
         HeartbeatResult {
@@ -552,6 +556,15 @@ impl ConsumerGroup {
             .collect();
         let topics_moved = self.assigned_with.as_ref() != Some(&seen);
         if self.group_epoch == self.assignment_epoch && !topics_moved {
+            return;
+        }
+        if self.group_epoch == self.assignment_epoch
+            && self.assigned_with.is_none()
+            && self.compute_target(topics) == self.target
+        {
+            // Just loaded (a takeover), and the stored target still holds:
+            // no new epoch for the members.
+            self.assigned_with = Some(seen);
             return;
         }
         if self.group_epoch == self.assignment_epoch {

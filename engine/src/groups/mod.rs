@@ -306,36 +306,66 @@ impl Call {
 
     /// Answers the call with `error` without touching any group.
     fn fail(self, error: ErrorCode) {
+        fn answer<T: Failed>(reply: oneshot::Sender<T>, error: ErrorCode) {
+            let _ = reply.send(T::failed(error));
+        }
         match self {
             Call::Join(a, r) => {
                 let _ = r.send(JoinResult::error(error, &a.member_id));
             }
-            Call::Sync(_, r) => {
-                let _ = r.send(SyncResult::error(error));
-            }
-            Call::Heartbeat { reply, .. } | Call::Delete { reply, .. } => {
-                let _ = reply.send(error);
-            }
-            Call::Leave { reply, .. } | Call::DeleteOffsets { reply, .. } => {
-                let _ = reply.send(Err(error));
-            }
-            Call::Commit(_, r) => {
-                let _ = r.send(Err(error));
-            }
-            Call::Describe { reply, .. } => {
-                let _ = reply.send(GroupDescription::error(error));
-            }
-            Call::ConsumerHeartbeat(_, _, r) => {
-                let _ = r.send(HeartbeatResult::error(error, None));
-            }
-            Call::ConsumerDescribe { reply, .. } => {
-                let _ = reply.send(ConsumerDescription::error(error, None));
-            }
-            Call::ValidateFetch { reply, .. } => {
-                let _ = reply.send(error);
-            }
+            Call::Sync(_, r) => answer(r, error),
+            Call::Heartbeat { reply, .. }
+            | Call::Delete { reply, .. }
+            | Call::ValidateFetch { reply, .. } => answer(reply, error),
+            Call::Leave { reply, .. } | Call::DeleteOffsets { reply, .. } => answer(reply, error),
+            Call::Commit(_, r) => answer(r, error),
+            Call::Describe { reply, .. } => answer(reply, error),
+            Call::ConsumerHeartbeat(_, _, r) => answer(r, error),
+            Call::ConsumerDescribe { reply, .. } => answer(reply, error),
             Call::Adopt { .. } => {}
         }
+    }
+}
+
+/// An answer that carries only an error: the call failed before a group
+/// looked at it (the coordinator is gone, or the group moved).
+pub trait Failed {
+    fn failed(error: ErrorCode) -> Self;
+}
+
+impl Failed for ErrorCode {
+    fn failed(error: ErrorCode) -> Self {
+        error
+    }
+}
+
+impl<T> Failed for Result<T, ErrorCode> {
+    fn failed(error: ErrorCode) -> Self {
+        Err(error)
+    }
+}
+
+impl Failed for SyncResult {
+    fn failed(error: ErrorCode) -> Self {
+        SyncResult::error(error)
+    }
+}
+
+impl Failed for GroupDescription {
+    fn failed(error: ErrorCode) -> Self {
+        GroupDescription::error(error)
+    }
+}
+
+impl Failed for HeartbeatResult {
+    fn failed(error: ErrorCode) -> Self {
+        HeartbeatResult::error(error, None)
+    }
+}
+
+impl Failed for ConsumerDescription {
+    fn failed(error: ErrorCode) -> Self {
+        ConsumerDescription::error(error, None)
     }
 }
 
@@ -411,23 +441,30 @@ impl Groups {
         Ok((Groups { tx, stats, cfg }, join))
     }
 
-    async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Call) -> Option<T> {
+    /// Sends a call and waits for its answer; `None` when the coordinator
+    /// is gone.
+    async fn try_call<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Call) -> Option<T> {
         let (tx, rx) = oneshot::channel();
         self.tx.send(Msg::Call(Box::new(make(tx)))).await.ok()?;
         rx.await.ok()
     }
 
+    /// Sends a call; COORDINATOR_NOT_AVAILABLE when the coordinator is gone.
+    async fn call<T: Failed>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Call) -> T {
+        self.try_call(make)
+            .await
+            .unwrap_or_else(|| T::failed(ErrorCode::CoordinatorNotAvailable))
+    }
+
     pub async fn join(&self, args: JoinArgs) -> JoinResult {
         let member_id = args.member_id.clone();
-        self.call(|r| Call::Join(args, r))
+        self.try_call(|r| Call::Join(args, r))
             .await
             .unwrap_or_else(|| JoinResult::error(ErrorCode::CoordinatorNotAvailable, &member_id))
     }
 
     pub async fn sync(&self, args: SyncArgs) -> SyncResult {
-        self.call(|r| Call::Sync(args, r))
-            .await
-            .unwrap_or_else(|| SyncResult::error(ErrorCode::CoordinatorNotAvailable))
+        self.call(|r| Call::Sync(args, r)).await
     }
 
     pub async fn heartbeat(
@@ -445,7 +482,6 @@ impl Groups {
             reply,
         })
         .await
-        .unwrap_or(ErrorCode::CoordinatorNotAvailable)
     }
 
     pub async fn leave(
@@ -459,25 +495,18 @@ impl Groups {
             reply,
         })
         .await
-        .unwrap_or(Err(ErrorCode::CoordinatorNotAvailable))
     }
 
     pub async fn commit(&self, args: CommitArgs) -> Written {
-        self.call(|r| Call::Commit(args, r))
-            .await
-            .unwrap_or(Err(ErrorCode::CoordinatorNotAvailable))
+        self.call(|r| Call::Commit(args, r)).await
     }
 
     pub async fn describe(&self, group_id: String) -> GroupDescription {
-        self.call(|reply| Call::Describe { group_id, reply })
-            .await
-            .unwrap_or_else(|| GroupDescription::error(ErrorCode::CoordinatorNotAvailable))
+        self.call(|reply| Call::Describe { group_id, reply }).await
     }
 
     pub async fn delete(&self, group_id: String) -> ErrorCode {
-        self.call(|reply| Call::Delete { group_id, reply })
-            .await
-            .unwrap_or(ErrorCode::CoordinatorNotAvailable)
+        self.call(|reply| Call::Delete { group_id, reply }).await
     }
 
     pub async fn delete_offsets(
@@ -491,7 +520,6 @@ impl Groups {
             reply,
         })
         .await
-        .unwrap_or(Err(ErrorCode::CoordinatorNotAvailable))
     }
 
     pub async fn consumer_heartbeat(
@@ -501,7 +529,6 @@ impl Groups {
     ) -> HeartbeatResult {
         self.call(|r| Call::ConsumerHeartbeat(args, topics, r))
             .await
-            .unwrap_or_else(|| HeartbeatResult::error(ErrorCode::CoordinatorNotAvailable, None))
     }
 
     /// OffsetFetch v9 with a member id: whether that member, at that
@@ -519,13 +546,11 @@ impl Groups {
             reply,
         })
         .await
-        .unwrap_or(ErrorCode::CoordinatorNotAvailable)
     }
 
     pub async fn consumer_describe(&self, group_id: String) -> ConsumerDescription {
         self.call(|reply| Call::ConsumerDescribe { group_id, reply })
             .await
-            .unwrap_or_else(|| ConsumerDescription::error(ErrorCode::CoordinatorNotAvailable, None))
     }
 
     /// The groups this agent coordinates.
