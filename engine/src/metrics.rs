@@ -5,8 +5,9 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Upper bounds (ms) of the produce latency histogram buckets.
-pub const PRODUCE_LATENCY_BUCKETS_MS: [u64; 12] =
-    [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
+pub const PRODUCE_LATENCY_BUCKETS_MS: [u64; 17] = [
+    1, 2, 3, 5, 7, 10, 12, 15, 17, 20, 30, 50, 100, 200, 500, 1000, 5000,
+];
 
 #[derive(Default)]
 pub struct ShardMetrics {
@@ -21,14 +22,65 @@ pub struct ShardMetrics {
 
 impl ShardMetrics {
     pub fn observe_produce(&self, elapsed: std::time::Duration) {
-        let ms = elapsed.as_millis() as u64;
+        let us = elapsed.as_micros() as u64;
         let i = PRODUCE_LATENCY_BUCKETS_MS
             .iter()
-            .position(|&b| ms < b)
+            .position(|&b| us <= b * 1000)
             .unwrap_or(PRODUCE_LATENCY_BUCKETS_MS.len());
         self.produce_latency[i].fetch_add(1, Ordering::Relaxed);
         self.produce_latency_us_sum
             .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+    }
+}
+
+/// Upper bounds (µs) of the window stage histogram buckets: fine around
+/// the few milliseconds a stage takes, coarse in the tail.
+pub const STAGE_BUCKETS_US: [u64; 16] = [
+    250, 500, 1_000, 1_500, 2_000, 3_000, 4_000, 5_000, 6_000, 8_000, 10_000, 15_000, 20_000,
+    50_000, 100_000, 500_000,
+];
+
+/// A histogram of one window stage (fixed buckets, atomics; written by the
+/// storage thread, read by `/metrics`).
+#[derive(Default, Debug)]
+pub struct StageHistogram {
+    buckets: [AtomicU64; STAGE_BUCKETS_US.len() + 1],
+    sum_us: AtomicU64,
+}
+
+impl StageHistogram {
+    pub fn observe(&self, elapsed: std::time::Duration) {
+        let us = elapsed.as_micros() as u64;
+        let i = STAGE_BUCKETS_US
+            .iter()
+            .position(|&b| us <= b)
+            .unwrap_or(STAGE_BUCKETS_US.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    /// Prometheus lines of this histogram as series `name{stage="..."}`.
+    pub fn render(&self, out: &mut String, name: &str, stage: &str) {
+        let mut cumulative = 0;
+        for (i, b) in STAGE_BUCKETS_US.iter().enumerate() {
+            cumulative += self.buckets[i].load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{stage=\"{stage}\",le=\"{}\"}} {cumulative}",
+                *b as f64 / 1e6
+            );
+        }
+        cumulative += self.buckets[STAGE_BUCKETS_US.len()].load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{stage=\"{stage}\",le=\"+Inf\"}} {cumulative}"
+        );
+        let _ = writeln!(
+            out,
+            "{name}_sum{{stage=\"{stage}\"}} {}",
+            self.sum_us.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(out, "{name}_count{{stage=\"{stage}\"}} {cumulative}");
     }
 }
 
@@ -118,5 +170,24 @@ mod tests {
             out.contains("rutomq_produce_latency_seconds_count 3\n"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn stage_histogram_buckets_are_inclusive_and_cumulative() {
+        let h = StageHistogram::default();
+        h.observe(Duration::from_micros(250));
+        h.observe(Duration::from_micros(251));
+        h.observe(Duration::from_secs(1));
+        let mut out = String::new();
+        h.render(&mut out, "x", "upload");
+        for line in [
+            "x_bucket{stage=\"upload\",le=\"0.00025\"} 1\n",
+            "x_bucket{stage=\"upload\",le=\"0.0005\"} 2\n",
+            "x_bucket{stage=\"upload\",le=\"0.5\"} 2\n",
+            "x_bucket{stage=\"upload\",le=\"+Inf\"} 3\n",
+            "x_count{stage=\"upload\"} 3\n",
+        ] {
+            assert!(out.contains(line), "{line} not in {out}");
+        }
     }
 }

@@ -8,6 +8,7 @@
 //! overlap (up to [`UPLOADS_INFLIGHT_MAX`]); commits are submitted strictly in
 //! window order, so a producer's batches keep their order across windows.
 
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +22,7 @@ use rutomq_storage::Storage;
 use uuid::Uuid;
 
 use crate::error::ErrorCode;
+use crate::metrics::StageHistogram;
 
 /// Uploads in flight at once; past it the pipeline stops taking sealed
 /// buffers, the sealed queue fills and shards stop reading sockets.
@@ -104,11 +106,34 @@ pub struct WindowStages {
     pub gather_us: AtomicU64,
     pub upload_us: AtomicU64,
     pub commit_us: AtomicU64,
+    /// The same stages per window, as histograms (for their tails).
+    pub queued: StageHistogram,
+    pub gather: StageHistogram,
+    pub upload: StageHistogram,
+    pub commit: StageHistogram,
 }
 
 impl WindowStages {
-    fn add(counter: &AtomicU64, since: std::time::Instant) {
-        counter.fetch_add(since.elapsed().as_micros() as u64, Ordering::Relaxed);
+    fn add(counter: &AtomicU64, histogram: &StageHistogram, took: Duration) {
+        counter.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
+        histogram.observe(took);
+    }
+
+    /// `/metrics` lines of the stage histograms.
+    pub fn render(&self, out: &mut String) {
+        let name = "rutomq_window_stage_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Flush windows by stage: sealed until taken (queued), gathering the shards' buffers (gather), object upload (upload), uploaded until committed in order (commit).\n# TYPE {name} histogram"
+        );
+        for (stage, h) in [
+            ("queued", &self.queued),
+            ("gather", &self.gather),
+            ("upload", &self.upload),
+            ("commit", &self.commit),
+        ] {
+            h.render(out, name, stage);
+        }
     }
 }
 
@@ -163,9 +188,10 @@ impl Pipeline {
     ) -> Vec<Sealed> {
         let taken = Instant::now();
         self.stages.windows.fetch_add(1, Ordering::Relaxed);
-        self.stages.queued_us.fetch_add(
-            taken.duration_since(first.sealed_at).as_micros() as u64,
-            Ordering::Relaxed,
+        WindowStages::add(
+            &self.stages.queued_us,
+            &self.stages.queued,
+            taken.duration_since(first.sealed_at),
         );
         let grid = first.window;
         let mut members = u64::from(grid.is_some());
@@ -195,7 +221,7 @@ impl Pipeline {
         if let Some(w) = grid {
             self.windows.gathered(w, members);
         }
-        WindowStages::add(&self.stages.gather_us, taken);
+        WindowStages::add(&self.stages.gather_us, &self.stages.gather, taken.elapsed());
         window
     }
 
@@ -244,7 +270,7 @@ impl Pipeline {
                 tracing::warn!(error = %e, "object upload failed; failing its produce requests (retriable)");
                 ErrorCode::from(&e)
             });
-            WindowStages::add(&stages.upload_us, started);
+            WindowStages::add(&stages.upload_us, &stages.upload, started.elapsed());
             Uploaded {
                 window,
                 object,
@@ -287,7 +313,7 @@ impl Pipeline {
         let stages = self.stages.clone();
         tokio::spawn(async move {
             let outcome = receiver.await;
-            WindowStages::add(&stages.commit_us, uploaded_at);
+            WindowStages::add(&stages.commit_us, &stages.commit, uploaded_at.elapsed());
             let (mut outcomes, watermarks, spans) = match outcome {
                 Ok(Ok(o)) => o,
                 Ok(Err(e)) => {
