@@ -11,7 +11,9 @@
 //! A new object is written straight to its final name, opened with
 //! `O_CREAT | O_EXCL` (and `O_DIRECT` when the filesystem takes it), from
 //! an aligned, reused buffer; then the file and its directory are synced
-//! before the put returns. No staging file is needed: object keys are
+//! before the put returns. The directory sync runs on its own thread while
+//! the data is written, one sync for all the uploads in flight together
+//! ([`DirSyncs`]). No staging file is needed: object keys are
 //! unique per upload, and an object is only read once PostgreSQL points at
 //! it, which happens after the put returned. A crash in the middle leaves a
 //! partial file that nothing references; the orphan collector deletes it
@@ -68,6 +70,9 @@ struct Writer {
     /// writer that finds a bucket another writer just created syncs the
     /// parent itself before acknowledging, once per bucket.
     durable_dir: Mutex<Option<PathBuf>>,
+    /// Directory syncs, shared by concurrent uploads and run while their
+    /// data is written.
+    dir_syncs: Arc<DirSyncs>,
 }
 
 impl FileStore {
@@ -90,12 +95,14 @@ impl FileStore {
         let inner = LocalFileSystem::new_with_prefix(&root)?.with_fsync(true);
         let direct = try_direct && probe_direct(&root);
         tracing::info!(root = %root.display(), direct, "file object store");
+        let dir_syncs = DirSyncs::start().map_err(|e| generic(e, &root))?;
         Ok(FileStore {
             writer: Arc::new(Writer {
                 root,
                 direct,
                 buffers: Mutex::new(Vec::new()),
                 durable_dir: Mutex::new(None),
+                dir_syncs,
             }),
             inner,
         })
@@ -166,6 +173,9 @@ impl Writer {
             }
         };
         self.ensure_dir_durable(dir)?;
+        // The new entry is synced while the data is written: a directory
+        // sync that starts after the create covers it.
+        let entry_synced = self.dir_syncs.request(dir);
         let written = if self.direct {
             let mut buf = self.take_buffer();
             let r = write_direct(&file, payload, &mut buf);
@@ -176,7 +186,7 @@ impl Writer {
         };
         let synced = written
             .and_then(|()| file.sync_all())
-            .and_then(|()| sync_dir(path.parent().unwrap_or(&self.root)));
+            .and_then(|()| entry_synced.wait());
         if let Err(e) = synced {
             // Nothing points at a file whose put failed: do not leave it.
             let _ = std::fs::remove_file(path);
@@ -299,6 +309,120 @@ fn remove_old_bucket(root: &FsPath, location: &Path) {
 
 fn sync_dir(dir: &FsPath) -> io::Result<()> {
     File::open(dir)?.sync_all()
+}
+
+/// Directory syncs for new object files, run by one thread
+/// ("objects-dirsync"). An upload asks for its directory to be synced right
+/// after creating its file, writes and syncs its data meanwhile, then waits
+/// for the answer: the directory sync is off the upload's critical path
+/// unless it is slower than the data write, and uploads in flight together
+/// share one sync of their directory (a round). Correct because a round
+/// starts after every request in it was made, so after every create.
+struct DirSyncs {
+    /// The round being filled; the thread takes it when it is free.
+    next: Mutex<DirSyncState>,
+    wake: std::sync::Condvar,
+}
+
+impl fmt::Debug for DirSyncs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DirSyncs")
+    }
+}
+
+#[derive(Default)]
+struct DirSyncState {
+    round: Option<Arc<DirSyncRound>>,
+    closed: bool,
+}
+
+/// One round: the directories to sync, then its outcome.
+#[derive(Default)]
+struct DirSyncRound {
+    dirs: Mutex<Vec<PathBuf>>,
+    /// `Some` once the round ran; an error fails every upload in it.
+    outcome: Mutex<Option<Result<(), (io::ErrorKind, String)>>>,
+    done: std::sync::Condvar,
+}
+
+/// A requested directory sync; `wait` blocks until it ran.
+struct DirSyncTicket(Arc<DirSyncRound>);
+
+impl DirSyncs {
+    fn start() -> io::Result<Arc<DirSyncs>> {
+        let syncs = Arc::new(DirSyncs {
+            next: Mutex::new(DirSyncState::default()),
+            wake: std::sync::Condvar::new(),
+        });
+        let worker = syncs.clone();
+        std::thread::Builder::new()
+            .name("objects-dirsync".into())
+            .spawn(move || worker.run())?;
+        Ok(syncs)
+    }
+
+    /// Called after the file in `dir` was created.
+    fn request(&self, dir: &FsPath) -> DirSyncTicket {
+        let mut next = self.next.lock().expect("dir syncs lock");
+        let round = next.round.get_or_insert_with(Default::default).clone();
+        // Added under the state lock: the thread takes a round's directories
+        // only after taking the round under the same lock.
+        {
+            let mut dirs = round.dirs.lock().expect("dir sync round lock");
+            if !dirs.iter().any(|d| d == dir) {
+                dirs.push(dir.to_owned());
+            }
+        }
+        drop(next);
+        self.wake.notify_one();
+        DirSyncTicket(round)
+    }
+
+    fn run(&self) {
+        loop {
+            let round = {
+                let mut next = self.next.lock().expect("dir syncs lock");
+                loop {
+                    if let Some(r) = next.round.take() {
+                        break r;
+                    }
+                    if next.closed {
+                        return;
+                    }
+                    next = self.wake.wait(next).expect("dir syncs lock");
+                }
+            };
+            let dirs = std::mem::take(&mut *round.dirs.lock().expect("dir sync round lock"));
+            let outcome = dirs.iter().try_for_each(|d| {
+                sync_dir(d).map_err(|e| (e.kind(), format!("syncing {}: {e}", d.display())))
+            });
+            *round.outcome.lock().expect("dir sync round lock") = Some(outcome);
+            round.done.notify_all();
+        }
+    }
+
+    fn close(&self) {
+        self.next.lock().expect("dir syncs lock").closed = true;
+        self.wake.notify_one();
+    }
+}
+
+impl DirSyncTicket {
+    fn wait(self) -> io::Result<()> {
+        let mut outcome = self.0.outcome.lock().expect("dir sync round lock");
+        loop {
+            if let Some(o) = outcome.as_ref() {
+                return o.clone().map_err(|(kind, msg)| io::Error::new(kind, msg));
+            }
+            outcome = self.0.done.wait(outcome).expect("dir sync round lock");
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.dir_syncs.close();
+    }
 }
 
 /// Creates `dir` and any missing parents below `root`, syncing each parent
@@ -708,6 +832,27 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(store.get(&old).await.unwrap().bytes().await.unwrap(), "y");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Every request is answered once a sync after it ran; a failed
+    /// directory sync fails the uploads waiting on its round, and later
+    /// rounds start clean.
+    #[test]
+    fn directory_syncs_answer_every_request_and_report_failures() {
+        let d = std::env::temp_dir().join(format!("rq-dirsync-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(d.join("a")).unwrap();
+        let syncs = DirSyncs::start().unwrap();
+        let tickets: Vec<_> = (0..8).map(|_| syncs.request(&d.join("a"))).collect();
+        for t in tickets {
+            t.wait().unwrap();
+        }
+        let missing = syncs.request(&d.join("missing"));
+        let err = missing.wait().unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::NotFound, "{err}");
+        assert!(err.to_string().contains("missing"), "{err}");
+        syncs.request(&d.join("a")).wait().unwrap();
+        syncs.close();
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
