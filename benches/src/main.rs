@@ -375,7 +375,7 @@ async fn run(args: Args) -> Result<()> {
         // The producers' own acks, beside the end-to-end figures.
         result["produced_records"] = json!(pshared.records.load(Ordering::Relaxed));
         result["produce_errors"] = json!(pshared.errors.load(Ordering::Relaxed));
-        result["produce_ack_latency_ms"] = latency_json(&pshared);
+        result["produce_ack_latency_ms"] = latency_json(&pshared.latency);
     }
     print_summary(&result);
     if !args.no_out {
@@ -412,7 +412,7 @@ fn summarize(
     let records = shared.records.load(Ordering::Relaxed);
     let bytes = shared.bytes.load(Ordering::Relaxed);
     let mib_s = bytes as f64 / 1048576.0 / seconds;
-    let latency = latency_json(shared);
+    let latency = latency_json(&shared.latency);
     let broker = match (b0, b1) {
         (Some(a), Some(b)) => {
             let by_pid: serde_json::Map<String, Value> = args
@@ -511,14 +511,15 @@ fn summarize(
         "errors": shared.errors.load(Ordering::Relaxed),
         "error_codes": shared.error_codes.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
         "latency_ms": latency,
+        "send_lag_ms": latency_json(&shared.send_lag),
         "broker": broker,
         "metrics": metrics,
     }))
 }
 
-/// Percentiles (ms) of `shared`'s latency histogram; null when empty.
-fn latency_json(shared: &Shared) -> Value {
-    let h = shared.latency.lock().unwrap_or_else(|e| e.into_inner());
+/// Percentiles (ms) of a latency histogram; null when empty.
+fn latency_json(h: &std::sync::Mutex<hdrhistogram::Histogram<u64>>) -> Value {
+    let h = h.lock().unwrap_or_else(|e| e.into_inner());
     if h.is_empty() {
         return Value::Null;
     }
@@ -553,6 +554,15 @@ fn print_summary(r: &Value) {
             println!(
                 "{:<28} {:.2}",
                 format!("latency {k} (ms)"),
+                l[k].as_f64().unwrap_or(0.0)
+            );
+        }
+    }
+    if let Some(l) = r["send_lag_ms"].as_object() {
+        for k in ["p50", "p99"] {
+            println!(
+                "{:<28} {:.2}",
+                format!("send lag {k} (ms)"),
                 l[k].as_f64().unwrap_or(0.0)
             );
         }

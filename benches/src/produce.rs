@@ -212,6 +212,7 @@ pub async fn run(
             Instant::now()
         };
         w.write_all(&tpl.frame).await.context("send produce")?;
+        shared.sent(started.elapsed().as_micros() as u64);
         shared.requests.fetch_add(1, Ordering::Relaxed);
         if acks == 0 {
             shared.done(records, payload, None);

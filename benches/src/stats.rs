@@ -30,6 +30,10 @@ pub struct Shared {
     /// Requests sent (produce) or fetches answered (consume).
     pub requests: AtomicU64,
     pub latency: Mutex<Histogram<u64>>,
+    /// Produce: from when a request was due until it was written to the
+    /// socket whole (the client's own share of the latency, with the wait
+    /// for the broker to read it).
+    pub send_lag: Mutex<Histogram<u64>>,
     /// Kafka error code -> partitions that got it.
     pub error_codes: Mutex<BTreeMap<i16, u64>>,
 }
@@ -55,6 +59,7 @@ impl Shared {
             errors: AtomicU64::new(0),
             requests: AtomicU64::new(0),
             latency: Mutex::new(new_histogram()),
+            send_lag: Mutex::new(new_histogram()),
             error_codes: Mutex::new(BTreeMap::new()),
         }
     }
@@ -71,6 +76,14 @@ impl Shared {
         if let Some(us) = latency_us {
             let mut h = self.latency.lock().unwrap_or_else(|e| e.into_inner());
             h.saturating_record_n(us.clamp(1, LATENCY_US_MAX), records.max(1));
+        }
+    }
+
+    /// Records that a request due `lag_us` ago was just written whole.
+    pub fn sent(&self, lag_us: u64) {
+        if self.measuring.load(Ordering::Relaxed) {
+            let mut h = self.send_lag.lock().unwrap_or_else(|e| e.into_inner());
+            h.saturating_record(lag_us.clamp(1, LATENCY_US_MAX));
         }
     }
 
