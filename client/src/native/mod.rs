@@ -1,0 +1,118 @@
+//! The native backends: this crate's own protocol code.
+
+pub mod conn;
+pub mod producer;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::error::{Error, Result};
+use crate::settings::Security;
+use conn::Connection;
+
+/// Metadata versions this client speaks (v4 adds auto-creation control).
+const METADATA_VERSIONS: (i16, i16) = (4, 12);
+/// TCP connect timeout.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Opens a connection to `addr` ("host:port").
+pub async fn connect(
+    addr: &str,
+    security: &Security,
+    client_id: &str,
+    request_timeout: Duration,
+) -> Result<Connection> {
+    let tcp = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr))
+        .await
+        .map_err(|_| Error::Timeout(format!("connecting to {addr}")))??;
+    tcp.set_nodelay(true)?;
+    match security {
+        Security::Plaintext => {
+            Connection::start(Box::new(tcp), addr.to_owned(), client_id, request_timeout).await
+        }
+    }
+}
+
+/// The bootstrap list "h1:p1,h2:p2".
+pub fn bootstrap_addrs(list: &str) -> Result<Vec<String>> {
+    let addrs: Vec<String> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if addrs.is_empty() || addrs.iter().any(|a| !a.contains(':')) {
+        return Err(Error::Config(format!(
+            "bootstrap servers {list:?}: expected host:port[,host:port...]"
+        )));
+    }
+    Ok(addrs)
+}
+
+/// What the client knows of the cluster.
+#[derive(Debug, Default, Clone)]
+pub struct Cluster {
+    /// node id -> "host:port"
+    pub brokers: HashMap<i32, String>,
+    pub topics: HashMap<String, TopicInfo>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TopicInfo {
+    /// Leader node per partition index (-1: none now).
+    pub leaders: Vec<i32>,
+}
+
+impl Cluster {
+    /// Asks `conn` for `topics` (creating them when the broker allows it)
+    /// and merges the answer. A topic the broker reports with an error is
+    /// returned in the error list and left out.
+    pub async fn refresh(
+        &mut self,
+        conn: &Connection,
+        topics: &[String],
+        allow_auto_topic_creation: bool,
+    ) -> Result<Vec<(String, i16)>> {
+        let req = MetadataRequest::default()
+            .with_topics(Some(
+                topics
+                    .iter()
+                    .map(|t| {
+                        MetadataRequestTopic::default()
+                            .with_name(Some(TopicName(StrBytes::from_string(t.clone()))))
+                    })
+                    .collect(),
+            ))
+            .with_allow_auto_topic_creation(allow_auto_topic_creation);
+        let resp: MetadataResponse = conn.call(&req, METADATA_VERSIONS).await?;
+        for b in resp.brokers {
+            self.brokers
+                .insert(b.node_id.0, format!("{}:{}", b.host.as_str(), b.port));
+        }
+        let mut errors = Vec::new();
+        for t in resp.topics {
+            let Some(name) = t.name.map(|n| n.0.to_string()) else {
+                continue;
+            };
+            if t.error_code != 0 {
+                self.topics.remove(&name);
+                errors.push((name, t.error_code));
+                continue;
+            }
+            let n = t.partitions.len();
+            let mut leaders = vec![-1; n];
+            for p in t.partitions {
+                let i = p.partition_index;
+                if i >= 0 && (i as usize) < n {
+                    leaders[i as usize] = if p.error_code == 0 { p.leader_id.0 } else { -1 };
+                }
+            }
+            self.topics.insert(name, TopicInfo { leaders });
+        }
+        Ok(errors)
+    }
+}

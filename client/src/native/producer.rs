@@ -1,0 +1,906 @@
+//! The native producer: one task owns the batches, the cluster view and the
+//! connections; `send` hands it records over a bounded channel.
+//!
+//! Ordering and retries (the rules this file keeps):
+//! - A partition has at most one batch in flight: its requests never
+//!   overlap, so its batches land in the order they were closed.
+//! - Per broker at most `max_in_flight_requests_per_connection` Produce
+//!   requests are in flight (default 1: one request carries the ready
+//!   batches of every partition that broker leads).
+//! - After a failed request or a retriable partition error the broker's
+//!   pipeline is halted: nothing new is issued until every response
+//!   already issued has settled. Then the failed batches are retried, in
+//!   the order they were first issued, one request at a time, before any
+//!   newer batch is issued.
+//! - A batch is retried at most `retries` times and never past its
+//!   records' delivery timeout; then its records fail with the last error.
+//!   Retries give at-least-once delivery, not idempotence.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::protocol::{Decodable, StrBytes};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
+
+use super::conn::Connection;
+use super::{bootstrap_addrs, connect, Cluster};
+use crate::batch::{BatchBuilder, ProducerIds};
+use crate::error::{Error, Result};
+use crate::partitioner::{partition_for_key, Sticky};
+use crate::producer::{ProducerRecord, RecordMetadata};
+use crate::settings::KafkaProducerSettings;
+
+/// Produce versions used (v13 names topics by id).
+const PRODUCE_VERSIONS: (i16, i16) = (3, 12);
+/// Records queued towards the producer task.
+pub const SEND_QUEUE_MAX: usize = 4096;
+/// Bytes a record costs beyond its key, value and headers (batch framing).
+const RECORD_OVERHEAD_BYTES: usize = 64;
+/// Topics waiting for metadata are asked for again after this.
+const METADATA_RETRY: Duration = Duration::from_millis(100);
+/// The producer re-reads the metadata of its topics this often.
+const METADATA_MAX_AGE: Duration = Duration::from_secs(300);
+
+type Reply = oneshot::Sender<Result<RecordMetadata>>;
+
+enum Cmd {
+    Record(Box<Queued>),
+    Flush(oneshot::Sender<()>),
+}
+
+struct Queued {
+    record: ProducerRecord,
+    permit: OwnedSemaphorePermit,
+    reply: Reply,
+    enqueued: Instant,
+}
+
+/// Handle to the producer task; cheap to clone.
+#[derive(Clone)]
+pub struct NativeProducer {
+    tx: mpsc::Sender<Cmd>,
+    memory: Arc<Semaphore>,
+    settings: Arc<KafkaProducerSettings>,
+}
+
+impl NativeProducer {
+    /// Checks the settings, reads the cluster from a bootstrap server and
+    /// starts the producer task (on the current tokio runtime).
+    pub async fn start(settings: KafkaProducerSettings) -> Result<NativeProducer> {
+        settings.validate()?;
+        let settings = Arc::new(settings);
+        let mut task = Task::new(settings.clone())?;
+        task.metadata(&[]).await?;
+        let (tx, rx) = mpsc::channel(SEND_QUEUE_MAX);
+        tokio::spawn(task.run(rx));
+        Ok(NativeProducer {
+            tx,
+            memory: Arc::new(Semaphore::new(settings.buffer_memory_bytes)),
+            settings,
+        })
+    }
+
+    /// Queues `record`; waits while `buffer_memory_bytes` are in use. The
+    /// receiver answers once the record's batch was confirmed (or failed).
+    pub async fn send(
+        &self,
+        record: ProducerRecord,
+    ) -> Result<oneshot::Receiver<Result<RecordMetadata>>> {
+        let size = record_bytes(&record);
+        if size > self.settings.max_request_size_bytes {
+            return Err(Error::kafka(
+                10,
+                format!(
+                    "a record of {size} bytes is larger than max_request_size_bytes {}",
+                    self.settings.max_request_size_bytes
+                ),
+            ));
+        }
+        let permit = self
+            .memory
+            .clone()
+            .acquire_many_owned(size as u32)
+            .await
+            .map_err(|_| Error::Closed)?;
+        let (reply, rx) = oneshot::channel();
+        let queued = Box::new(Queued {
+            record,
+            permit,
+            reply,
+            enqueued: Instant::now(),
+        });
+        self.tx
+            .send(Cmd::Record(queued))
+            .await
+            .map_err(|_| Error::Closed)?;
+        Ok(rx)
+    }
+
+    /// Closes every open batch now and waits until every record sent
+    /// before was delivered or failed.
+    pub async fn flush(&self) -> Result<()> {
+        let (tx, rx) = oneshot::channel();
+        self.tx
+            .send(Cmd::Flush(tx))
+            .await
+            .map_err(|_| Error::Closed)?;
+        rx.await.map_err(|_| Error::Closed)
+    }
+}
+
+fn record_bytes(r: &ProducerRecord) -> usize {
+    RECORD_OVERHEAD_BYTES
+        + r.key.as_ref().map_or(0, Bytes::len)
+        + r.value.as_ref().map_or(0, Bytes::len)
+        + r.headers
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Bytes::len) + 10)
+            .sum::<usize>()
+}
+
+type Tp = (Arc<str>, i32);
+
+/// A partition's answer: error code, base offset, log append time, message.
+type Answer = (i16, i64, i64, Option<String>);
+
+struct Waiter {
+    reply: Reply,
+    _permit: OwnedSemaphorePermit,
+    timestamp_ms: i64,
+    enqueued: Instant,
+}
+
+struct Open {
+    builder: BatchBuilder,
+    waiters: Vec<Waiter>,
+    opened: Instant,
+}
+
+struct Ready {
+    data: Bytes,
+    waiters: Vec<Waiter>,
+    attempts: u32,
+    /// Failed before: goes out before newer batches of its broker.
+    retry: bool,
+    not_before: Instant,
+    /// Order in which batches were closed (retries go in this order).
+    seq: u64,
+}
+
+#[derive(Default)]
+struct Part {
+    open: Option<Open>,
+    ready: VecDeque<Ready>,
+    in_flight: bool,
+}
+
+#[derive(Default)]
+struct Pipe {
+    in_flight: usize,
+    halted: bool,
+}
+
+struct Flight {
+    node: i32,
+    parts: Vec<Tp>,
+    result: Result<ProduceResponse>,
+}
+
+struct Task {
+    s: Arc<KafkaProducerSettings>,
+    bootstrap: Vec<String>,
+    cluster: Cluster,
+    conns: HashMap<i32, Connection>,
+    parts: HashMap<Tp, Part>,
+    topic_names: HashMap<String, Arc<str>>,
+    sticky: HashMap<Arc<str>, Sticky>,
+    /// Records of topics without metadata yet.
+    unrouted: HashMap<String, Vec<Queued>>,
+    metadata_due: bool,
+    metadata_not_before: Instant,
+    metadata_read: Instant,
+    in_flight: FuturesUnordered<BoxFuture<'static, Flight>>,
+    pipes: HashMap<i32, Pipe>,
+    seq: u64,
+    flushing: bool,
+    flush_waiters: Vec<oneshot::Sender<()>>,
+}
+
+impl Task {
+    fn new(s: Arc<KafkaProducerSettings>) -> Result<Task> {
+        Ok(Task {
+            bootstrap: bootstrap_addrs(&s.bootstrap_servers)?,
+            s,
+            cluster: Cluster::default(),
+            conns: HashMap::new(),
+            parts: HashMap::new(),
+            topic_names: HashMap::new(),
+            sticky: HashMap::new(),
+            unrouted: HashMap::new(),
+            metadata_due: false,
+            metadata_not_before: Instant::now(),
+            metadata_read: Instant::now(),
+            in_flight: FuturesUnordered::new(),
+            pipes: HashMap::new(),
+            seq: 0,
+            flushing: false,
+            flush_waiters: Vec::new(),
+        })
+    }
+
+    async fn run(mut self, mut rx: mpsc::Receiver<Cmd>) {
+        let mut open = true;
+        loop {
+            let wake = self.next_wake();
+            tokio::select! {
+                cmd = rx.recv(), if open => match cmd {
+                    Some(c) => self.on_cmd(c),
+                    // Every handle is gone: deliver what is queued, then end.
+                    None => { open = false; self.flushing = true; }
+                },
+                Some(f) = self.in_flight.next(), if !self.in_flight.is_empty() => self.on_response(f),
+                _ = tokio::time::sleep_until(wake.into()) => {}
+            }
+            // Take what else is queued before closing batches.
+            if open {
+                while let Ok(c) = rx.try_recv() {
+                    self.on_cmd(c);
+                }
+            }
+            self.step().await;
+            if self.is_idle() {
+                self.flushing = !open;
+                for w in self.flush_waiters.drain(..) {
+                    let _ = w.send(());
+                }
+                if !open {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Metadata, closing due batches, issuing requests, expiring records.
+    async fn step(&mut self) {
+        let now = Instant::now();
+        if (self.metadata_due
+            || !self.unrouted.is_empty()
+            || now >= self.metadata_read + METADATA_MAX_AGE)
+            && now >= self.metadata_not_before
+        {
+            let topics: Vec<String> = self.unrouted.keys().cloned().collect();
+            if let Err(e) = self.metadata(&topics).await {
+                tracing::debug!(error = %e, "metadata refresh failed");
+            }
+            self.metadata_not_before = Instant::now() + METADATA_RETRY;
+            self.route_unrouted();
+        }
+        self.close_due();
+        self.issue().await;
+        self.expire();
+    }
+
+    fn is_idle(&self) -> bool {
+        self.unrouted.is_empty()
+            && self.in_flight.is_empty()
+            && self
+                .parts
+                .values()
+                .all(|p| p.open.is_none() && p.ready.is_empty())
+    }
+
+    /// The earliest instant something is due: a linger expiry, a retry
+    /// backoff, a metadata retry.
+    fn next_wake(&self) -> Instant {
+        // Only instants still ahead count: what is due now but blocked
+        // (a halted pipeline settling) waits for a response instead.
+        let now = Instant::now();
+        let mut wake = now + Duration::from_secs(1);
+        let mut consider = |t: Instant| {
+            if t > now {
+                wake = wake.min(t);
+            }
+        };
+        if !self.unrouted.is_empty() || self.metadata_due {
+            consider(self.metadata_not_before);
+        }
+        for p in self.parts.values() {
+            if let Some(o) = &p.open {
+                consider(o.opened + self.s.linger);
+            }
+            if let Some(r) = p.ready.front() {
+                if !p.in_flight {
+                    consider(r.not_before);
+                }
+            }
+        }
+        wake
+    }
+
+    fn on_cmd(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Flush(w) => {
+                self.flushing = true;
+                self.flush_waiters.push(w);
+            }
+            Cmd::Record(q) => self.append(*q),
+        }
+    }
+
+    /// Reads metadata for the producer's topics and `extra` from any
+    /// broker (a live connection first, then the bootstrap list).
+    async fn metadata(&mut self, extra: &[String]) -> Result<()> {
+        let mut topics: Vec<String> = self.cluster.topics.keys().cloned().collect();
+        topics.extend(extra.iter().cloned());
+        topics.sort();
+        topics.dedup();
+        let mut addrs: Vec<String> = self.conns.values().map(|c| c.broker().to_owned()).collect();
+        addrs.extend(self.bootstrap.iter().cloned());
+        let mut last = Error::Closed;
+        for addr in addrs {
+            let conn = match self
+                .conns
+                .values()
+                .find(|c| c.broker() == addr && c.is_alive())
+            {
+                Some(c) => c.clone(),
+                None => match connect(
+                    &addr,
+                    &self.s.security,
+                    &self.s.client_id,
+                    self.s.request_timeout,
+                )
+                .await
+                {
+                    Ok(c) => c,
+                    Err(e) => {
+                        last = e;
+                        continue;
+                    }
+                },
+            };
+            match self.cluster.refresh(&conn, &topics, true).await {
+                Ok(errors) => {
+                    self.metadata_due = false;
+                    self.metadata_read = Instant::now();
+                    for (topic, code) in errors {
+                        self.topic_error(&topic, code);
+                    }
+                    return Ok(());
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// A topic the broker answered with an error: retriable ones
+    /// (auto-creation under way, leader election) wait; others fail its
+    /// waiting records.
+    fn topic_error(&mut self, topic: &str, code: i16) {
+        let retriable = Error::kafka(code, "").is_retriable();
+        if retriable {
+            return;
+        }
+        if let Some(waiting) = self.unrouted.remove(topic) {
+            for q in waiting {
+                let _ = q
+                    .reply
+                    .send(Err(Error::kafka(code, format!("topic {topic}"))));
+            }
+        }
+    }
+
+    fn route_unrouted(&mut self) {
+        let known: Vec<String> = self
+            .unrouted
+            .keys()
+            .filter(|t| self.cluster.topics.contains_key(*t))
+            .cloned()
+            .collect();
+        for t in known {
+            for q in self.unrouted.remove(&t).unwrap_or_default() {
+                self.append(q);
+            }
+        }
+    }
+
+    fn topic_name(&mut self, t: &str) -> Arc<str> {
+        if let Some(a) = self.topic_names.get(t) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(t);
+        self.topic_names.insert(t.to_owned(), a.clone());
+        a
+    }
+
+    /// Puts a record into its partition's open batch.
+    fn append(&mut self, q: Queued) {
+        let Some(count) = self
+            .cluster
+            .topics
+            .get(&q.record.topic)
+            .map(|t| t.leaders.len() as i32)
+        else {
+            self.unrouted
+                .entry(q.record.topic.clone())
+                .or_default()
+                .push(q);
+            self.metadata_due = true;
+            return;
+        };
+        if count == 0 {
+            self.unrouted
+                .entry(q.record.topic.clone())
+                .or_default()
+                .push(q);
+            return;
+        }
+        let topic = self.topic_name(&q.record.topic);
+        let mut partition = match (q.record.partition, &q.record.key) {
+            (Some(p), _) if p < 0 || p >= count => {
+                let _ = q.reply.send(Err(Error::kafka(
+                    3,
+                    format!("partition {p} of {topic}, which has {count}"),
+                )));
+                return;
+            }
+            (Some(p), _) => p,
+            (None, Some(k)) => partition_for_key(k, count),
+            (None, None) => self
+                .sticky
+                .entry(topic.clone())
+                .or_default()
+                .partition(count),
+        };
+        let keyless = q.record.partition.is_none() && q.record.key.is_none();
+        let size = BatchBuilder::record_size(
+            q.record.key.as_deref(),
+            q.record.value.as_deref(),
+            &q.record.headers,
+        );
+        // A full open batch closes first; keyless records then follow the
+        // sticky partition to its next one.
+        let full = self
+            .parts
+            .get(&(topic.clone(), partition))
+            .and_then(|p| p.open.as_ref())
+            .is_some_and(|o| o.builder.size_bytes() + size > self.s.batch_size_bytes);
+        if full {
+            self.close((topic.clone(), partition), count);
+            if keyless {
+                partition = self
+                    .sticky
+                    .entry(topic.clone())
+                    .or_default()
+                    .partition(count);
+            }
+        }
+        let tp = (topic, partition);
+        let compression = self.s.compression;
+        let part = self.parts.entry(tp.clone()).or_default();
+        if part.open.is_none() {
+            match BatchBuilder::new(compression) {
+                Ok(builder) => {
+                    part.open = Some(Open {
+                        builder,
+                        waiters: Vec::new(),
+                        opened: Instant::now(),
+                    })
+                }
+                Err(e) => {
+                    let _ = q.reply.send(Err(e));
+                    return;
+                }
+            }
+        }
+        let open = part.open.as_mut().expect("opened above");
+        let timestamp_ms = q.record.timestamp_ms.unwrap_or_else(now_ms);
+        open.builder.push(
+            timestamp_ms,
+            q.record.key.as_deref(),
+            q.record.value.as_deref(),
+            &q.record.headers,
+        );
+        open.waiters.push(Waiter {
+            reply: q.reply,
+            _permit: q.permit,
+            timestamp_ms,
+            enqueued: q.enqueued,
+        });
+        if open.builder.size_bytes() >= self.s.batch_size_bytes {
+            self.close(tp, count);
+        }
+    }
+
+    /// Closes `tp`'s open batch into its ready queue.
+    fn close(&mut self, tp: Tp, partitions: i32) {
+        let Some(part) = self.parts.get_mut(&tp) else {
+            return;
+        };
+        let Some(open) = part.open.take() else {
+            return;
+        };
+        self.seq += 1;
+        match open.builder.finish(ProducerIds::NONE) {
+            Ok(data) => part.ready.push_back(Ready {
+                data,
+                waiters: open.waiters,
+                attempts: 0,
+                retry: false,
+                not_before: Instant::now(),
+                seq: self.seq,
+            }),
+            Err(e) => fail_waiters(open.waiters, &e),
+        }
+        if let Some(s) = self.sticky.get_mut(&tp.0) {
+            s.batch_closed(tp.1, partitions);
+        }
+    }
+
+    /// Closes batches whose linger passed (all of them while flushing).
+    fn close_due(&mut self) {
+        let now = Instant::now();
+        let due: Vec<Tp> = self
+            .parts
+            .iter()
+            .filter(|(_, p)| {
+                p.open
+                    .as_ref()
+                    .is_some_and(|o| self.flushing || o.opened + self.s.linger <= now)
+            })
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        for tp in due {
+            let count = self
+                .cluster
+                .topics
+                .get(&*tp.0)
+                .map_or(1, |t| t.leaders.len() as i32);
+            self.close(tp, count);
+        }
+    }
+
+    fn leader(&self, tp: &Tp) -> i32 {
+        self.cluster
+            .topics
+            .get(&*tp.0)
+            .and_then(|t| t.leaders.get(tp.1 as usize).copied())
+            .unwrap_or(-1)
+    }
+
+    /// Issues Produce requests on every broker pipeline that may.
+    async fn issue(&mut self) {
+        let now = Instant::now();
+        let mut by_node: HashMap<i32, Vec<(u64, Tp, bool)>> = HashMap::new();
+        for (tp, p) in &self.parts {
+            if p.in_flight {
+                continue;
+            }
+            let Some(head) = p.ready.front() else {
+                continue;
+            };
+            if head.not_before > now {
+                continue;
+            }
+            let node = self.leader(tp);
+            if node < 0 {
+                self.metadata_due = true;
+                continue;
+            }
+            by_node
+                .entry(node)
+                .or_default()
+                .push((head.seq, tp.clone(), head.retry));
+        }
+        for (node, mut heads) in by_node {
+            let pipe = self.pipes.entry(node).or_default();
+            if pipe.halted {
+                if pipe.in_flight > 0 {
+                    continue; // settling what was issued before the failure
+                }
+                pipe.halted = false;
+            }
+            let retrying = heads.iter().any(|h| h.2);
+            if retrying {
+                heads.retain(|h| h.2);
+            }
+            heads.sort_by_key(|h| h.0);
+            let mut heads = heads.into_iter().peekable();
+            while heads.peek().is_some()
+                && self.pipes.get(&node).map_or(0, |p| p.in_flight)
+                    < self.s.max_in_flight_requests_per_connection
+            {
+                let mut taken = Vec::new();
+                let mut bytes = 0usize;
+                while let Some(h) = heads.peek() {
+                    let len = self.parts[&h.1].ready.front().map_or(0, |r| r.data.len());
+                    if !taken.is_empty() && bytes + len > self.s.max_request_size_bytes {
+                        break;
+                    }
+                    bytes += len;
+                    taken.push(heads.next().expect("peeked").1);
+                }
+                self.send_request(node, taken).await;
+                if retrying {
+                    break; // retried batches settle before anything else
+                }
+            }
+        }
+    }
+
+    async fn connection(&mut self, node: i32) -> Result<Connection> {
+        if let Some(c) = self.conns.get(&node) {
+            if c.is_alive() {
+                return Ok(c.clone());
+            }
+        }
+        let addr = self
+            .cluster
+            .brokers
+            .get(&node)
+            .cloned()
+            .ok_or_else(|| Error::Protocol(format!("no address for broker {node}")))?;
+        let c = connect(
+            &addr,
+            &self.s.security,
+            &self.s.client_id,
+            self.s.request_timeout,
+        )
+        .await?;
+        self.conns.insert(node, c.clone());
+        Ok(c)
+    }
+
+    async fn send_request(&mut self, node: i32, tps: Vec<Tp>) {
+        let mut by_topic: Vec<TopicProduceData> = Vec::new();
+        for tp in &tps {
+            let data = self.parts[tp].ready.front().expect("a head").data.clone();
+            let pd = PartitionProduceData::default()
+                .with_index(tp.1)
+                .with_records(Some(data));
+            match by_topic.iter_mut().find(|t| t.name.0.as_str() == &*tp.0) {
+                Some(t) => t.partition_data.push(pd),
+                None => by_topic.push(
+                    TopicProduceData::default()
+                        .with_name(TopicName(StrBytes::from_string(tp.0.to_string())))
+                        .with_partition_data(vec![pd]),
+                ),
+            }
+        }
+        let req = ProduceRequest::default()
+            .with_acks(self.s.acks.code())
+            .with_timeout_ms(self.s.request_timeout.as_millis().min(i32::MAX as u128) as i32)
+            .with_topic_data(by_topic);
+        for tp in &tps {
+            self.parts.get_mut(tp).expect("part").in_flight = true;
+        }
+        self.pipes.entry(node).or_default().in_flight += 1;
+        let timeout = self.s.request_timeout + Duration::from_secs(5);
+        let sent = async {
+            let conn = self.connection(node).await?;
+            let version = conn.version::<ProduceRequest>(PRODUCE_VERSIONS)?;
+            Ok::<_, Error>((conn.send(&req, version).await?, version))
+        }
+        .await;
+        let fut: BoxFuture<'static, Flight> = match sent {
+            Ok((rx, version)) => Box::pin(async move {
+                let result = match tokio::time::timeout(timeout, rx).await {
+                    Ok(Ok(Ok(mut body))) => {
+                        ProduceResponse::decode(&mut body, version).map_err(Error::codec)
+                    }
+                    Ok(Ok(Err(e))) => Err(e),
+                    Ok(Err(_)) => Err(Error::Closed),
+                    Err(_) => Err(Error::Timeout(format!("Produce to broker {node}"))),
+                };
+                Flight {
+                    node,
+                    parts: tps,
+                    result,
+                }
+            }),
+            Err(e) => Box::pin(async move {
+                Flight {
+                    node,
+                    parts: tps,
+                    result: Err(e),
+                }
+            }),
+        };
+        self.in_flight.push(fut);
+    }
+
+    fn on_response(&mut self, f: Flight) {
+        if let Some(p) = self.pipes.get_mut(&f.node) {
+            p.in_flight -= 1;
+        }
+        let resp = match f.result {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(node = f.node, error = %e, "produce request failed");
+                self.conns.remove(&f.node);
+                self.metadata_due = true;
+                self.halt(f.node);
+                let retriable = e.is_retriable() || matches!(e, Error::Closed);
+                for tp in f.parts {
+                    self.settle_failed(&tp, &e, retriable);
+                }
+                return;
+            }
+        };
+        let mut answers: HashMap<(&str, i32), Answer> = HashMap::new();
+        for t in &resp.responses {
+            for p in &t.partition_responses {
+                answers.insert(
+                    (t.name.0.as_str(), p.index),
+                    (
+                        p.error_code,
+                        p.base_offset,
+                        p.log_append_time_ms,
+                        p.error_message.as_ref().map(|m| m.to_string()),
+                    ),
+                );
+            }
+        }
+        let answers: HashMap<Tp, Answer> = f
+            .parts
+            .iter()
+            .filter_map(|tp| {
+                answers
+                    .get(&(&*tp.0, tp.1))
+                    .map(|a| (tp.clone(), a.clone()))
+            })
+            .collect();
+        for tp in f.parts {
+            match answers.get(&tp) {
+                Some(&(0, base_offset, append_time, _)) => {
+                    let part = self.parts.get_mut(&tp).expect("part");
+                    part.in_flight = false;
+                    let batch = part.ready.pop_front().expect("head in flight");
+                    for (i, w) in batch.waiters.into_iter().enumerate() {
+                        let _ = w.reply.send(Ok(RecordMetadata {
+                            topic: tp.0.to_string(),
+                            partition: tp.1,
+                            offset: base_offset + i as i64,
+                            timestamp_ms: if append_time >= 0 {
+                                append_time
+                            } else {
+                                w.timestamp_ms
+                            },
+                        }));
+                    }
+                }
+                Some((code, _, _, message)) => {
+                    let e = Error::kafka(
+                        *code,
+                        format!(
+                            "{}-{}{}",
+                            tp.0,
+                            tp.1,
+                            message
+                                .as_ref()
+                                .map(|m| format!(": {m}"))
+                                .unwrap_or_default()
+                        ),
+                    );
+                    let retriable = e.is_retriable();
+                    if retriable {
+                        self.halt(f.node);
+                        // Leadership moved, or the topic is being created.
+                        if matches!(code, 3 | 5 | 6 | 13 | 19 | 20) {
+                            self.metadata_due = true;
+                        }
+                    }
+                    self.settle_failed(&tp, &e, retriable);
+                }
+                None => {
+                    let e =
+                        Error::Protocol(format!("the Produce response left out {}-{}", tp.0, tp.1));
+                    self.halt(f.node);
+                    self.settle_failed(&tp, &e, true);
+                }
+            }
+        }
+    }
+
+    fn halt(&mut self, node: i32) {
+        self.pipes.entry(node).or_default().halted = true;
+    }
+
+    /// The head batch of `tp` failed: retried later, or failed for good.
+    fn settle_failed(&mut self, tp: &Tp, e: &Error, retriable: bool) {
+        let Some(part) = self.parts.get_mut(tp) else {
+            return;
+        };
+        part.in_flight = false;
+        let Some(head) = part.ready.front_mut() else {
+            return;
+        };
+        head.attempts += 1;
+        let oldest = head.waiters.iter().map(|w| w.enqueued).min();
+        let expired = oldest.is_some_and(|t| t.elapsed() >= self.s.delivery_timeout);
+        if retriable && head.attempts <= self.s.retries && !expired {
+            head.retry = true;
+            head.not_before = Instant::now() + self.s.retry_backoff;
+            tracing::debug!(topic = %tp.0, partition = tp.1, attempt = head.attempts, error = %e, "retrying batch");
+            return;
+        }
+        let batch = part.ready.pop_front().expect("head");
+        fail_waiters(batch.waiters, e);
+    }
+
+    /// Fails records whose delivery timeout passed while they waited for
+    /// metadata or in a batch not in flight.
+    fn expire(&mut self) {
+        let limit = self.s.delivery_timeout;
+        let late = |t: Instant| t.elapsed() >= limit;
+        for (topic, waiting) in self.unrouted.iter_mut() {
+            if waiting.iter().any(|q| late(q.enqueued)) {
+                let (gone, keep): (Vec<_>, Vec<_>) =
+                    waiting.drain(..).partition(|q| late(q.enqueued));
+                *waiting = keep;
+                for q in gone {
+                    let _ = q.reply.send(Err(Error::Timeout(format!(
+                        "no metadata for topic {topic} within the delivery timeout"
+                    ))));
+                }
+            }
+        }
+        self.unrouted.retain(|_, w| !w.is_empty());
+        for (tp, p) in self.parts.iter_mut() {
+            if p.in_flight {
+                continue;
+            }
+            while p
+                .ready
+                .front()
+                .is_some_and(|r| r.waiters.iter().any(|w| late(w.enqueued)))
+            {
+                let r = p.ready.pop_front().expect("front");
+                fail_waiters(
+                    r.waiters,
+                    &Error::Timeout(format!(
+                        "{}-{}: not delivered within the delivery timeout",
+                        tp.0, tp.1
+                    )),
+                );
+            }
+        }
+    }
+}
+
+fn fail_waiters(waiters: Vec<Waiter>, e: &Error) {
+    for w in waiters {
+        let _ = w.reply.send(Err(clone_error(e)));
+    }
+}
+
+/// Errors are not `Clone` (they may hold an `io::Error`); each record gets
+/// an equivalent one.
+fn clone_error(e: &Error) -> Error {
+    match e {
+        Error::Kafka { code, context, .. } => Error::kafka(*code, context.trim_start_matches(": ")),
+        Error::Io(io) => Error::Io(std::io::Error::new(io.kind(), io.to_string())),
+        Error::Timeout(m) => Error::Timeout(m.clone()),
+        Error::Protocol(m) => Error::Protocol(m.clone()),
+        Error::Unsupported(m) => Error::Unsupported(m.clone()),
+        Error::Config(m) => Error::Config(m.clone()),
+        Error::Corrupt(m) => Error::Corrupt(m.clone()),
+        Error::Auth(m) => Error::Auth(m.clone()),
+        Error::Closed => Error::Closed,
+        #[cfg(feature = "rdkafka")]
+        Error::Rdkafka(k) => Error::Protocol(k.to_string()),
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -1,0 +1,192 @@
+//! Producer settings, with Kafka's names in the docs.
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::{Compression, KafkaProducerBackend};
+
+/// `acks`: how many replicas must have a batch before it counts as
+/// delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Acks {
+    /// `acks=all` (-1), the default.
+    #[default]
+    All,
+    /// `acks=1`: the leader alone.
+    Leader,
+}
+
+impl Acks {
+    pub(crate) fn code(self) -> i16 {
+        match self {
+            Acks::All => -1,
+            Acks::Leader => 1,
+        }
+    }
+}
+
+/// How the client talks to brokers.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum Security {
+    /// `security.protocol=PLAINTEXT`.
+    #[default]
+    Plaintext,
+}
+
+/// Settings of a [`crate::KafkaProducer`].
+#[derive(Clone, Debug)]
+pub struct KafkaProducerSettings {
+    pub bootstrap_servers: String,
+    pub backend: KafkaProducerBackend,
+    pub client_id: String,
+    pub security: Security,
+    pub acks: Acks,
+    pub compression: Compression,
+    /// `linger.ms`: how long a batch may wait for more records.
+    pub linger: Duration,
+    /// `batch.size`: a batch closes when it holds this many bytes.
+    pub batch_size_bytes: usize,
+    /// `max.request.size`: one Produce request (and one record) at most.
+    pub max_request_size_bytes: usize,
+    /// `max.in.flight.requests.per.connection`.
+    pub max_in_flight_requests_per_connection: usize,
+    /// `retries`: further attempts of a batch after a retriable error.
+    pub retries: u32,
+    /// `retry.backoff.ms`.
+    pub retry_backoff: Duration,
+    /// `request.timeout.ms`.
+    pub request_timeout: Duration,
+    /// `delivery.timeout.ms`: a record not confirmed within this after
+    /// `send` fails.
+    pub delivery_timeout: Duration,
+    /// `buffer.memory`: bytes of records not yet delivered; `send` waits
+    /// when they are used up.
+    pub buffer_memory_bytes: usize,
+    /// More librdkafka properties (rdkafka backend only).
+    pub rdkafka_properties: Vec<(String, String)>,
+}
+
+impl KafkaProducerSettings {
+    pub fn new(bootstrap_servers: impl Into<String>) -> KafkaProducerSettings {
+        KafkaProducerSettings {
+            bootstrap_servers: bootstrap_servers.into(),
+            backend: KafkaProducerBackend::default(),
+            client_id: "datum-mq".into(),
+            security: Security::Plaintext,
+            acks: Acks::All,
+            compression: Compression::None,
+            linger: Duration::from_millis(5),
+            batch_size_bytes: 256 << 10,
+            max_request_size_bytes: 1 << 20,
+            max_in_flight_requests_per_connection: 1,
+            retries: 10,
+            retry_backoff: Duration::from_millis(100),
+            request_timeout: Duration::from_secs(30),
+            delivery_timeout: Duration::from_secs(120),
+            buffer_memory_bytes: 64 << 20,
+            rdkafka_properties: Vec::new(),
+        }
+    }
+
+    pub fn with_backend(mut self, backend: KafkaProducerBackend) -> Self {
+        self.backend = backend;
+        self
+    }
+    pub fn with_client_id(mut self, id: impl Into<String>) -> Self {
+        self.client_id = id.into();
+        self
+    }
+    pub fn with_acks(mut self, acks: Acks) -> Self {
+        self.acks = acks;
+        self
+    }
+    pub fn with_compression(mut self, c: Compression) -> Self {
+        self.compression = c;
+        self
+    }
+    pub fn with_linger(mut self, d: Duration) -> Self {
+        self.linger = d;
+        self
+    }
+    pub fn with_batch_size_bytes(mut self, n: usize) -> Self {
+        self.batch_size_bytes = n;
+        self
+    }
+    pub fn with_max_request_size_bytes(mut self, n: usize) -> Self {
+        self.max_request_size_bytes = n;
+        self
+    }
+    /// Opt-in pipelining: more than one Produce request in flight per
+    /// broker connection (requests for one partition still never overlap).
+    pub fn with_max_in_flight_requests_per_connection(mut self, n: usize) -> Self {
+        self.max_in_flight_requests_per_connection = n;
+        self
+    }
+    pub fn with_retries(mut self, n: u32) -> Self {
+        self.retries = n;
+        self
+    }
+    pub fn with_retry_backoff(mut self, d: Duration) -> Self {
+        self.retry_backoff = d;
+        self
+    }
+    pub fn with_request_timeout(mut self, d: Duration) -> Self {
+        self.request_timeout = d;
+        self
+    }
+    pub fn with_delivery_timeout(mut self, d: Duration) -> Self {
+        self.delivery_timeout = d;
+        self
+    }
+    pub fn with_buffer_memory_bytes(mut self, n: usize) -> Self {
+        self.buffer_memory_bytes = n;
+        self
+    }
+    /// A librdkafka property (rdkafka backend only; the native backend
+    /// refuses settings it would ignore).
+    pub fn with_rdkafka_property(mut self, k: impl Into<String>, v: impl Into<String>) -> Self {
+        self.rdkafka_properties.push((k.into(), v.into()));
+        self
+    }
+
+    /// Checks ranges and the backend's abilities.
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.bootstrap_servers.trim().is_empty() {
+            return Err(Error::Config("bootstrap_servers is empty".into()));
+        }
+        if self.max_in_flight_requests_per_connection == 0
+            || self.max_in_flight_requests_per_connection > 64
+        {
+            return Err(Error::Config(format!(
+                "max_in_flight_requests_per_connection {} (1..=64)",
+                self.max_in_flight_requests_per_connection
+            )));
+        }
+        if self.batch_size_bytes < 1024 || self.batch_size_bytes > self.max_request_size_bytes {
+            return Err(Error::Config(format!(
+                "batch_size_bytes {} (1024..=max_request_size_bytes {})",
+                self.batch_size_bytes, self.max_request_size_bytes
+            )));
+        }
+        if self.buffer_memory_bytes < self.max_request_size_bytes {
+            return Err(Error::Config(format!(
+                "buffer_memory_bytes {} below max_request_size_bytes {}",
+                self.buffer_memory_bytes, self.max_request_size_bytes
+            )));
+        }
+        if self.backend == KafkaProducerBackend::Native {
+            if !crate::NATIVE_COMPRESSIONS.contains(&self.compression) {
+                return Err(Error::unsupported_native_producer(&format!(
+                    "{:?} compression",
+                    self.compression
+                )));
+            }
+            if let Some((k, _)) = self.rdkafka_properties.first() {
+                return Err(Error::unsupported_native_producer(&format!(
+                    "the librdkafka property {k:?}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,215 @@
+//! A real rutomq agent for the client's tests: `target/release/rutomq`
+//! (or `$RUTOMQ_BIN`) with its embedded defaults on a private data
+//! directory, which starts its own PostgreSQL.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Agent {
+    pub bootstrap: String,
+    pub http: String,
+    pub dir: PathBuf,
+    child: Option<Child>,
+    args: Vec<String>,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn binary() -> PathBuf {
+    if let Ok(b) = std::env::var("RUTOMQ_BIN") {
+        return PathBuf::from(b);
+    }
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let bin = root.join("target/release/rutomq");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build --release --bin rutomq` first (scripts/test.sh does), or set RUTOMQ_BIN",
+        bin.display()
+    );
+    bin
+}
+
+impl Agent {
+    /// Starts an agent; `args` are extra `rutomq serve` flags.
+    pub fn start(args: &[&str]) -> Agent {
+        let dir = std::env::temp_dir().join(format!(
+            "datum-mq-test-{}-{}",
+            std::process::id(),
+            Instant::now().elapsed().as_nanos() ^ rand_suffix()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        // As root the embedded PostgreSQL runs as `postgres`, which must
+        // reach the directory.
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let mut agent = Agent {
+            bootstrap: format!("127.0.0.1:{}", free_port()),
+            http: format!("127.0.0.1:{}", free_port()),
+            dir,
+            child: None,
+            args: args.iter().map(|s| s.to_string()).collect(),
+        };
+        agent.spawn();
+        agent
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("rutomq.log"))
+            .unwrap();
+        let child = Command::new(binary())
+            .arg("serve")
+            .arg("--data-dir")
+            .arg(self.dir.join("data"))
+            .arg("--listen")
+            .arg(&self.bootstrap)
+            .arg("--http")
+            .arg(&self.http)
+            .args(&self.args)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("rutomq starts");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if self.ready() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        panic!(
+            "rutomq not ready within 60 s; log:\n{}",
+            std::fs::read_to_string(self.dir.join("rutomq.log")).unwrap_or_default()
+        );
+    }
+
+    fn ready(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect(&self.http) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        if s.write_all(b"GET /health/ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .is_err()
+        {
+            return false;
+        }
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out.starts_with("HTTP/1.1 200")
+    }
+
+    /// SIGKILL, then start again on the same data and ports (the new
+    /// agent adopts the embedded PostgreSQL the killed one left running).
+    pub fn kill_and_restart(&mut self, down_for: Duration) {
+        self.kill();
+        std::thread::sleep(down_for);
+        self.spawn();
+    }
+
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Stops an embedded PostgreSQL left running by a killed agent.
+    fn stop_pg(&self) {
+        let pg_data = self.dir.join("data/pg/data");
+        if pg_data.join("postmaster.pid").exists() {
+            let ctl = pg_ctl();
+            let mut cmd = if is_root() {
+                let mut c = Command::new("su");
+                c.arg("postgres")
+                    .arg("-s")
+                    .arg("/bin/sh")
+                    .arg("-c")
+                    .arg(format!(
+                        "{} -D {} -m fast -w stop",
+                        ctl.display(),
+                        pg_data.display()
+                    ));
+                c
+            } else {
+                let mut c = Command::new(ctl);
+                c.args(["-D"])
+                    .arg(&pg_data)
+                    .args(["-m", "fast", "-w", "stop"]);
+                c
+            };
+            let _ = cmd.stdout(Stdio::null()).stderr(Stdio::null()).status();
+        }
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+fn pg_ctl() -> PathBuf {
+    for d in std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let p = d.path().join("bin/pg_ctl");
+        if p.exists() {
+            return p;
+        }
+    }
+    PathBuf::from("pg_ctl")
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SIGTERM: the agent stops its PostgreSQL on the way out.
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(c.id().to_string())
+                .status();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        self.stop_pg();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
