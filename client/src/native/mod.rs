@@ -67,28 +67,31 @@ pub struct TopicInfo {
     pub leaders: Vec<i32>,
 }
 
+/// Asks `conn` for the metadata of `topics` (creating them when the broker
+/// allows it).
+pub async fn fetch_metadata(
+    conn: &Connection,
+    topics: &[String],
+    allow_auto_topic_creation: bool,
+) -> Result<MetadataResponse> {
+    let req = MetadataRequest::default()
+        .with_topics(Some(
+            topics
+                .iter()
+                .map(|t| {
+                    MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string(t.clone()))))
+                })
+                .collect(),
+        ))
+        .with_allow_auto_topic_creation(allow_auto_topic_creation);
+    conn.call(&req, METADATA_VERSIONS).await
+}
+
 impl Cluster {
-    /// Asks `conn` for `topics` (creating them when the broker allows it)
-    /// and merges the answer. A topic the broker reports with an error is
-    /// returned in the error list and left out.
-    pub async fn refresh(
-        &mut self,
-        conn: &Connection,
-        topics: &[String],
-        allow_auto_topic_creation: bool,
-    ) -> Result<Vec<(String, i16)>> {
-        let req = MetadataRequest::default()
-            .with_topics(Some(
-                topics
-                    .iter()
-                    .map(|t| {
-                        MetadataRequestTopic::default()
-                            .with_name(Some(TopicName(StrBytes::from_string(t.clone()))))
-                    })
-                    .collect(),
-            ))
-            .with_allow_auto_topic_creation(allow_auto_topic_creation);
-        let resp: MetadataResponse = conn.call(&req, METADATA_VERSIONS).await?;
+    /// Merges a metadata answer. A topic the broker reports with an error
+    /// is returned in the error list and left out.
+    pub fn apply(&mut self, resp: MetadataResponse) -> Vec<(String, i16)> {
         for b in resp.brokers {
             self.brokers
                 .insert(b.node_id.0, format!("{}:{}", b.host.as_str(), b.port));
@@ -113,6 +116,6 @@ impl Cluster {
             }
             self.topics.insert(name, TopicInfo { leaders });
         }
-        Ok(errors)
+        errors
     }
 }

@@ -24,12 +24,12 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::messages::{MetadataResponse, ProduceRequest, ProduceResponse, TopicName};
 use kafka_protocol::protocol::{Decodable, StrBytes};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
 use super::conn::Connection;
-use super::{bootstrap_addrs, connect, Cluster};
+use super::{bootstrap_addrs, connect, fetch_metadata, Cluster};
 use crate::batch::{BatchBuilder, ProducerIds};
 use crate::error::{Error, Result};
 use crate::partitioner::{partition_for_key, Sticky};
@@ -76,7 +76,7 @@ impl NativeProducer {
         settings.validate()?;
         let settings = Arc::new(settings);
         let mut task = Task::new(settings.clone())?;
-        task.metadata(&[]).await?;
+        task.metadata().await?;
         let (tx, rx) = mpsc::channel(SEND_QUEUE_MAX);
         tokio::spawn(task.run(rx));
         Ok(NativeProducer {
@@ -186,10 +186,17 @@ struct Pipe {
     halted: bool,
 }
 
-struct Flight {
-    node: i32,
-    parts: Vec<Tp>,
-    result: Result<ProduceResponse>,
+/// What the task waits for besides commands: Produce responses, metadata
+/// answers and new connections all complete here, so the task never
+/// blocks on one broker while the others could go on.
+enum Event {
+    Produce {
+        node: i32,
+        parts: Vec<Tp>,
+        result: Result<ProduceResponse>,
+    },
+    Metadata(Result<MetadataResponse>),
+    Connected(i32, Result<Connection>),
 }
 
 struct Task {
@@ -205,7 +212,14 @@ struct Task {
     metadata_due: bool,
     metadata_not_before: Instant,
     metadata_read: Instant,
-    in_flight: FuturesUnordered<BoxFuture<'static, Flight>>,
+    in_flight: FuturesUnordered<BoxFuture<'static, Event>>,
+    metadata_in_flight: bool,
+    /// Brokers being connected to.
+    connecting: std::collections::HashSet<i32>,
+    /// Brokers whose last connect failed: not tried again before this.
+    connect_not_before: HashMap<i32, Instant>,
+    /// Next bootstrap server to ask when no connection is up.
+    bootstrap_next: usize,
     pipes: HashMap<i32, Pipe>,
     seq: u64,
     flushing: bool,
@@ -227,6 +241,10 @@ impl Task {
             metadata_not_before: Instant::now(),
             metadata_read: Instant::now(),
             in_flight: FuturesUnordered::new(),
+            metadata_in_flight: false,
+            connecting: Default::default(),
+            connect_not_before: HashMap::new(),
+            bootstrap_next: 0,
             pipes: HashMap::new(),
             seq: 0,
             flushing: false,
@@ -244,7 +262,7 @@ impl Task {
                     // Every handle is gone: deliver what is queued, then end.
                     None => { open = false; self.flushing = true; }
                 },
-                Some(f) = self.in_flight.next(), if !self.in_flight.is_empty() => self.on_response(f),
+                                Some(ev) = self.in_flight.next(), if !self.in_flight.is_empty() => self.on_event(ev),
                 _ = tokio::time::sleep_until(wake.into()) => {}
             }
             // Take what else is queued before closing batches.
@@ -254,6 +272,11 @@ impl Task {
                 }
             }
             self.step().await;
+            // Events that completed meanwhile are taken before waiting.
+            while let Some(Some(ev)) = futures::FutureExt::now_or_never(self.in_flight.next()) {
+                self.on_event(ev);
+                self.step().await;
+            }
             if self.is_idle() {
                 self.flushing = !open;
                 for w in self.flush_waiters.drain(..) {
@@ -273,17 +296,37 @@ impl Task {
             || !self.unrouted.is_empty()
             || now >= self.metadata_read + METADATA_MAX_AGE)
             && now >= self.metadata_not_before
+            && !self.metadata_in_flight
         {
-            let topics: Vec<String> = self.unrouted.keys().cloned().collect();
-            if let Err(e) = self.metadata(&topics).await {
-                tracing::debug!(error = %e, "metadata refresh failed");
-            }
-            self.metadata_not_before = Instant::now() + METADATA_RETRY;
-            self.route_unrouted();
+            self.start_metadata();
         }
         self.close_due();
         self.issue().await;
         self.expire();
+    }
+
+    /// Asks for the metadata of every topic the producer knows or waits
+    /// for, over a live connection, or else a bootstrap server's.
+    fn start_metadata(&mut self) {
+        let mut topics: Vec<String> = self.cluster.topics.keys().cloned().collect();
+        topics.extend(self.unrouted.keys().cloned());
+        topics.sort();
+        topics.dedup();
+        let live = self.conns.values().find(|c| c.is_alive()).cloned();
+        let addr = self.bootstrap[self.bootstrap_next % self.bootstrap.len()].clone();
+        self.bootstrap_next += 1;
+        let s = self.s.clone();
+        self.metadata_in_flight = true;
+        self.in_flight.push(Box::pin(async move {
+            let conn = match live {
+                Some(c) => c,
+                None => match connect(&addr, &s.security, &s.client_id, s.request_timeout).await {
+                    Ok(c) => c,
+                    Err(e) => return Event::Metadata(Err(e)),
+                },
+            };
+            Event::Metadata(fetch_metadata(&conn, &topics, true).await)
+        }));
     }
 
     fn is_idle(&self) -> bool {
@@ -333,45 +376,29 @@ impl Task {
         }
     }
 
-    /// Reads metadata for the producer's topics and `extra` from any
-    /// broker (a live connection first, then the bootstrap list).
-    async fn metadata(&mut self, extra: &[String]) -> Result<()> {
-        let mut topics: Vec<String> = self.cluster.topics.keys().cloned().collect();
-        topics.extend(extra.iter().cloned());
-        topics.sort();
-        topics.dedup();
-        let mut addrs: Vec<String> = self.conns.values().map(|c| c.broker().to_owned()).collect();
-        addrs.extend(self.bootstrap.iter().cloned());
+    /// Reads the cluster from the first bootstrap server that answers
+    /// (at start, so that an unreachable cluster fails `start`).
+    async fn metadata(&mut self) -> Result<()> {
         let mut last = Error::Closed;
-        for addr in addrs {
-            let conn = match self
-                .conns
-                .values()
-                .find(|c| c.broker() == addr && c.is_alive())
+        for addr in self.bootstrap.clone() {
+            let conn = match connect(
+                &addr,
+                &self.s.security,
+                &self.s.client_id,
+                self.s.request_timeout,
+            )
+            .await
             {
-                Some(c) => c.clone(),
-                None => match connect(
-                    &addr,
-                    &self.s.security,
-                    &self.s.client_id,
-                    self.s.request_timeout,
-                )
-                .await
-                {
-                    Ok(c) => c,
-                    Err(e) => {
-                        last = e;
-                        continue;
-                    }
-                },
+                Ok(c) => c,
+                Err(e) => {
+                    last = e;
+                    continue;
+                }
             };
-            match self.cluster.refresh(&conn, &topics, true).await {
-                Ok(errors) => {
-                    self.metadata_due = false;
+            match fetch_metadata(&conn, &[], true).await {
+                Ok(resp) => {
+                    self.cluster.apply(resp);
                     self.metadata_read = Instant::now();
-                    for (topic, code) in errors {
-                        self.topic_error(&topic, code);
-                    }
                     return Ok(());
                 }
                 Err(e) => last = e,
@@ -578,7 +605,8 @@ impl Task {
     /// Issues Produce requests on every broker pipeline that may.
     async fn issue(&mut self) {
         let now = Instant::now();
-        let mut by_node: HashMap<i32, Vec<(u64, Tp, bool)>> = HashMap::new();
+        // (seq, partition, retry, due) of every head not in flight.
+        let mut by_node: HashMap<i32, Vec<(u64, Tp, bool, bool)>> = HashMap::new();
         for (tp, p) in &self.parts {
             if p.in_flight {
                 continue;
@@ -586,18 +614,17 @@ impl Task {
             let Some(head) = p.ready.front() else {
                 continue;
             };
-            if head.not_before > now {
-                continue;
-            }
             let node = self.leader(tp);
             if node < 0 {
                 self.metadata_due = true;
                 continue;
             }
-            by_node
-                .entry(node)
-                .or_default()
-                .push((head.seq, tp.clone(), head.retry));
+            by_node.entry(node).or_default().push((
+                head.seq,
+                tp.clone(),
+                head.retry,
+                head.not_before <= now,
+            ));
         }
         for (node, mut heads) in by_node {
             let pipe = self.pipes.entry(node).or_default();
@@ -607,10 +634,16 @@ impl Task {
                 }
                 pipe.halted = false;
             }
+            // A failed batch still waiting for its backoff holds back the
+            // newer ones too.
             let retrying = heads.iter().any(|h| h.2);
-            if retrying {
-                heads.retain(|h| h.2);
+            heads.retain(|h| h.3 && (h.2 || !retrying));
+            if heads.is_empty() {
+                continue;
             }
+            let Some(conn) = self.connection(node) else {
+                continue; // connecting; issued once connected
+            };
             heads.sort_by_key(|h| h.0);
             let mut heads = heads.into_iter().peekable();
             while heads.peek().is_some()
@@ -627,7 +660,7 @@ impl Task {
                     bytes += len;
                     taken.push(heads.next().expect("peeked").1);
                 }
-                self.send_request(node, taken).await;
+                self.send_request(&conn, node, taken).await;
                 if retrying {
                     break; // retried batches settle before anything else
                 }
@@ -635,30 +668,37 @@ impl Task {
         }
     }
 
-    async fn connection(&mut self, node: i32) -> Result<Connection> {
+    /// The live connection to `node`; otherwise starts connecting (once)
+    /// and answers None.
+    fn connection(&mut self, node: i32) -> Option<Connection> {
         if let Some(c) = self.conns.get(&node) {
             if c.is_alive() {
-                return Ok(c.clone());
+                return Some(c.clone());
             }
+            self.conns.remove(&node);
         }
-        let addr = self
-            .cluster
-            .brokers
+        if self
+            .connect_not_before
             .get(&node)
-            .cloned()
-            .ok_or_else(|| Error::Protocol(format!("no address for broker {node}")))?;
-        let c = connect(
-            &addr,
-            &self.s.security,
-            &self.s.client_id,
-            self.s.request_timeout,
-        )
-        .await?;
-        self.conns.insert(node, c.clone());
-        Ok(c)
+            .is_some_and(|t| *t > Instant::now())
+        {
+            return None; // the last attempt failed; its backoff runs
+        }
+        if self.connecting.insert(node) {
+            let addr = self.cluster.brokers.get(&node).cloned();
+            let s = self.s.clone();
+            self.in_flight.push(Box::pin(async move {
+                let result = match addr {
+                    Some(a) => connect(&a, &s.security, &s.client_id, s.request_timeout).await,
+                    None => Err(Error::Protocol(format!("no address for broker {node}"))),
+                };
+                Event::Connected(node, result)
+            }));
+        }
+        None
     }
 
-    async fn send_request(&mut self, node: i32, tps: Vec<Tp>) {
+    async fn send_request(&mut self, conn: &Connection, node: i32, tps: Vec<Tp>) {
         let mut by_topic: Vec<TopicProduceData> = Vec::new();
         for tp in &tps {
             let data = self.parts[tp].ready.front().expect("a head").data.clone();
@@ -684,12 +724,11 @@ impl Task {
         self.pipes.entry(node).or_default().in_flight += 1;
         let timeout = self.s.request_timeout + Duration::from_secs(5);
         let sent = async {
-            let conn = self.connection(node).await?;
             let version = conn.version::<ProduceRequest>(PRODUCE_VERSIONS)?;
             Ok::<_, Error>((conn.send(&req, version).await?, version))
         }
         .await;
-        let fut: BoxFuture<'static, Flight> = match sent {
+        let fut: BoxFuture<'static, Event> = match sent {
             Ok((rx, version)) => Box::pin(async move {
                 let result = match tokio::time::timeout(timeout, rx).await {
                     Ok(Ok(Ok(mut body))) => {
@@ -699,14 +738,14 @@ impl Task {
                     Ok(Err(_)) => Err(Error::Closed),
                     Err(_) => Err(Error::Timeout(format!("Produce to broker {node}"))),
                 };
-                Flight {
+                Event::Produce {
                     node,
                     parts: tps,
                     result,
                 }
             }),
             Err(e) => Box::pin(async move {
-                Flight {
+                Event::Produce {
                     node,
                     parts: tps,
                     result: Err(e),
@@ -716,19 +755,72 @@ impl Task {
         self.in_flight.push(fut);
     }
 
-    fn on_response(&mut self, f: Flight) {
-        if let Some(p) = self.pipes.get_mut(&f.node) {
+    fn on_event(&mut self, ev: Event) {
+        match ev {
+            Event::Produce {
+                node,
+                parts,
+                result,
+            } => self.on_response(node, parts, result),
+            Event::Metadata(result) => {
+                self.metadata_in_flight = false;
+                self.metadata_not_before = Instant::now() + METADATA_RETRY;
+                match result {
+                    Ok(resp) => {
+                        self.metadata_due = false;
+                        self.metadata_read = Instant::now();
+                        for (topic, code) in self.cluster.apply(resp) {
+                            self.topic_error(&topic, code);
+                        }
+                        self.route_unrouted();
+                    }
+                    Err(e) => tracing::debug!(error = %e, "metadata request failed"),
+                }
+            }
+            Event::Connected(node, Ok(c)) => {
+                self.connecting.remove(&node);
+                self.connect_not_before.remove(&node);
+                self.conns.insert(node, c);
+            }
+            Event::Connected(node, Err(e)) => {
+                self.connecting.remove(&node);
+                let now = Instant::now();
+                self.connect_not_before
+                    .insert(node, now + self.s.retry_backoff);
+                tracing::debug!(node, error = %e, "connecting failed");
+                self.metadata_due = true;
+                // The batches that were due for this broker count an attempt
+                // (each then waits out its backoff, as after a failed send).
+                let waiting: Vec<Tp> = self
+                    .parts
+                    .iter()
+                    .filter(|(tp, p)| {
+                        !p.in_flight
+                            && p.ready.front().is_some_and(|r| r.not_before <= now)
+                            && self.leader(tp) == node
+                    })
+                    .map(|(tp, _)| tp.clone())
+                    .collect();
+                for tp in waiting {
+                    self.settle_failed(&tp, &e, true);
+                }
+            }
+        }
+    }
+
+    fn on_response(&mut self, node: i32, parts: Vec<Tp>, result: Result<ProduceResponse>) {
+        if let Some(p) = self.pipes.get_mut(&node) {
             p.in_flight -= 1;
         }
-        let resp = match f.result {
+        let resp = match result {
             Ok(r) => r,
             Err(e) => {
-                tracing::debug!(node = f.node, error = %e, "produce request failed");
-                self.conns.remove(&f.node);
+                tracing::debug!(node, error = %e, "produce request failed");
+                self.conns.remove(&node);
                 self.metadata_due = true;
-                self.halt(f.node);
+                self.halt(node);
                 let retriable = e.is_retriable() || matches!(e, Error::Closed);
-                for tp in f.parts {
+                for tp in parts {
                     self.settle_failed(&tp, &e, retriable);
                 }
                 return;
@@ -748,8 +840,7 @@ impl Task {
                 );
             }
         }
-        let answers: HashMap<Tp, Answer> = f
-            .parts
+        let answers: HashMap<Tp, Answer> = parts
             .iter()
             .filter_map(|tp| {
                 answers
@@ -757,7 +848,7 @@ impl Task {
                     .map(|a| (tp.clone(), a.clone()))
             })
             .collect();
-        for tp in f.parts {
+        for tp in parts {
             match answers.get(&tp) {
                 Some(&(0, base_offset, append_time, _)) => {
                     let part = self.parts.get_mut(&tp).expect("part");
@@ -791,7 +882,7 @@ impl Task {
                     );
                     let retriable = e.is_retriable();
                     if retriable {
-                        self.halt(f.node);
+                        self.halt(node);
                         // Leadership moved, or the topic is being created.
                         if matches!(code, 3 | 5 | 6 | 13 | 19 | 20) {
                             self.metadata_due = true;
@@ -802,7 +893,7 @@ impl Task {
                 None => {
                     let e =
                         Error::Protocol(format!("the Produce response left out {}-{}", tp.0, tp.1));
-                    self.halt(f.node);
+                    self.halt(node);
                     self.settle_failed(&tp, &e, true);
                 }
             }
