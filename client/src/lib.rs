@@ -23,12 +23,15 @@ mod producer;
 mod rdk;
 mod settings;
 mod sink;
+mod source;
 
 pub use error::{Error, Result};
 pub use native::connect;
+pub use native::consumer::{Ack, ConsumerRecord};
 pub use producer::{Delivery, KafkaProducer, ProducerRecord, RecordMetadata};
-pub use settings::{Acks, KafkaProducerSettings, Security};
+pub use settings::{Acks, AutoOffsetReset, KafkaConsumerSettings, KafkaProducerSettings, Security};
 pub use sink::KafkaSink;
+pub use source::KafkaSource;
 
 /// Record batch compression.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -65,4 +68,14 @@ impl Default for KafkaProducerBackend {
             KafkaProducerBackend::Native
         }
     }
+}
+
+/// Which implementation a consumer uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum KafkaConsumerBackend {
+    /// This crate's own protocol code (the default).
+    #[default]
+    Native,
+    /// librdkafka (needs the `rdkafka` feature).
+    Rdkafka,
 }

@@ -190,3 +190,128 @@ impl KafkaProducerSettings {
         Ok(())
     }
 }
+
+/// `auto.offset.reset`: where a partition with no committed offset starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AutoOffsetReset {
+    Earliest,
+    /// Kafka's default.
+    #[default]
+    Latest,
+}
+
+/// Settings of a [`crate::KafkaSource`].
+#[derive(Clone, Debug)]
+pub struct KafkaConsumerSettings {
+    pub bootstrap_servers: String,
+    pub backend: crate::KafkaConsumerBackend,
+    pub group_id: String,
+    pub client_id: String,
+    pub security: Security,
+    pub auto_offset_reset: AutoOffsetReset,
+    /// `session.timeout.ms`.
+    pub session_timeout: Duration,
+    /// `heartbeat.interval.ms`.
+    pub heartbeat_interval: Duration,
+    /// `max.poll.interval.ms`, sent as the rebalance timeout.
+    pub rebalance_timeout: Duration,
+    /// How often acknowledged offsets are committed (`auto.commit.interval.ms`;
+    /// only acknowledged ones, never ahead of them).
+    pub auto_commit_interval: Duration,
+    /// `fetch.max.wait.ms`.
+    pub fetch_max_wait: Duration,
+    /// `fetch.max.bytes`.
+    pub fetch_max_bytes: usize,
+    /// `max.partition.fetch.bytes`.
+    pub max_partition_fetch_bytes: usize,
+    /// `request.timeout.ms`.
+    pub request_timeout: Duration,
+    /// More librdkafka properties (rdkafka backend only).
+    pub rdkafka_properties: Vec<(String, String)>,
+}
+
+impl KafkaConsumerSettings {
+    pub fn new(bootstrap_servers: impl Into<String>, group_id: impl Into<String>) -> Self {
+        KafkaConsumerSettings {
+            bootstrap_servers: bootstrap_servers.into(),
+            backend: crate::KafkaConsumerBackend::Native,
+            group_id: group_id.into(),
+            client_id: "datum-mq".into(),
+            security: Security::Plaintext,
+            auto_offset_reset: AutoOffsetReset::Latest,
+            session_timeout: Duration::from_secs(45),
+            heartbeat_interval: Duration::from_secs(3),
+            rebalance_timeout: Duration::from_secs(300),
+            auto_commit_interval: Duration::from_secs(5),
+            fetch_max_wait: Duration::from_millis(500),
+            fetch_max_bytes: 50 << 20,
+            max_partition_fetch_bytes: 1 << 20,
+            request_timeout: Duration::from_secs(30),
+            rdkafka_properties: Vec::new(),
+        }
+    }
+    pub fn with_backend(mut self, b: crate::KafkaConsumerBackend) -> Self {
+        self.backend = b;
+        self
+    }
+    pub fn with_client_id(mut self, id: impl Into<String>) -> Self {
+        self.client_id = id.into();
+        self
+    }
+    pub fn with_auto_offset_reset(mut self, r: AutoOffsetReset) -> Self {
+        self.auto_offset_reset = r;
+        self
+    }
+    pub fn with_session_timeout(mut self, d: Duration) -> Self {
+        self.session_timeout = d;
+        self
+    }
+    pub fn with_heartbeat_interval(mut self, d: Duration) -> Self {
+        self.heartbeat_interval = d;
+        self
+    }
+    pub fn with_rebalance_timeout(mut self, d: Duration) -> Self {
+        self.rebalance_timeout = d;
+        self
+    }
+    pub fn with_auto_commit_interval(mut self, d: Duration) -> Self {
+        self.auto_commit_interval = d;
+        self
+    }
+    pub fn with_fetch_max_wait(mut self, d: Duration) -> Self {
+        self.fetch_max_wait = d;
+        self
+    }
+    pub fn with_rdkafka_property(mut self, k: impl Into<String>, v: impl Into<String>) -> Self {
+        self.rdkafka_properties.push((k.into(), v.into()));
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.bootstrap_servers.trim().is_empty() {
+            return Err(Error::Config("bootstrap_servers is empty".into()));
+        }
+        if self.group_id.is_empty() {
+            return Err(Error::Config("group_id is empty".into()));
+        }
+        if self.heartbeat_interval >= self.session_timeout {
+            return Err(Error::Config(format!(
+                "heartbeat_interval {:?} must be below session_timeout {:?}",
+                self.heartbeat_interval, self.session_timeout
+            )));
+        }
+        if self.fetch_max_bytes > i32::MAX as usize
+            || self.max_partition_fetch_bytes > i32::MAX as usize
+        {
+            return Err(Error::Config("fetch sizes above 2 GiB".into()));
+        }
+        if self.backend == crate::KafkaConsumerBackend::Native {
+            if let Some((k, _)) = self.rdkafka_properties.first() {
+                return Err(Error::unsupported_native_consumer(&format!(
+                    "the librdkafka property {k:?}"
+                )));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,6 +1,7 @@
 //! The native backends: this crate's own protocol code.
 
 pub mod conn;
+pub mod consumer;
 pub mod producer;
 
 use std::collections::HashMap;
