@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod scenarios;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -208,6 +210,68 @@ impl Drop for Agent {
             let _ = c.wait();
         }
         self.stop_pg();
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// A real Apache Kafka 4.x broker (one KRaft node) started by
+/// `benches/kafka/start-kafka.sh` from the Maven Central jars, with
+/// auto-created topics of 8 partitions. Stopped on drop.
+pub struct Kafka {
+    pub bootstrap: String,
+    dir: PathBuf,
+}
+
+impl Kafka {
+    pub fn start() -> Kafka {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let script = root.join("benches/kafka/start-kafka.sh");
+        let dir = std::env::temp_dir().join(format!(
+            "datum-mq-kafka-{}-{}",
+            std::process::id(),
+            rand_suffix()
+        ));
+        // A port whose successor (the controller's) is free too.
+        let port = loop {
+            let p = free_port();
+            if p < 65535 && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+                break p;
+            }
+        };
+        let out = Command::new("bash")
+            .arg(&script)
+            .arg(port.to_string())
+            .arg(&dir)
+            .env(
+                "KAFKA_EXTRA_PROPS",
+                "num.partitions=8\ngroup.initial.rebalance.delay.ms=200",
+            )
+            .env("KAFKA_HEAP", "768m")
+            .output()
+            .expect("start-kafka.sh runs");
+        assert!(
+            out.status.success(),
+            "Kafka did not start: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Kafka {
+            bootstrap: format!("127.0.0.1:{port}"),
+            dir,
+        }
+    }
+}
+
+impl Drop for Kafka {
+    fn drop(&mut self) {
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let _ = Command::new("bash")
+            .arg(root.join("benches/kafka/start-kafka.sh"))
+            .arg("--stop")
+            .arg(&self.dir)
+            .output();
         if !std::thread::panicking() {
             let _ = std::fs::remove_dir_all(&self.dir);
         }

@@ -1,0 +1,419 @@
+//! Test bodies shared by the rutomq and the Apache Kafka runs: each takes
+//! a bootstrap address of a broker whose auto-created topics have
+//! [`PARTITIONS`] partitions.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use bytes::Bytes;
+use datum_mq::batch::{decode_batches, Record};
+use datum_mq::partitioner::partition_for_key;
+use datum_mq::{
+    connect, AutoOffsetReset, Compression, KafkaConsumerSettings, KafkaProducer,
+    KafkaProducerBackend, KafkaProducerSettings, KafkaSource, ProducerRecord, RecordMetadata,
+    Security,
+};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
+use kafka_protocol::messages::{FetchRequest, GroupId, OffsetFetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+
+pub const PARTITIONS: i32 = 8;
+
+/// The backends this build has.
+pub fn backends() -> Vec<KafkaProducerBackend> {
+    let mut b = vec![KafkaProducerBackend::Native];
+    if cfg!(feature = "rdkafka") {
+        b.push(KafkaProducerBackend::Rdkafka);
+    }
+    b
+}
+
+pub fn producer_settings(bootstrap: &str, backend: KafkaProducerBackend) -> KafkaProducerSettings {
+    KafkaProducerSettings::new(bootstrap).with_backend(backend)
+}
+
+/// Every record of `topic`-`partition` from offset 0.
+pub async fn read_partition(bootstrap: &str, topic: &str, partition: i32) -> Vec<Record> {
+    let conn = connect(
+        bootstrap,
+        &Security::Plaintext,
+        "reader",
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap();
+    let mut out = Vec::new();
+    let mut offset = 0i64;
+    loop {
+        let req = FetchRequest::default()
+            .with_replica_id(kafka_protocol::messages::BrokerId(-1))
+            .with_max_wait_ms(100)
+            .with_max_bytes(8 << 20)
+            .with_session_epoch(-1)
+            .with_topics(vec![FetchTopic::default()
+                .with_topic(TopicName(StrBytes::from_string(topic.to_owned())))
+                .with_partitions(vec![FetchPartition::default()
+                    .with_partition(partition)
+                    .with_fetch_offset(offset)
+                    .with_current_leader_epoch(-1)
+                    .with_log_start_offset(-1)
+                    .with_partition_max_bytes(4 << 20)])]);
+        let resp = conn.call(&req, (4, 12)).await.unwrap();
+        let p = &resp.responses[0].partitions[0];
+        assert_eq!(p.error_code, 0, "fetch {topic}-{partition} at {offset}");
+        let next = decode_batches(p.records.clone().unwrap_or_default(), offset, &mut out).unwrap();
+        if let Some(n) = next {
+            offset = n;
+        }
+        if offset >= p.high_watermark {
+            return out;
+        }
+    }
+}
+
+/// Checks that each acknowledged record is in the log at its offset with
+/// its value; returns the records read per partition.
+pub async fn verify_acknowledged(
+    bootstrap: &str,
+    topic: &str,
+    acked: &[(Bytes, RecordMetadata)],
+) -> BTreeMap<i32, Vec<Record>> {
+    let mut log = BTreeMap::new();
+    for p in 0..PARTITIONS {
+        log.insert(p, read_partition(bootstrap, topic, p).await);
+    }
+    let index: HashMap<(i32, i64), &Record> = log
+        .iter()
+        .flat_map(|(p, recs)| recs.iter().map(move |r| ((*p, r.offset), r)))
+        .collect();
+    for (value, md) in acked {
+        let r = index
+            .get(&(md.partition, md.offset))
+            .unwrap_or_else(|| panic!("acknowledged {md:?} not in the log"));
+        assert_eq!(r.value.as_ref(), Some(value), "{md:?}");
+    }
+    log
+}
+
+pub async fn send_all(
+    p: &KafkaProducer,
+    records: Vec<ProducerRecord>,
+) -> Vec<(Bytes, RecordMetadata)> {
+    let mut pending = Vec::new();
+    for r in records {
+        let v = r.value.clone().unwrap();
+        pending.push((v, p.send(r).await.unwrap()));
+    }
+    let mut out = Vec::new();
+    for (v, d) in pending {
+        out.push((v, d.await.unwrap()));
+    }
+    out
+}
+
+/// Keyed records land on `to_positive(murmur2(key)) % partitions`, keep
+/// their order per key, and read back with their headers.
+pub async fn keyed_placement(bootstrap: &str, backend: KafkaProducerBackend, topic: &str) {
+    let p = KafkaProducer::new(producer_settings(bootstrap, backend))
+        .await
+        .unwrap();
+    assert_eq!(p.backend(), backend);
+    let records: Vec<ProducerRecord> = (0..5000)
+        .map(|i| {
+            ProducerRecord::new(topic)
+                .with_key(format!("key-{}", i % 700))
+                .with_value(format!("value-{i}"))
+                .with_header("n", Some(Bytes::from(i.to_string())))
+        })
+        .collect();
+    let keys: Vec<Bytes> = records.iter().map(|r| r.key.clone().unwrap()).collect();
+    let acked = send_all(&p, records).await;
+    let mut last: HashMap<&Bytes, i64> = HashMap::new();
+    for ((_, md), key) in acked.iter().zip(&keys) {
+        assert_eq!(md.partition, partition_for_key(key, PARTITIONS), "{key:?}");
+        if let Some(prev) = last.insert(key, md.offset) {
+            assert!(md.offset > prev, "{key:?}");
+        }
+    }
+    let log = verify_acknowledged(bootstrap, topic, &acked).await;
+    assert_eq!(
+        log.values().map(Vec::len).sum::<usize>(),
+        5000,
+        "nothing else in the log"
+    );
+    let first = &log[&acked[0].1.partition][0];
+    assert_eq!(
+        first.headers,
+        vec![("n".to_string(), Some(Bytes::from("0")))]
+    );
+}
+
+/// LZ4 and Zstd batches are accepted and read back.
+pub async fn compressed(
+    bootstrap: &str,
+    backend: KafkaProducerBackend,
+    c: Compression,
+    topic: &str,
+) {
+    let p = KafkaProducer::new(producer_settings(bootstrap, backend).with_compression(c))
+        .await
+        .unwrap();
+    let records: Vec<ProducerRecord> = (0..3000)
+        .map(|i| {
+            ProducerRecord::new(topic)
+                .with_key(format!("k{}", i % 50))
+                .with_value(format!("{c:?} record {i} {}", "x".repeat(i % 200)))
+        })
+        .collect();
+    let acked = send_all(&p, records).await;
+    let log = verify_acknowledged(bootstrap, topic, &acked).await;
+    assert_eq!(log.values().map(Vec::len).sum::<usize>(), 3000);
+}
+
+/// Native keyless records fill sticky batches that move round-robin.
+pub async fn keyless_sticky(bootstrap: &str, topic: &str) {
+    let p = KafkaProducer::new(
+        producer_settings(bootstrap, KafkaProducerBackend::Native)
+            .with_batch_size_bytes(16 << 10)
+            .with_linger(Duration::from_millis(50)),
+    )
+    .await
+    .unwrap();
+    let records: Vec<ProducerRecord> = (0..4000)
+        .map(|i| ProducerRecord::new(topic).with_value(vec![(i % 251) as u8; 1000]))
+        .collect();
+    let acked = send_all(&p, records).await;
+    let mut runs = vec![1usize];
+    for w in acked.windows(2) {
+        if w[0].1.partition == w[1].1.partition {
+            *runs.last_mut().unwrap() += 1;
+        } else {
+            assert_eq!(
+                w[1].1.partition,
+                (w[0].1.partition + 1) % PARTITIONS,
+                "round-robin"
+            );
+            runs.push(1);
+        }
+    }
+    let used: BTreeSet<i32> = acked.iter().map(|a| a.1.partition).collect();
+    assert_eq!(
+        used.len(),
+        PARTITIONS as usize,
+        "every partition gets batches"
+    );
+    let mean = acked.len() as f64 / runs.len() as f64;
+    assert!(
+        mean >= 10.0,
+        "mean run {mean} records: batches are not sticky"
+    );
+    verify_acknowledged(bootstrap, topic, &acked).await;
+}
+
+/// Pipelined requests (5 in flight) keep each partition's order.
+pub async fn pipelined(bootstrap: &str, backend: KafkaProducerBackend, topic: &str) {
+    let p = KafkaProducer::new(
+        producer_settings(bootstrap, backend)
+            .with_max_in_flight_requests_per_connection(5)
+            .with_batch_size_bytes(8 << 10)
+            .with_linger(Duration::from_millis(1)),
+    )
+    .await
+    .unwrap();
+    let records: Vec<ProducerRecord> = (0..20_000)
+        .map(|i| {
+            ProducerRecord::new(topic)
+                .with_key(format!("k{}", i % 64))
+                .with_value(format!("{i:08}"))
+        })
+        .collect();
+    let keys: Vec<Bytes> = records.iter().map(|r| r.key.clone().unwrap()).collect();
+    let acked = send_all(&p, records).await;
+    let mut last: HashMap<&Bytes, i64> = HashMap::new();
+    for ((_, md), key) in acked.iter().zip(&keys) {
+        if let Some(prev) = last.insert(key, md.offset) {
+            assert!(md.offset > prev, "{key:?}: {} after {prev}", md.offset);
+        }
+    }
+    let log = verify_acknowledged(bootstrap, topic, &acked).await;
+    assert_eq!(log.values().map(Vec::len).sum::<usize>(), 20_000);
+}
+
+pub async fn produce(bootstrap: &str, topic: &str, n: usize) {
+    let p = KafkaProducer::new(producer_settings(bootstrap, KafkaProducerBackend::Native))
+        .await
+        .unwrap();
+    let records = (0..n)
+        .map(|i| {
+            ProducerRecord::new(topic)
+                .with_key(format!("k{}", i % 97))
+                .with_value(format!("v{i}"))
+        })
+        .collect();
+    send_all(&p, records).await;
+}
+
+pub fn source_settings(bootstrap: &str, group: &str) -> KafkaConsumerSettings {
+    KafkaConsumerSettings::new(bootstrap, group)
+        .with_auto_offset_reset(AutoOffsetReset::Earliest)
+        .with_session_timeout(Duration::from_secs(6))
+        .with_heartbeat_interval(Duration::from_millis(500))
+        .with_auto_commit_interval(Duration::from_millis(300))
+        .with_fetch_max_wait(Duration::from_millis(100))
+}
+
+/// (partition -> committed offset) of `group` for `topic`.
+pub async fn committed(bootstrap: &str, group: &str, topic: &str) -> BTreeMap<i32, i64> {
+    let conn = connect(
+        bootstrap,
+        &Security::Plaintext,
+        "check",
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    // The group's coordinator answers; on a one-broker cluster that is it.
+    let req = OffsetFetchRequest::default()
+        .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
+        .with_topics(Some(vec![OffsetFetchRequestTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+            .with_partition_indexes((0..PARTITIONS).collect())]));
+    let resp = conn.call(&req, (1, 7)).await.unwrap();
+    resp.topics[0]
+        .partitions
+        .iter()
+        .map(|p| (p.partition_index, p.committed_offset))
+        .collect()
+}
+
+/// A group consumes everything; after close every partition is
+/// committed at its end.
+pub async fn group_consumes_everything(bootstrap: &str, topic: &str, group: &str) {
+    produce(bootstrap, topic, 3000).await;
+    let mut src = KafkaSource::new(source_settings(bootstrap, group), &[topic])
+        .await
+        .unwrap();
+    let mut seen = BTreeSet::new();
+    while seen.len() < 3000 {
+        let (rec, ack) = tokio::time::timeout(Duration::from_secs(30), src.next())
+            .await
+            .expect("records keep coming")
+            .unwrap()
+            .unwrap();
+        assert!(
+            seen.insert((rec.partition, rec.offset)),
+            "delivered twice: {rec:?}"
+        );
+        ack.ack();
+    }
+    assert_eq!(src.assignment().len(), PARTITIONS as usize);
+    src.close().await.unwrap();
+    let c = committed(bootstrap, group, topic).await;
+    let ends: BTreeMap<i32, i64> = seen.iter().fold(BTreeMap::new(), |mut m, (p, o)| {
+        let e = m.entry(*p).or_insert(0);
+        *e = (*e).max(o + 1);
+        m
+    });
+    for p in 0..PARTITIONS {
+        assert_eq!(
+            c[&p],
+            *ends.get(&p).unwrap_or(&-1),
+            "partition {p} committed at its end"
+        );
+    }
+}
+
+/// Commits stay below the first unacknowledged record; a member that is
+/// dropped with work unacknowledged is replaced by one that replays it.
+pub async fn commits_behind_acks_and_replay(bootstrap: &str, topic: &str, group: &str) {
+    produce(bootstrap, topic, 2000).await;
+    let mut first = KafkaSource::new(source_settings(bootstrap, group), &[topic])
+        .await
+        .unwrap();
+    let mut per_partition: BTreeMap<i32, usize> = BTreeMap::new();
+    let mut held = BTreeMap::new();
+    let mut acked = BTreeSet::new();
+    for _ in 0..2000 {
+        let (rec, ack) = tokio::time::timeout(Duration::from_secs(30), first.next())
+            .await
+            .expect("records keep coming")
+            .unwrap()
+            .unwrap();
+        let n = per_partition.entry(rec.partition).or_default();
+        *n += 1;
+        if *n == 10 {
+            held.insert(rec.partition, (rec.offset, ack));
+        } else {
+            acked.insert((rec.partition, rec.offset));
+            ack.ack();
+        }
+    }
+    first.commit().await.unwrap();
+    let c = committed(bootstrap, group, topic).await;
+    for (p, (offset, _)) in &held {
+        assert_eq!(
+            c[p], *offset,
+            "partition {p}: committed exactly up to the unacknowledged record"
+        );
+    }
+    drop(held);
+    drop(first);
+    let mut second = KafkaSource::new(source_settings(bootstrap, group), &[topic])
+        .await
+        .unwrap();
+    let expected_replay: usize = c
+        .iter()
+        .filter(|(p, _)| per_partition.contains_key(p))
+        .map(|(p, o)| per_partition[p] as i64 - o)
+        .sum::<i64>() as usize;
+    let mut replayed = BTreeSet::new();
+    while replayed.len() < expected_replay {
+        let (rec, ack) = tokio::time::timeout(Duration::from_secs(60), second.next())
+            .await
+            .expect("the successor replays")
+            .unwrap()
+            .unwrap();
+        assert!(
+            rec.offset >= c[&rec.partition],
+            "nothing below the commit comes again"
+        );
+        replayed.insert((rec.partition, rec.offset));
+        ack.ack();
+    }
+    let all: BTreeSet<_> = acked.union(&replayed).cloned().collect();
+    assert_eq!(all.len(), 2000, "every record was processed");
+    second.close().await.unwrap();
+}
+
+/// Two members split the partitions 4 and 4 and consume everything.
+pub async fn two_members_split(bootstrap: &str, topic: &str, group: &str) {
+    produce(bootstrap, topic, 800).await;
+    let mut a = KafkaSource::new(source_settings(bootstrap, group), &[topic])
+        .await
+        .unwrap();
+    let mut b = KafkaSource::new(source_settings(bootstrap, group), &[topic])
+        .await
+        .unwrap();
+    let mut seen = BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while (a.assignment().len() + b.assignment().len() != PARTITIONS as usize
+        || a.assignment().is_empty()
+        || b.assignment().is_empty()
+        || seen.len() < 800)
+        && tokio::time::Instant::now() < deadline
+    {
+        tokio::select! {
+            Some(Ok((r, ack))) = a.next() => { seen.insert((r.partition, r.offset)); ack.ack(); }
+            Some(Ok((r, ack))) = b.next() => { seen.insert((r.partition, r.offset)); ack.ack(); }
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+    let (pa, pb) = (a.assignment(), b.assignment());
+    assert_eq!(pa.len() + pb.len(), PARTITIONS as usize, "{pa:?} {pb:?}");
+    assert_eq!(pa.len(), 4, "range splits 8 partitions 4 and 4: {pa:?}");
+    assert!(pa.iter().all(|p| !pb.contains(p)), "no partition twice");
+    assert_eq!(seen.len(), 800);
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+}
