@@ -266,7 +266,9 @@ fn decode_batch(batch: Bytes, min_offset: i64, out: &mut Vec<Record>) -> Result<
     let _producer_epoch = h.get_i16();
     let _base_sequence = h.get_i32();
     let count = h.get_i32();
-    let next = base_offset + i64::from(last_offset_delta) + 1;
+    let next = base_offset
+        .wrapping_add(i64::from(last_offset_delta))
+        .wrapping_add(1);
     if attributes & ATTR_CONTROL != 0 || next <= min_offset {
         return Ok(next); // transaction markers, or all already consumed
     }
@@ -292,7 +294,10 @@ fn decode_batch(batch: Bytes, min_offset: i64, out: &mut Vec<Record>) -> Result<
         }
     };
     let mut r = records;
-    out.reserve(count as usize);
+    // A record takes 7 bytes at least: never reserve more than the bytes
+    // present could hold.
+    out.reserve((count as usize).min(r.len() / 7));
+
     for _ in 0..count {
         let len = get_varint(&mut r)?;
         if len < 0 || len as usize > r.len() {
@@ -316,7 +321,7 @@ fn decode_batch(batch: Bytes, min_offset: i64, out: &mut Vec<Record>) -> Result<
                 .map_err(|_| Error::Protocol("header key is not UTF-8".into()))?;
             headers.push((k, get_bytes(&mut rec)?));
         }
-        let offset = base_offset + i64::from(offset_delta);
+        let offset = base_offset.wrapping_add(i64::from(offset_delta));
         if offset >= min_offset {
             out.push(Record {
                 offset,

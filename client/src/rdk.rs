@@ -1,11 +1,16 @@
 //! The rdkafka backends: librdkafka through the `rdkafka` crate.
 
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rdkafka::client::ClientContext;
 use rdkafka::config::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::message::{DeliveryResult, Header, Message, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer};
+use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
 use crate::producer::{Delivery, ProducerRecord, RecordMetadata};
@@ -16,8 +21,47 @@ use crate::Compression;
 /// full (its `queue.buffering.max.*` bounds).
 const QUEUE_FULL_WAIT: Duration = Duration::from_millis(5);
 
+/// The delivery callbacks: each record's outcome goes to its own oneshot,
+/// and the sequence numbers of records not yet settled are kept, so that a
+/// flush waits for the records sent before it only.
+pub struct Deliveries {
+    outstanding: Mutex<BTreeSet<u64>>,
+    settled: tokio::sync::Notify,
+}
+
+type Opaque = Box<(u64, String, oneshot::Sender<Result<RecordMetadata>>)>;
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = Opaque;
+
+    fn delivery(&self, result: &DeliveryResult<'_>, opaque: Opaque) {
+        let (seq, topic, reply) = *opaque;
+        let outcome = match result {
+            Ok(m) => Ok(RecordMetadata {
+                topic,
+                partition: m.partition(),
+                offset: m.offset(),
+                timestamp_ms: m.timestamp().to_millis().unwrap_or(-1),
+            }),
+            Err((e, _)) => Err(Error::from(e.clone())),
+        };
+        let _ = reply.send(outcome);
+        self.outstanding
+            .lock()
+            .expect("outstanding lock")
+            .remove(&seq);
+        self.settled.notify_waiters();
+    }
+}
+
+/// Note: dropping it purges what librdkafka has not delivered yet (those
+/// records fail); call `flush` first.
 pub struct RdProducer {
-    inner: FutureProducer,
+    inner: ThreadedProducer<Deliveries>,
+    deliveries: Arc<Deliveries>,
+    seq: AtomicU64,
 }
 
 impl RdProducer {
@@ -60,6 +104,18 @@ impl RdProducer {
                 "queue.buffering.max.kbytes",
                 (s.buffer_memory_bytes / 1024).max(1).to_string(),
             );
+        // Pipelining without idempotence lets librdkafka reorder a
+        // partition's batches on retry; with it, order holds (librdkafka
+        // allows at most 5 in flight then, and needs acks=all).
+        if s.max_in_flight_requests_per_connection > 1 {
+            if s.max_in_flight_requests_per_connection > 5 || s.acks != crate::Acks::All {
+                return Err(Error::Config(format!(
+                    "the rdkafka backend keeps order with {} requests in flight only as an idempotent producer, which needs acks=all and at most 5",
+                    s.max_in_flight_requests_per_connection
+                )));
+            }
+            c.set("enable.idempotence", "true");
+        }
         match s.security {
             Security::Plaintext => {
                 c.set("security.protocol", "plaintext");
@@ -68,11 +124,20 @@ impl RdProducer {
         for (k, v) in &s.rdkafka_properties {
             c.set(k, v);
         }
-        Ok(RdProducer { inner: c.create()? })
+        let deliveries = Deliveries {
+            outstanding: Mutex::new(BTreeSet::new()),
+            settled: tokio::sync::Notify::new(),
+        };
+        let inner: ThreadedProducer<Deliveries> = c.create_with_context(deliveries)?;
+        let deliveries = inner.context().clone();
+        Ok(RdProducer {
+            inner,
+            deliveries,
+            seq: AtomicU64::new(0),
+        })
     }
 
     pub async fn send(&self, r: ProducerRecord) -> Result<Delivery> {
-        let topic = r.topic.clone();
         let mut headers = OwnedHeaders::new_with_capacity(r.headers.len());
         for (k, v) in &r.headers {
             headers = headers.insert(Header {
@@ -80,9 +145,17 @@ impl RdProducer {
                 value: v.as_deref(),
             });
         }
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let (tx, rx) = oneshot::channel();
+        let mut opaque: Opaque = Box::new((seq, r.topic.clone(), tx));
+        self.deliveries
+            .outstanding
+            .lock()
+            .expect("outstanding lock")
+            .insert(seq);
         loop {
-            let mut rec: FutureRecord<'_, [u8], [u8]> =
-                FutureRecord::to(&topic).headers(headers.clone());
+            let mut rec: BaseRecord<'_, [u8], [u8], Opaque> =
+                BaseRecord::with_opaque_to(&r.topic, opaque).headers(headers.clone());
             if let Some(k) = r.key.as_deref() {
                 rec = rec.key(k);
             }
@@ -95,35 +168,47 @@ impl RdProducer {
             if let Some(ts) = r.timestamp_ms {
                 rec = rec.timestamp(ts);
             }
-            match self.inner.send_result(rec) {
-                Ok(fut) => {
-                    let topic = topic.clone();
+            match self.inner.send(rec) {
+                Ok(()) => {
                     return Ok(Delivery::new(async move {
-                        match fut.await {
-                            Ok(Ok(d)) => Ok(RecordMetadata {
-                                topic,
-                                partition: d.partition,
-                                offset: d.offset,
-                                timestamp_ms: d.timestamp.to_millis().unwrap_or(-1),
-                            }),
-                            Ok(Err((e, _))) => Err(Error::from(e)),
-                            Err(_) => Err(Error::Closed),
-                        }
-                    }));
+                        rx.await.map_err(|_| Error::Closed)?
+                    }))
                 }
-                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    opaque = back.delivery_opaque;
                     tokio::time::sleep(QUEUE_FULL_WAIT).await;
                 }
-                Err((e, _)) => return Err(Error::from(e)),
+                Err((e, _)) => {
+                    self.deliveries
+                        .outstanding
+                        .lock()
+                        .expect("outstanding lock")
+                        .remove(&seq);
+                    return Err(Error::from(e));
+                }
             }
         }
     }
 
+    /// Waits until every record sent before this call is settled (not the
+    /// ones sent meanwhile, which librdkafka's own flush would wait for).
     pub async fn flush(&self) -> Result<()> {
-        let p = self.inner.clone();
-        tokio::task::spawn_blocking(move || p.flush(rdkafka::util::Timeout::Never))
-            .await
-            .map_err(|_| Error::Closed)??;
-        Ok(())
+        let upto = self.seq.load(Ordering::Relaxed);
+        loop {
+            let settled = self.deliveries.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            let oldest = self
+                .deliveries
+                .outstanding
+                .lock()
+                .expect("outstanding lock")
+                .first()
+                .copied();
+            if oldest.is_none_or(|o| o > upto) {
+                return Ok(());
+            }
+            settled.await;
+        }
     }
 }

@@ -46,7 +46,8 @@ pub struct KafkaProducerSettings {
     pub linger: Duration,
     /// `batch.size`: a batch closes when it holds this many bytes.
     pub batch_size_bytes: usize,
-    /// `max.request.size`: one Produce request (and one record) at most.
+    /// `max.request.size`: one Produce request (all its partitions' batches
+    /// together), and so one record, at most.
     pub max_request_size_bytes: usize,
     /// `max.in.flight.requests.per.connection`.
     pub max_in_flight_requests_per_connection: usize,
@@ -76,8 +77,12 @@ impl KafkaProducerSettings {
             acks: Acks::All,
             compression: Compression::None,
             linger: Duration::from_millis(5),
-            batch_size_bytes: 256 << 10,
-            max_request_size_bytes: 1 << 20,
+            // Large batches: one request carries at most one batch per
+            // partition (a partition's requests never overlap), so the
+            // serial path moves batch_size_bytes per partition per round
+            // trip. Below the topics' default max.message.bytes (1048588).
+            batch_size_bytes: 1_000_000,
+            max_request_size_bytes: 16 << 20,
             max_in_flight_requests_per_connection: 1,
             retries: 10,
             retry_backoff: Duration::from_millis(100),
@@ -166,6 +171,30 @@ impl KafkaProducerSettings {
             return Err(Error::Config(format!(
                 "batch_size_bytes {} (1024..=max_request_size_bytes {})",
                 self.batch_size_bytes, self.max_request_size_bytes
+            )));
+        }
+        let hour = Duration::from_secs(3600);
+        if self.linger > hour || self.request_timeout > Duration::from_secs(900) {
+            return Err(Error::Config(format!(
+                "linger {:?} (at most 1 h) or request_timeout {:?} (at most 15 min)",
+                self.linger, self.request_timeout
+            )));
+        }
+        if self.retry_backoff < Duration::from_millis(1)
+            || self.retry_backoff > Duration::from_secs(300)
+        {
+            return Err(Error::Config(format!(
+                "retry_backoff {:?} (1 ms..=5 min)",
+                self.retry_backoff
+            )));
+        }
+        if self.delivery_timeout > Duration::from_secs(7 * 24 * 3600)
+            || self.delivery_timeout < self.linger + self.request_timeout
+        {
+            return Err(Error::Config(format!(
+                "delivery_timeout {:?} must be at least linger + request_timeout ({:?}) and at most 7 days",
+                self.delivery_timeout,
+                self.linger + self.request_timeout
             )));
         }
         if self.buffer_memory_bytes < self.max_request_size_bytes {
@@ -293,6 +322,20 @@ impl KafkaConsumerSettings {
         }
         if self.group_id.is_empty() {
             return Err(Error::Config("group_id is empty".into()));
+        }
+        let day = Duration::from_secs(24 * 3600);
+        for (name, d) in [
+            ("session_timeout", self.session_timeout),
+            ("rebalance_timeout", self.rebalance_timeout),
+            ("auto_commit_interval", self.auto_commit_interval),
+            ("fetch_max_wait", self.fetch_max_wait),
+            ("request_timeout", self.request_timeout),
+        ] {
+            if d > day || d.is_zero() {
+                return Err(Error::Config(format!(
+                    "{name} {d:?} (above 0, at most a day)"
+                )));
+            }
         }
         if self.heartbeat_interval >= self.session_timeout {
             return Err(Error::Config(format!(

@@ -151,3 +151,59 @@ async fn native_producer_refuses_what_only_librdkafka_does() {
         "{err}"
     );
 }
+
+/// `flush` waits for the records sent before it, not for the producer to
+/// go idle: it returns while another task keeps sending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flush_returns_while_others_keep_sending() {
+    let agent = start();
+    for backend in backends() {
+        let p = std::sync::Arc::new(
+            KafkaProducer::new(producer_settings(&agent.bootstrap, backend))
+                .await
+                .unwrap(),
+        );
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let busy = {
+            let (p, stop) = (p.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut i = 0u64;
+                let started = std::time::Instant::now();
+                // Bounded, so a failing test ends.
+                while !stop.load(std::sync::atomic::Ordering::Relaxed)
+                    && started.elapsed() < Duration::from_secs(30)
+                {
+                    let r = ProducerRecord::new("flush-busy").with_value(format!("{i}"));
+                    drop(p.send(r).await.unwrap());
+                    i += 1;
+                    if i % 50 == 0 {
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                }
+            })
+        };
+        let mut before = Vec::new();
+        for i in 0..100 {
+            let d = p
+                .send(ProducerRecord::new("flush-mine").with_value(format!("{i}")))
+                .await
+                .unwrap();
+            before.push(d);
+        }
+        tokio::time::timeout(Duration::from_secs(10), p.flush())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("{backend:?}: flush did not return while another task kept sending")
+            })
+            .unwrap();
+        for d in before {
+            // Already delivered: completes at once.
+            tokio::time::timeout(Duration::from_millis(100), d)
+                .await
+                .expect("delivered by the time flush returned")
+                .unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        busy.await.unwrap();
+    }
+}

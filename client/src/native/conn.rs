@@ -106,10 +106,13 @@ impl Connection {
         let req = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("datum-mq"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
-        let mut resp: ApiVersionsResponse = self.call_version(&req, 3).await?;
-        if resp.error_code == 35 {
-            resp = self.call_version(&req, 0).await?;
-        }
+        // A broker without v3 answers UNSUPPORTED_VERSION in a v0 body,
+        // which does not decode as v3: either way, ask again at v0.
+        let resp: ApiVersionsResponse = match self.call_version(&req, 3).await {
+            Ok(r) if r.error_code != 35 => r,
+            Ok(_) | Err(Error::Protocol(_)) => self.call_version(&req, 0).await?,
+            Err(e) => return Err(e),
+        };
         if resp.error_code != 0 {
             return Err(Error::kafka(resp.error_code, "ApiVersions"));
         }
@@ -215,6 +218,11 @@ impl Connection {
         Ok(rx)
     }
 
+    /// Whether `self` and `other` are the same connection.
+    pub fn same(&self, other: &Connection) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     fn gone(&self) -> Error {
         Error::Io(std::io::Error::new(
             std::io::ErrorKind::ConnectionAborted,
@@ -234,8 +242,17 @@ async fn write_loop(
             let _ = out.pending.reply.send(Err(Error::Closed));
             continue;
         }
-        // Registered before the frame leaves, so the reader finds it.
-        pending.lock().expect("pending lock").push_back(out.pending);
+        // Registered before the frame leaves, so the reader finds it; under
+        // the lock `fail_all` takes, so a reader that just failed cannot
+        // leave it unanswered.
+        {
+            let mut p = pending.lock().expect("pending lock");
+            if dead.load(Ordering::Relaxed) {
+                let _ = out.pending.reply.send(Err(Error::Closed));
+                continue;
+            }
+            p.push_back(out.pending);
+        }
         if let Err(e) = w.write_all(&out.frame).await {
             tracing::debug!(error = %e, "connection write failed");
             fail_all(&pending, &dead);
@@ -284,8 +301,9 @@ async fn read_loop(
 }
 
 fn fail_all(pending: &Mutex<VecDeque<Pending>>, dead: &AtomicBool) {
+    let mut pending = pending.lock().expect("pending lock");
     dead.store(true, Ordering::Relaxed);
-    for p in pending.lock().expect("pending lock").drain(..) {
+    for p in pending.drain(..) {
         let _ = p.reply.send(Err(Error::Io(std::io::Error::new(
             std::io::ErrorKind::ConnectionAborted,
             "connection closed with the request in flight",

@@ -52,8 +52,13 @@ const OFFSET_FETCH_VERSIONS: (i16, i16) = (1, 7);
 const OFFSET_COMMIT_VERSIONS: (i16, i16) = (2, 8);
 const LIST_OFFSETS_VERSIONS: (i16, i16) = (1, 7);
 const FETCH_VERSIONS: (i16, i16) = (4, 12);
-/// Records handed to the caller but not yet taken, per consumer.
-pub const DELIVERY_QUEUE_MAX: usize = 1024;
+/// Chunks of records handed to the caller but not yet taken.
+pub const DELIVERY_QUEUE_MAX: usize = 4;
+/// Records per chunk handed to the caller at most.
+pub const DELIVERY_CHUNK_MAX: usize = 1024;
+/// Fetched bytes waiting for the caller: no new fetch starts at or above
+/// this (one full fetch may come on top, `fetch_max_bytes`).
+pub const READ_AHEAD_BYTES_MAX: usize = 16 << 20;
 /// Records delivered and not yet acknowledged, per partition, at most;
 /// fetching the partition pauses past it.
 pub const UNACKED_PER_PARTITION_MAX: usize = 100_000;
@@ -156,7 +161,9 @@ enum Cmd {
 
 /// Handle of a native consumer.
 pub struct NativeConsumer {
-    records: mpsc::Receiver<Result<(ConsumerRecord, Ack)>>,
+    records: mpsc::Receiver<Result<Vec<(ConsumerRecord, Ack)>>>,
+    /// The chunk being handed out.
+    chunk: std::collections::VecDeque<(ConsumerRecord, Ack)>,
     cmds: mpsc::Sender<Cmd>,
     assignment: Arc<Mutex<Vec<(String, i32)>>>,
 }
@@ -181,6 +188,7 @@ impl NativeConsumer {
         tokio::spawn(task.run(tx, cmd_rx));
         Ok(NativeConsumer {
             records,
+            chunk: VecDeque::new(),
             cmds,
             assignment,
         })
@@ -188,7 +196,15 @@ impl NativeConsumer {
 
     /// The next record, or None once the consumer is closed.
     pub async fn next(&mut self) -> Option<Result<(ConsumerRecord, Ack)>> {
-        self.records.recv().await
+        loop {
+            if let Some(r) = self.chunk.pop_front() {
+                return Some(Ok(r));
+            }
+            match self.records.recv().await? {
+                Ok(chunk) => self.chunk = chunk.into(),
+                Err(e) => return Some(Err(e)),
+            }
+        }
     }
 
     /// The partitions assigned now.
@@ -237,6 +253,8 @@ struct Task {
     assignment_view: Arc<Mutex<Vec<(String, i32)>>>,
     /// Records fetched, waiting for room in the delivery channel.
     ready: VecDeque<(ConsumerRecord, Tp)>,
+    /// Key and value bytes in `ready`.
+    ready_bytes: usize,
     fetches: FuturesUnordered<BoxFuture<'static, FetchDone>>,
     fetching: std::collections::HashSet<i32>,
     next_heartbeat: Instant,
@@ -260,6 +278,7 @@ impl Task {
             acks: Arc::default(),
             assignment_view: Arc::default(),
             ready: VecDeque::new(),
+            ready_bytes: 0,
             fetches: FuturesUnordered::new(),
             fetching: Default::default(),
             names: HashMap::new(),
@@ -326,7 +345,7 @@ impl Task {
 
     async fn run(
         mut self,
-        tx: mpsc::Sender<Result<(ConsumerRecord, Ack)>>,
+        tx: mpsc::Sender<Result<Vec<(ConsumerRecord, Ack)>>>,
         mut cmds: mpsc::Receiver<Cmd>,
     ) {
         loop {
@@ -350,8 +369,7 @@ impl Task {
             tokio::select! {
                 permit = tx.reserve(), if has_ready => {
                     let Ok(permit) = permit else { return self.leave().await };
-                    let (rec, tp) = self.ready.pop_front().expect("has ready");
-                    permit.send(Ok((rec.clone(), self.ack_for(&tp, &rec))));
+                                        permit.send(Ok(self.take_chunk()));
                 }
                                 Some((node, conn, result)) = self.fetches.next(), if !self.fetches.is_empty() => {
                     self.fetching.remove(&node);
@@ -385,21 +403,30 @@ impl Task {
         }
     }
 
-    /// The Ack of a record just handed out; its partition's tracking notes
-    /// it as delivered.
-    fn ack_for(&self, tp: &Tp, rec: &ConsumerRecord) -> Ack {
+    /// Up to [`DELIVERY_CHUNK_MAX`] ready records with their Acks; their
+    /// partitions' tracking notes them as delivered.
+    fn take_chunk(&mut self) -> Vec<(ConsumerRecord, Ack)> {
+        let n = self.ready.len().min(DELIVERY_CHUNK_MAX);
+        let mut out = Vec::with_capacity(n);
         let mut a = self.acks.lock().expect("acks lock");
         let assignment = a.assignment;
-        if let Some(p) = a.partitions.get_mut(tp) {
-            p.delivered.push_back((rec.offset, false));
-            p.next = rec.offset + 1;
+        for (rec, tp) in self.ready.drain(..n) {
+            self.ready_bytes = self.ready_bytes.saturating_sub(
+                rec.key.as_ref().map_or(0, Bytes::len) + rec.value.as_ref().map_or(0, Bytes::len),
+            );
+            if let Some(p) = a.partitions.get_mut(&tp) {
+                p.delivered.push_back((rec.offset, false));
+                p.next = rec.offset + 1;
+            }
+            let ack = Ack {
+                acks: self.acks.clone(),
+                tp,
+                offset: rec.offset,
+                assignment,
+            };
+            out.push((rec, ack));
         }
-        Ack {
-            acks: self.acks.clone(),
-            tp: tp.clone(),
-            offset: rec.offset,
-            assignment,
-        }
+        out
     }
 
     async fn coordinator(&mut self) -> Result<Connection> {
@@ -411,7 +438,7 @@ impl Task {
         if resp.error_code != 0 {
             return Err(Error::kafka(resp.error_code, "FindCoordinator"));
         }
-        let addr = format!("{}:{}", resp.host.as_str(), resp.port);
+        let addr = super::host_port(resp.host.as_str(), resp.port);
         self.cluster.brokers.insert(resp.node_id.0, addr);
         self.broker(resp.node_id.0).await
     }
@@ -726,7 +753,7 @@ impl Task {
 
     /// One Fetch per leader with partitions to fetch and none in flight.
     fn start_fetches(&mut self) {
-        if self.ready.len() >= DELIVERY_QUEUE_MAX {
+        if self.ready_bytes >= READ_AHEAD_BYTES_MAX {
             return; // the caller is behind: fetch no more meanwhile
         }
         let acks = self.acks.lock().expect("acks lock");
@@ -843,6 +870,8 @@ impl Task {
                     }
                 }
                 for r in recs {
+                    self.ready_bytes += r.key.as_ref().map_or(0, Bytes::len)
+                        + r.value.as_ref().map_or(0, Bytes::len);
                     self.ready.push_back((
                         ConsumerRecord {
                             topic: tp.0.to_string(),
@@ -912,6 +941,7 @@ impl Task {
         self.member = None;
         self.positions.clear();
         self.ready.clear();
+        self.ready_bytes = 0;
         let mut a = self.acks.lock().expect("acks lock");
         a.assignment += 1;
         a.partitions.clear();

@@ -54,6 +54,15 @@ pub fn bootstrap_addrs(list: &str) -> Result<Vec<String>> {
     Ok(addrs)
 }
 
+/// "host:port", with an IPv6 literal in brackets.
+pub fn host_port(host: &str, port: i32) -> String {
+    if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
 /// What the client knows of the cluster.
 #[derive(Debug, Default, Clone)]
 pub struct Cluster {
@@ -95,7 +104,7 @@ impl Cluster {
     pub fn apply(&mut self, resp: MetadataResponse) -> Vec<(String, i16)> {
         for b in resp.brokers {
             self.brokers
-                .insert(b.node_id.0, format!("{}:{}", b.host.as_str(), b.port));
+                .insert(b.node_id.0, host_port(b.host.as_str(), b.port));
         }
         let mut errors = Vec::new();
         for t in resp.topics {
@@ -103,7 +112,11 @@ impl Cluster {
                 continue;
             };
             if t.error_code != 0 {
-                self.topics.remove(&name);
+                // A retriable error (leader election, creation under way)
+                // keeps what was known; the next refresh asks again.
+                if !Error::kafka(t.error_code, "").is_retriable() {
+                    self.topics.remove(&name);
+                }
                 errors.push((name, t.error_code));
                 continue;
             }

@@ -44,6 +44,8 @@ pub const SEND_QUEUE_MAX: usize = 4096;
 const RECORD_OVERHEAD_BYTES: usize = 64;
 /// Topics waiting for metadata are asked for again after this.
 const METADATA_RETRY: Duration = Duration::from_millis(100);
+/// Commands taken from the queue in one go at most.
+const DRAIN_MAX: usize = 1024;
 /// The producer re-reads the metadata of its topics this often.
 const METADATA_MAX_AGE: Duration = Duration::from_secs(300);
 
@@ -160,6 +162,8 @@ struct Open {
     builder: BatchBuilder,
     waiters: Vec<Waiter>,
     opened: Instant,
+    /// When its earliest record was queued.
+    oldest: Instant,
 }
 
 struct Ready {
@@ -171,6 +175,8 @@ struct Ready {
     not_before: Instant,
     /// Order in which batches were closed (retries go in this order).
     seq: u64,
+    /// When its earliest record was queued.
+    oldest: Instant,
 }
 
 #[derive(Default)]
@@ -192,6 +198,7 @@ struct Pipe {
 enum Event {
     Produce {
         node: i32,
+        conn: Connection,
         parts: Vec<Tp>,
         result: Result<ProduceResponse>,
     },
@@ -222,8 +229,10 @@ struct Task {
     bootstrap_next: usize,
     pipes: HashMap<i32, Pipe>,
     seq: u64,
-    flushing: bool,
-    flush_waiters: Vec<oneshot::Sender<()>>,
+    /// Every handle is gone: everything queued goes out now.
+    closing: bool,
+    /// Flushes waiting, each for the records queued before it was asked.
+    flush_waiters: Vec<(Instant, oneshot::Sender<()>)>,
 }
 
 impl Task {
@@ -247,7 +256,7 @@ impl Task {
             bootstrap_next: 0,
             pipes: HashMap::new(),
             seq: 0,
-            flushing: false,
+            closing: false,
             flush_waiters: Vec::new(),
         })
     }
@@ -260,15 +269,19 @@ impl Task {
                 cmd = rx.recv(), if open => match cmd {
                     Some(c) => self.on_cmd(c),
                     // Every handle is gone: deliver what is queued, then end.
-                    None => { open = false; self.flushing = true; }
+                    None => { open = false; self.closing = true; }
                 },
                                 Some(ev) = self.in_flight.next(), if !self.in_flight.is_empty() => self.on_event(ev),
                 _ = tokio::time::sleep_until(wake.into()) => {}
             }
             // Take what else is queued before closing batches.
+            // (bounded, so a fast sender cannot hold off the rest)
             if open {
-                while let Ok(c) = rx.try_recv() {
-                    self.on_cmd(c);
+                for _ in 0..DRAIN_MAX {
+                    match rx.try_recv() {
+                        Ok(c) => self.on_cmd(c),
+                        Err(_) => break,
+                    }
                 }
             }
             self.step().await;
@@ -277,14 +290,9 @@ impl Task {
                 self.on_event(ev);
                 self.step().await;
             }
-            if self.is_idle() {
-                self.flushing = !open;
-                for w in self.flush_waiters.drain(..) {
-                    let _ = w.send(());
-                }
-                if !open {
-                    return;
-                }
+            self.answer_flushes();
+            if !open && self.is_idle() {
+                return;
             }
         }
     }
@@ -368,10 +376,7 @@ impl Task {
 
     fn on_cmd(&mut self, cmd: Cmd) {
         match cmd {
-            Cmd::Flush(w) => {
-                self.flushing = true;
-                self.flush_waiters.push(w);
-            }
+            Cmd::Flush(w) => self.flush_waiters.push((Instant::now(), w)),
             Cmd::Record(q) => self.append(*q),
         }
     }
@@ -471,7 +476,17 @@ impl Task {
         }
         let topic = self.topic_name(&q.record.topic);
         let mut partition = match (q.record.partition, &q.record.key) {
-            (Some(p), _) if p < 0 || p >= count => {
+            (Some(p), _) if p >= count => {
+                // Maybe the topic grew: wait for fresh metadata (failing at
+                // the delivery timeout if it never has that partition).
+                self.unrouted
+                    .entry(q.record.topic.clone())
+                    .or_default()
+                    .push(q);
+                self.metadata_due = true;
+                return;
+            }
+            (Some(p), _) if p < 0 => {
                 let _ = q.reply.send(Err(Error::kafka(
                     3,
                     format!("partition {p} of {topic}, which has {count}"),
@@ -519,6 +534,7 @@ impl Task {
                         builder,
                         waiters: Vec::new(),
                         opened: Instant::now(),
+                        oldest: q.enqueued,
                     })
                 }
                 Err(e) => {
@@ -528,6 +544,7 @@ impl Task {
             }
         }
         let open = part.open.as_mut().expect("opened above");
+        open.oldest = open.oldest.min(q.enqueued);
         let timestamp_ms = q.record.timestamp_ms.unwrap_or_else(now_ms);
         open.builder.push(
             timestamp_ms,
@@ -563,6 +580,7 @@ impl Task {
                 retry: false,
                 not_before: Instant::now(),
                 seq: self.seq,
+                oldest: open.oldest,
             }),
             Err(e) => fail_waiters(open.waiters, &e),
         }
@@ -571,16 +589,44 @@ impl Task {
         }
     }
 
-    /// Closes batches whose linger passed (all of them while flushing).
+    /// Answers the flushes whose records are all delivered or failed.
+    fn answer_flushes(&mut self) {
+        if self.flush_waiters.is_empty() {
+            return;
+        }
+        let waiters = std::mem::take(&mut self.flush_waiters);
+        for (asked, w) in waiters {
+            if self.pending_before(asked) {
+                self.flush_waiters.push((asked, w));
+            } else {
+                let _ = w.send(());
+            }
+        }
+    }
+
+    /// Whether a record queued at or before `t` is still undelivered.
+    fn pending_before(&self, t: Instant) -> bool {
+        self.unrouted.values().flatten().any(|q| q.enqueued <= t)
+            || self.parts.values().any(|p| {
+                p.open.as_ref().is_some_and(|o| o.oldest <= t)
+                    || p.ready.iter().any(|r| r.oldest <= t)
+            })
+    }
+
+    /// Closes batches whose linger passed, those holding records a flush
+    /// waits for, and all of them once closing.
     fn close_due(&mut self) {
         let now = Instant::now();
+        let flush_from = self.flush_waiters.iter().map(|w| w.0).max();
         let due: Vec<Tp> = self
             .parts
             .iter()
             .filter(|(_, p)| {
-                p.open
-                    .as_ref()
-                    .is_some_and(|o| self.flushing || o.opened + self.s.linger <= now)
+                p.open.as_ref().is_some_and(|o| {
+                    self.closing
+                        || o.opened + self.s.linger <= now
+                        || flush_from.is_some_and(|t| o.oldest <= t)
+                })
             })
             .map(|(tp, _)| tp.clone())
             .collect();
@@ -728,6 +774,7 @@ impl Task {
             Ok::<_, Error>((conn.send(&req, version).await?, version))
         }
         .await;
+        let conn2 = conn.clone();
         let fut: BoxFuture<'static, Event> = match sent {
             Ok((rx, version)) => Box::pin(async move {
                 let result = match tokio::time::timeout(timeout, rx).await {
@@ -740,6 +787,7 @@ impl Task {
                 };
                 Event::Produce {
                     node,
+                    conn: conn2,
                     parts: tps,
                     result,
                 }
@@ -747,6 +795,7 @@ impl Task {
             Err(e) => Box::pin(async move {
                 Event::Produce {
                     node,
+                    conn: conn2,
                     parts: tps,
                     result: Err(e),
                 }
@@ -759,9 +808,10 @@ impl Task {
         match ev {
             Event::Produce {
                 node,
+                conn,
                 parts,
                 result,
-            } => self.on_response(node, parts, result),
+            } => self.on_response(node, &conn, parts, result),
             Event::Metadata(result) => {
                 self.metadata_in_flight = false;
                 self.metadata_not_before = Instant::now() + METADATA_RETRY;
@@ -808,7 +858,13 @@ impl Task {
         }
     }
 
-    fn on_response(&mut self, node: i32, parts: Vec<Tp>, result: Result<ProduceResponse>) {
+    fn on_response(
+        &mut self,
+        node: i32,
+        conn: &Connection,
+        parts: Vec<Tp>,
+        result: Result<ProduceResponse>,
+    ) {
         if let Some(p) = self.pipes.get_mut(&node) {
             p.in_flight -= 1;
         }
@@ -816,7 +872,11 @@ impl Task {
             Ok(r) => r,
             Err(e) => {
                 tracing::debug!(node, error = %e, "produce request failed");
-                self.conns.remove(&node);
+                // Only the connection this request used: a newer one to the
+                // same broker may be fine.
+                if self.conns.get(&node).is_some_and(|c| c.same(conn)) {
+                    self.conns.remove(&node);
+                }
                 self.metadata_due = true;
                 self.halt(node);
                 let retriable = e.is_retriable() || matches!(e, Error::Closed);
