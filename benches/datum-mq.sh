@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # datum-mq client throughput against one rutomq agent (embedded defaults,
 # 8-partition topics): the native producer with 1, 2 and 5 Produce requests
-# in flight per connection, the rdkafka producer, and the native consumer
+# in flight per connection, keyless (sticky batches) and keyed (a distinct key
+# per record), the rdkafka producer, and the native consumer
 # (KafkaSource) reading it all back. Each configuration runs ROUNDS times,
 # interleaved, on a fresh topic. Prints one JSON line per run and a table.
 #
@@ -29,8 +30,10 @@ for round in $(seq "$rounds"); do
         set -- $cfg
         n=$((n + 1))
         topic="b$n"
-        "$bin/datum-mq-bench" produce --bootstrap "127.0.0.1:$port" --topic "$topic" \
+                "$bin/datum-mq-bench" produce --bootstrap "127.0.0.1:$port" --topic "$topic" \
             --backend "$1" --in-flight "$2" --records "$records" | tee -a "$out"
+        "$bin/datum-mq-bench" produce --bootstrap "127.0.0.1:$port" --topic "$topic-k" \
+            --backend "$1" --in-flight "$2" --records "$records" --keyed | tee -a "$out"
         if [[ "$1 $2" == "native 1" ]]; then
             "$bin/datum-mq-bench" consume --bootstrap "127.0.0.1:$port" --topic "$topic" \
                 --records "$records" | tee -a "$out"

@@ -39,6 +39,10 @@ struct Args {
     batch_size: usize,
     #[arg(long, default_value_t = 5)]
     linger_ms: u64,
+        /// Give each record a distinct key (spread over the partitions by
+    /// hash) instead of none (sticky batches).
+    #[arg(long)]
+    keyed: bool,
     /// none | lz4 | zstd | gzip | snappy
     #[arg(long, default_value = "none")]
     compression: String,
@@ -94,10 +98,12 @@ async fn produce(a: &Args) -> Result<()> {
         }
         Ok::<_, anyhow::Error>((n, lat))
     });
-    for _ in 0..a.records {
-        let d = p
-            .send(ProducerRecord::new(&a.topic).with_value(value.clone()))
-            .await?;
+        for i in 0..a.records {
+        let mut r = ProducerRecord::new(&a.topic).with_value(value.clone());
+        if a.keyed {
+            r = r.with_key(i.to_string());
+        }
+        let d = p.send(r).await?;
         tx.send((Instant::now(), d)).await.ok();
     }
     drop(tx);
@@ -106,7 +112,7 @@ async fn produce(a: &Args) -> Result<()> {
     println!(
         "{}",
         serde_json::json!({
-            "mode": "produce", "backend": a.backend, "in_flight": a.in_flight,
+            "mode": if a.keyed { "produce-keyed" } else { "produce" }, "backend": a.backend, "in_flight": a.in_flight,
             "compression": a.compression, "records": n, "record_size": a.record_size,
             "seconds": secs, "records_per_sec": n as f64 / secs,
             "mib_per_sec": (n * a.record_size) as f64 / secs / 1048576.0,
