@@ -172,6 +172,10 @@ struct Ready {
     attempts: u32,
     /// Failed before: goes out before newer batches of its broker.
     retry: bool,
+    /// The broker it failed on: that broker's pipeline issues nothing newer
+    /// until this batch went out again (even if it now has another leader,
+    /// or none yet).
+    failed_on: i32,
     not_before: Instant,
     /// Order in which batches were closed (retries go in this order).
     seq: u64,
@@ -578,6 +582,7 @@ impl Task {
                 waiters: open.waiters,
                 attempts: 0,
                 retry: false,
+                failed_on: -1,
                 not_before: Instant::now(),
                 seq: self.seq,
                 oldest: open.oldest,
@@ -672,6 +677,14 @@ impl Task {
                 head.not_before <= now,
             ));
         }
+        let blocked: std::collections::HashSet<i32> = self
+            .parts
+            .values()
+            .filter(|p| !p.in_flight)
+            .filter_map(|p| p.ready.front())
+            .filter(|r| r.retry)
+            .map(|r| r.failed_on)
+            .collect();
         for (node, mut heads) in by_node {
             let pipe = self.pipes.entry(node).or_default();
             if pipe.halted {
@@ -682,7 +695,7 @@ impl Task {
             }
             // A failed batch still waiting for its backoff holds back the
             // newer ones too.
-            let retrying = heads.iter().any(|h| h.2);
+            let retrying = heads.iter().any(|h| h.2) || blocked.contains(&node);
             heads.retain(|h| h.3 && (h.2 || !retrying));
             if heads.is_empty() {
                 continue;
@@ -852,7 +865,7 @@ impl Task {
                     .map(|(tp, _)| tp.clone())
                     .collect();
                 for tp in waiting {
-                    self.settle_failed(&tp, &e, true);
+                    self.settle_failed(&tp, node, &e, true);
                 }
             }
         }
@@ -881,7 +894,7 @@ impl Task {
                 self.halt(node);
                 let retriable = e.is_retriable() || matches!(e, Error::Closed);
                 for tp in parts {
-                    self.settle_failed(&tp, &e, retriable);
+                    self.settle_failed(&tp, node, &e, retriable);
                 }
                 return;
             }
@@ -948,13 +961,13 @@ impl Task {
                             self.metadata_due = true;
                         }
                     }
-                    self.settle_failed(&tp, &e, retriable);
+                    self.settle_failed(&tp, node, &e, retriable);
                 }
                 None => {
                     let e =
                         Error::Protocol(format!("the Produce response left out {}-{}", tp.0, tp.1));
                     self.halt(node);
-                    self.settle_failed(&tp, &e, true);
+                    self.settle_failed(&tp, node, &e, true);
                 }
             }
         }
@@ -965,7 +978,7 @@ impl Task {
     }
 
     /// The head batch of `tp` failed: retried later, or failed for good.
-    fn settle_failed(&mut self, tp: &Tp, e: &Error, retriable: bool) {
+    fn settle_failed(&mut self, tp: &Tp, node: i32, e: &Error, retriable: bool) {
         let Some(part) = self.parts.get_mut(tp) else {
             return;
         };
@@ -978,6 +991,7 @@ impl Task {
         let expired = oldest.is_some_and(|t| t.elapsed() >= self.s.delivery_timeout);
         if retriable && head.attempts <= self.s.retries && !expired {
             head.retry = true;
+            head.failed_on = node;
             head.not_before = Instant::now() + self.s.retry_backoff;
             tracing::debug!(topic = %tp.0, partition = tp.1, attempt = head.attempts, error = %e, "retrying batch");
             return;
