@@ -42,6 +42,22 @@ impl KafkaSource {
         self.consumer.assignment()
     }
 
+    /// Stops fetching these partitions until [`KafkaSource::resume`].
+    pub async fn pause(&self, partitions: &[(&str, i32)]) -> Result<()> {
+        self.consumer.pause(partitions).await
+    }
+
+    pub async fn resume(&self, partitions: &[(&str, i32)]) -> Result<()> {
+        self.consumer.resume(partitions).await
+    }
+
+    /// Consumes the partition from `offset` next. Seeking back replays
+    /// records; seeking forward skips them, and the commit may then move
+    /// past them (the caller decided they are done).
+    pub async fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<()> {
+        self.consumer.seek(topic, partition, offset).await
+    }
+
     /// Commits what is acknowledged now.
     pub async fn commit(&self) -> Result<()> {
         self.consumer.commit().await

@@ -27,6 +27,7 @@ async fn scenarios_against_apache_kafka() {
     scenarios::group_consumes_everything(&b, "src", "g1").await;
     scenarios::commits_behind_acks_and_replay(&b, "work", "g2").await;
     scenarios::two_members_split(&b, "split", "g3").await;
+    scenarios::seek_and_pause(&b, "seek", "g4").await;
     tokio::task::spawn_blocking(move || drop(kafka))
         .await
         .unwrap();

@@ -34,3 +34,9 @@ async fn two_members_split_the_partitions() {
     let agent = start();
     scenarios::two_members_split(&agent.bootstrap, "split", "g3").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seek_replays_and_pause_holds_a_partition() {
+    let agent = start();
+    scenarios::seek_and_pause(&agent.bootstrap, "seek", "g4").await;
+}

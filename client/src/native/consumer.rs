@@ -68,7 +68,12 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 type Tp = (Arc<str>, i32);
 
 /// A fetch's broker, the connection it opened (if any) and its answer.
-type FetchDone = (i32, Option<Connection>, Result<FetchResponse>);
+type FetchDone = (
+    i32,
+    Option<Connection>,
+    Vec<(Tp, i64)>,
+    Result<FetchResponse>,
+);
 
 /// A record from the consumer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -157,6 +162,9 @@ struct Acks {
 enum Cmd {
     Commit(oneshot::Sender<Result<()>>),
     Close(oneshot::Sender<Result<()>>),
+    Pause(Vec<(String, i32)>),
+    Resume(Vec<(String, i32)>),
+    Seek(String, i32, i64, oneshot::Sender<Result<()>>),
 }
 
 /// Handle of a native consumer.
@@ -212,6 +220,42 @@ impl NativeConsumer {
         self.assignment.lock().expect("assignment lock").clone()
     }
 
+    /// Stops fetching these partitions (records of them not handed out yet
+    /// are fetched again after `resume`).
+    pub async fn pause(&self, partitions: &[(&str, i32)]) -> Result<()> {
+        let tps = partitions
+            .iter()
+            .map(|(t, p)| (t.to_string(), *p))
+            .collect();
+        self.cmds
+            .send(Cmd::Pause(tps))
+            .await
+            .map_err(|_| Error::Closed)
+    }
+
+    pub async fn resume(&self, partitions: &[(&str, i32)]) -> Result<()> {
+        let tps = partitions
+            .iter()
+            .map(|(t, p)| (t.to_string(), *p))
+            .collect();
+        self.cmds
+            .send(Cmd::Resume(tps))
+            .await
+            .map_err(|_| Error::Closed)
+    }
+
+    /// The next record of the partition is the one at `offset`.
+    pub async fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<()> {
+        self.chunk
+            .retain(|(r, _)| !(r.topic == topic && r.partition == partition));
+        let (tx, rx) = oneshot::channel();
+        self.cmds
+            .send(Cmd::Seek(topic.to_owned(), partition, offset, tx))
+            .await
+            .map_err(|_| Error::Closed)?;
+        rx.await.map_err(|_| Error::Closed)?
+    }
+
     /// Commits the acknowledged offsets now.
     pub async fn commit(&self) -> Result<()> {
         let (tx, rx) = oneshot::channel();
@@ -257,6 +301,8 @@ struct Task {
     ready_bytes: usize,
     fetches: FuturesUnordered<BoxFuture<'static, FetchDone>>,
     fetching: std::collections::HashSet<i32>,
+    /// Partitions not fetched until resumed.
+    paused: std::collections::HashSet<Tp>,
     next_heartbeat: Instant,
     next_commit: Instant,
     names: HashMap<String, Arc<str>>,
@@ -281,6 +327,7 @@ impl Task {
             ready_bytes: 0,
             fetches: FuturesUnordered::new(),
             fetching: Default::default(),
+            paused: Default::default(),
             names: HashMap::new(),
         })
     }
@@ -371,15 +418,26 @@ impl Task {
                     let Ok(permit) = permit else { return self.leave().await };
                                         permit.send(Ok(self.take_chunk()));
                 }
-                                Some((node, conn, result)) = self.fetches.next(), if !self.fetches.is_empty() => {
+                                                Some((node, conn, asked, result)) = self.fetches.next(), if !self.fetches.is_empty() => {
                     self.fetching.remove(&node);
                     if let Some(c) = conn {
                         self.conns.insert(node, c);
                     }
-                    self.on_fetch(node, result).await;
+                    self.on_fetch(node, asked, result).await;
                 }
                 cmd = cmds.recv() => match cmd {
-                    Some(Cmd::Commit(reply)) => { let _ = reply.send(self.commit().await); }
+                                        Some(Cmd::Commit(reply)) => { let _ = reply.send(self.commit().await); }
+                    Some(Cmd::Pause(tps)) => self.pause(tps),
+                    Some(Cmd::Resume(tps)) => {
+                        for (t, p) in tps {
+                            let tp = (self.name(&t), p);
+                            self.paused.remove(&tp);
+                        }
+                    }
+                    Some(Cmd::Seek(t, p, offset, reply)) => {
+                        let tp = (self.name(&t), p);
+                        let _ = reply.send(self.seek(tp, offset));
+                    }
                     Some(Cmd::Close(reply)) => {
                         let r = self.commit().await;
                         self.leave().await;
@@ -743,6 +801,54 @@ impl Task {
         Ok(out)
     }
 
+    /// Stops fetching `tps`; records of them fetched but not handed out
+    /// yet are dropped and fetched again after `resume`.
+    fn pause(&mut self, tps: Vec<(String, i32)>) {
+        for (t, p) in tps {
+            let tp = (self.name(&t), p);
+            if let Some(first) = self.ready.iter().find(|r| r.1 == tp).map(|r| r.0.offset) {
+                self.drop_ready(&tp);
+                self.positions.insert(tp.clone(), first);
+            }
+            self.paused.insert(tp);
+        }
+    }
+
+    /// The next record of `tp` handed out will be the one at `offset`.
+    /// Commits still only move forward, behind acknowledged work.
+    fn seek(&mut self, tp: Tp, offset: i64) -> Result<()> {
+        if !self.positions.contains_key(&tp) {
+            return Err(Error::Config(format!(
+                "{}-{} is not assigned to this member",
+                tp.0, tp.1
+            )));
+        }
+        if offset < 0 {
+            return Err(Error::Config(format!("seek to offset {offset}")));
+        }
+        self.drop_ready(&tp);
+        self.positions.insert(tp.clone(), offset);
+        let mut a = self.acks.lock().expect("acks lock");
+        if let Some(pa) = a.partitions.get_mut(&tp) {
+            pa.delivered.clear();
+            pa.next = offset;
+        }
+        Ok(())
+    }
+
+    fn drop_ready(&mut self, tp: &Tp) {
+        let mut freed = 0;
+        self.ready.retain(|(r, t)| {
+            let keep = t != tp;
+            if !keep {
+                freed +=
+                    r.key.as_ref().map_or(0, Bytes::len) + r.value.as_ref().map_or(0, Bytes::len);
+            }
+            keep
+        });
+        self.ready_bytes = self.ready_bytes.saturating_sub(freed);
+    }
+
     fn leader(&self, tp: &Tp) -> i32 {
         self.cluster
             .topics
@@ -759,6 +865,9 @@ impl Task {
         let acks = self.acks.lock().expect("acks lock");
         let mut by_leader: BTreeMap<i32, Vec<(Tp, i64)>> = BTreeMap::new();
         for (tp, &pos) in &self.positions {
+            if self.paused.contains(tp) {
+                continue;
+            }
             let unacked = acks.partitions.get(tp).map_or(0, |p| p.delivered.len());
             if unacked >= UNACKED_PER_PARTITION_MAX {
                 continue;
@@ -798,6 +907,7 @@ impl Task {
                 .with_topics(topics);
             self.fetching.insert(node);
             let s = self.s.clone();
+            let asked = parts.clone();
             self.fetches.push(Box::pin(async move {
                 // A broker not connected yet is connected here, so the task
                 // goes on (heartbeats, deliveries) meanwhile.
@@ -808,22 +918,23 @@ impl Task {
                             return (
                                 node,
                                 None,
+                                asked,
                                 Err(Error::Protocol(format!("no address for broker {node}"))),
                             );
                         };
                         match connect(&a, &s.security, &s.client_id, s.request_timeout).await {
                             Ok(c) => (c, true),
-                            Err(e) => return (node, None, Err(e)),
+                            Err(e) => return (node, None, asked, Err(e)),
                         }
                     }
                 };
                 let r = conn.call(&req, FETCH_VERSIONS).await;
-                (node, fresh.then_some(conn), r)
+                (node, fresh.then_some(conn), asked, r)
             }));
         }
     }
 
-    async fn on_fetch(&mut self, node: i32, result: Result<FetchResponse>) {
+    async fn on_fetch(&mut self, node: i32, asked: Vec<(Tp, i64)>, result: Result<FetchResponse>) {
         let resp = match result {
             Ok(r) => r,
             Err(e) => {
@@ -842,6 +953,10 @@ impl Task {
                 let Some(&pos) = self.positions.get(&tp) else {
                     continue; // not ours any more
                 };
+                // Moved by a seek or a pause since it was asked: stale.
+                if !asked.iter().any(|(a, o)| *a == tp && *o == pos) || self.paused.contains(&tp) {
+                    continue;
+                }
                 match p.error_code {
                     0 => {}
                     // Moved, or the position fell out of the log.
