@@ -19,7 +19,7 @@ use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as AssignedTp;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
@@ -51,7 +51,8 @@ const LEAVE_GROUP_VERSIONS: (i16, i16) = (1, 5);
 const OFFSET_FETCH_VERSIONS: (i16, i16) = (1, 7);
 const OFFSET_COMMIT_VERSIONS: (i16, i16) = (2, 8);
 const LIST_OFFSETS_VERSIONS: (i16, i16) = (1, 7);
-const FETCH_VERSIONS: (i16, i16) = (4, 12);
+/// Fetch with sessions (KIP-227, v7+); v13 names topics by id.
+const FETCH_VERSIONS: (i16, i16) = (7, 12);
 /// Chunks of records handed to the caller but not yet taken.
 pub const DELIVERY_QUEUE_MAX: usize = 4;
 /// Records per chunk handed to the caller at most.
@@ -68,12 +69,28 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 type Tp = (Arc<str>, i32);
 
 /// A fetch's broker, the connection it opened (if any) and its answer.
-type FetchDone = (
-    i32,
-    Option<Connection>,
-    Vec<(Tp, i64)>,
-    Result<FetchResponse>,
-);
+/// A fetch's outcome and what it meant for its broker's fetch session.
+struct FetchDone {
+    node: i32,
+    /// The connection it opened, if it had to.
+    conn: Option<Connection>,
+    /// Every partition wanted from this broker, at the position asked.
+    asked: Vec<(Tp, i64)>,
+    /// The session epoch and contents once this request is answered.
+    session_after: FetchSession,
+    result: Result<FetchResponse>,
+}
+
+/// A broker's view of this consumer's fetch session (KIP-227): only the
+/// partitions whose position changed (and the ones to forget) are sent.
+#[derive(Clone, Debug, Default)]
+struct FetchSession {
+    /// 0: none yet (the next fetch asks for one).
+    id: i32,
+    epoch: i32,
+    /// Partitions in the session with the fetch offset last sent.
+    sent: BTreeMap<Tp, i64>,
+}
 
 /// A record from the consumer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -300,6 +317,8 @@ struct Task {
     /// Key and value bytes in `ready`.
     ready_bytes: usize,
     fetches: FuturesUnordered<BoxFuture<'static, FetchDone>>,
+    /// Fetch session per broker.
+    sessions: HashMap<i32, FetchSession>,
     fetching: std::collections::HashSet<i32>,
     /// Partitions not fetched until resumed.
     paused: std::collections::HashSet<Tp>,
@@ -326,6 +345,7 @@ impl Task {
             ready: VecDeque::new(),
             ready_bytes: 0,
             fetches: FuturesUnordered::new(),
+            sessions: HashMap::new(),
             fetching: Default::default(),
             paused: Default::default(),
             names: HashMap::new(),
@@ -418,12 +438,13 @@ impl Task {
                     let Ok(permit) = permit else { return self.leave().await };
                                         permit.send(Ok(self.take_chunk()));
                 }
-                                                Some((node, conn, asked, result)) = self.fetches.next(), if !self.fetches.is_empty() => {
-                    self.fetching.remove(&node);
-                    if let Some(c) = conn {
-                        self.conns.insert(node, c);
+                                                                Some(done) = self.fetches.next(), if !self.fetches.is_empty() => {
+                    self.fetching.remove(&done.node);
+                    if let Some(c) = done.conn {
+                        self.conns.insert(done.node, c);
                     }
-                    self.on_fetch(node, asked, result).await;
+                    let result = self.settle_session(done.node, done.session_after, done.result);
+                    self.on_fetch(done.node, done.asked, result).await;
                 }
                 cmd = cmds.recv() => match cmd {
                                         Some(Cmd::Commit(reply)) => { let _ = reply.send(self.commit().await); }
@@ -881,8 +902,19 @@ impl Task {
         for (node, parts) in by_leader {
             let conn = self.conns.get(&node).filter(|c| c.is_alive()).cloned();
             let addr = self.cluster.brokers.get(&node).cloned();
+            let session = self.sessions.entry(node).or_default().clone();
+            // A new session sends everything; an open one only what moved,
+            // and forgets what is no longer wanted.
+            let changed: Vec<&(Tp, i64)> = if session.id == 0 {
+                parts.iter().collect()
+            } else {
+                parts
+                    .iter()
+                    .filter(|(tp, pos)| session.sent.get(tp) != Some(pos))
+                    .collect()
+            };
             let mut topics: Vec<FetchTopic> = Vec::new();
-            for (tp, pos) in &parts {
+            for (tp, pos) in changed.iter().copied() {
                 let fp = FetchPartition::default()
                     .with_partition(tp.1)
                     .with_fetch_offset(*pos)
@@ -898,13 +930,41 @@ impl Task {
                     ),
                 }
             }
+            let mut forgotten: Vec<ForgottenTopic> = Vec::new();
+            if session.id != 0 {
+                for tp in session
+                    .sent
+                    .keys()
+                    .filter(|tp| !parts.iter().any(|(w, _)| w == *tp))
+                {
+                    match forgotten.iter_mut().find(|t| t.topic.0.as_str() == &*tp.0) {
+                        Some(t) => t.partitions.push(tp.1),
+                        None => forgotten.push(
+                            ForgottenTopic::default()
+                                .with_topic(TopicName(StrBytes::from_string(tp.0.to_string())))
+                                .with_partitions(vec![tp.1]),
+                        ),
+                    }
+                }
+            }
+            let session_after = FetchSession {
+                id: session.id,
+                epoch: if session.id == 0 {
+                    1
+                } else {
+                    next_epoch(session.epoch)
+                },
+                sent: parts.iter().cloned().collect(),
+            };
             let req = FetchRequest::default()
                 .with_replica_id(BrokerId(-1))
                 .with_max_wait_ms(self.s.fetch_max_wait.as_millis() as i32)
                 .with_min_bytes(1)
                 .with_max_bytes(self.s.fetch_max_bytes as i32)
-                .with_session_epoch(-1)
-                .with_topics(topics);
+                .with_session_id(session.id)
+                .with_session_epoch(if session.id == 0 { 0 } else { session.epoch })
+                .with_topics(topics)
+                .with_forgotten_topics_data(forgotten);
             self.fetching.insert(node);
             let s = self.s.clone();
             let asked = parts.clone();
@@ -915,22 +975,71 @@ impl Task {
                     Some(c) => (c, false),
                     None => {
                         let Some(a) = addr else {
-                            return (
+                            return FetchDone {
                                 node,
-                                None,
+                                conn: None,
                                 asked,
-                                Err(Error::Protocol(format!("no address for broker {node}"))),
-                            );
+                                session_after,
+                                result: Err(Error::Protocol(format!(
+                                    "no address for broker {node}"
+                                ))),
+                            };
                         };
                         match connect(&a, &s.security, &s.client_id, s.request_timeout).await {
                             Ok(c) => (c, true),
-                            Err(e) => return (node, None, asked, Err(e)),
+                            Err(e) => {
+                                return FetchDone {
+                                    node,
+                                    conn: None,
+                                    asked,
+                                    session_after,
+                                    result: Err(e),
+                                }
+                            }
                         }
                     }
                 };
                 let r = conn.call(&req, FETCH_VERSIONS).await;
-                (node, fresh.then_some(conn), asked, r)
+                FetchDone {
+                    node,
+                    conn: fresh.then_some(conn),
+                    asked,
+                    session_after,
+                    result: r,
+                }
             }));
+        }
+    }
+
+    /// Keeps the broker's session in step with an answered fetch: a new
+    /// session takes the id the broker gave; a session error or a failed
+    /// request starts over with a full fetch.
+    fn settle_session(
+        &mut self,
+        node: i32,
+        mut after: FetchSession,
+        result: Result<FetchResponse>,
+    ) -> Result<FetchResponse> {
+        match &result {
+            Ok(r) if r.error_code == 0 => {
+                if after.id == 0 {
+                    after.id = r.session_id; // 0: the broker keeps none
+                }
+                if after.id == 0 {
+                    after.sent.clear();
+                }
+                self.sessions.insert(node, after);
+            }
+            _ => {
+                self.sessions.remove(&node);
+            }
+        }
+        match result {
+            // FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH: the
+            // next fetch opens a new session.
+            Ok(r) if matches!(r.error_code, 70 | 71) => Ok(FetchResponse::default()),
+            Ok(r) if r.error_code != 0 => Err(Error::kafka(r.error_code, "Fetch")),
+            other => other,
         }
     }
 
@@ -1153,6 +1262,15 @@ impl Task {
             req = req.with_member_id(StrBytes::from_string(m.member_id.clone()));
         }
         let _ = m.coordinator.call_version(&req, version).await;
+    }
+}
+
+/// The session epoch after `e` (1 after the largest, as Kafka wraps).
+fn next_epoch(e: i32) -> i32 {
+    if e == i32::MAX {
+        1
+    } else {
+        e + 1
     }
 }
 
