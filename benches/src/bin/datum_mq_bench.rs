@@ -39,7 +39,7 @@ struct Args {
     batch_size: usize,
     #[arg(long, default_value_t = 5)]
     linger_ms: u64,
-        /// Give each record a distinct key (spread over the partitions by
+    /// Give each record a distinct key (spread over the partitions by
     /// hash) instead of none (sticky batches).
     #[arg(long)]
     keyed: bool,
@@ -98,7 +98,7 @@ async fn produce(a: &Args) -> Result<()> {
         }
         Ok::<_, anyhow::Error>((n, lat))
     });
-        for i in 0..a.records {
+    for i in 0..a.records {
         let mut r = ProducerRecord::new(&a.topic).with_value(value.clone());
         if a.keyed {
             r = r.with_key(i.to_string());
