@@ -28,6 +28,7 @@ mod source;
 pub use error::{Error, Result};
 pub use native::connect;
 pub use native::consumer::{Ack, ConsumerRecord};
+pub use native::sasl::SaslMechanism;
 pub use producer::{Delivery, KafkaProducer, ProducerRecord, RecordMetadata};
 pub use settings::{Acks, AutoOffsetReset, KafkaConsumerSettings, KafkaProducerSettings, Security};
 pub use sink::KafkaSink;

@@ -116,9 +116,19 @@ impl RdProducer {
             }
             c.set("enable.idempotence", "true");
         }
-        match s.security {
+        match &s.security {
             Security::Plaintext => {
                 c.set("security.protocol", "plaintext");
+            }
+            Security::SaslPlaintext(m) => {
+                use crate::SaslMechanism as M;
+                let (M::Plain { username, password }
+                | M::ScramSha256 { username, password }
+                | M::ScramSha512 { username, password }) = m;
+                c.set("security.protocol", "sasl_plaintext")
+                    .set("sasl.mechanisms", m.name())
+                    .set("sasl.username", username)
+                    .set("sasl.password", password);
             }
         }
         for (k, v) in &s.rdkafka_properties {

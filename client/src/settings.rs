@@ -31,6 +31,8 @@ pub enum Security {
     /// `security.protocol=PLAINTEXT`.
     #[default]
     Plaintext,
+    /// `security.protocol=SASL_PLAINTEXT` with this mechanism.
+    SaslPlaintext(crate::SaslMechanism),
 }
 
 /// Settings of a [`crate::KafkaProducer`].
@@ -93,6 +95,10 @@ impl KafkaProducerSettings {
         }
     }
 
+    pub fn with_security(mut self, security: Security) -> Self {
+        self.security = security;
+        self
+    }
     pub fn with_backend(mut self, backend: KafkaProducerBackend) -> Self {
         self.backend = backend;
         self
@@ -278,6 +284,10 @@ impl KafkaConsumerSettings {
             request_timeout: Duration::from_secs(30),
             rdkafka_properties: Vec::new(),
         }
+    }
+    pub fn with_security(mut self, security: Security) -> Self {
+        self.security = security;
+        self
     }
     pub fn with_backend(mut self, b: crate::KafkaConsumerBackend) -> Self {
         self.backend = b;

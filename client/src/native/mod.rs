@@ -3,6 +3,7 @@
 pub mod conn;
 pub mod consumer;
 pub mod producer;
+pub mod sasl;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -31,11 +32,13 @@ pub async fn connect(
         .await
         .map_err(|_| Error::Timeout(format!("connecting to {addr}")))??;
     tcp.set_nodelay(true)?;
+    let conn =
+        Connection::start(Box::new(tcp), addr.to_owned(), client_id, request_timeout).await?;
     match security {
-        Security::Plaintext => {
-            Connection::start(Box::new(tcp), addr.to_owned(), client_id, request_timeout).await
-        }
+        Security::Plaintext => {}
+        Security::SaslPlaintext(m) => sasl::authenticate(&conn, m).await?,
     }
+    Ok(conn)
 }
 
 /// The bootstrap list "h1:p1,h2:p2".

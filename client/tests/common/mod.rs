@@ -226,6 +226,12 @@ pub struct Kafka {
 
 impl Kafka {
     pub fn start() -> Kafka {
+        Self::start_with(|_, _| String::new())
+    }
+
+    /// Started with more server properties, made from the PLAINTEXT port
+    /// and the controller's.
+    pub fn start_with(extra: impl Fn(u16, u16) -> String) -> Kafka {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
         let script = root.join("benches/kafka/start-kafka.sh");
         let dir = std::env::temp_dir().join(format!(
@@ -246,7 +252,10 @@ impl Kafka {
             .arg(&dir)
             .env(
                 "KAFKA_EXTRA_PROPS",
-                "num.partitions=8\ngroup.initial.rebalance.delay.ms=200",
+                format!(
+                    "num.partitions=8\ngroup.initial.rebalance.delay.ms=200\n{}",
+                    extra(port, port + 1)
+                ),
             )
             .env("KAFKA_HEAP", "768m")
             .output()
