@@ -32,6 +32,10 @@ pub enum Error {
     Timeout(String),
     #[error("authentication failed: {0}")]
     Auth(String),
+    /// The TLS handshake failed (a certificate was refused, no common
+    /// protocol); not retried.
+    #[error("TLS: {0}")]
+    Tls(String),
     /// The client was closed (or its background task ended).
     #[error("client closed")]
     Closed,

@@ -14,6 +14,7 @@
 //! exactly-once are out of scope.
 #![forbid(unsafe_code)]
 
+mod acks;
 pub mod batch;
 mod error;
 pub mod native;
@@ -21,16 +22,22 @@ pub mod partitioner;
 mod producer;
 #[cfg(feature = "rdkafka")]
 mod rdk;
+#[cfg(feature = "rdkafka")]
+mod rdk_consumer;
 mod settings;
 mod sink;
 mod source;
 
+pub use acks::{Ack, ConsumerRecord};
 pub use error::{Error, Result};
 pub use native::connect;
-pub use native::consumer::{Ack, ConsumerRecord};
 pub use native::sasl::SaslMechanism;
+pub use native::tls::{Pem, TlsSettings};
 pub use producer::{Delivery, KafkaProducer, ProducerRecord, RecordMetadata};
-pub use settings::{Acks, AutoOffsetReset, KafkaConsumerSettings, KafkaProducerSettings, Security};
+pub use settings::{
+    Acks, AutoOffsetReset, GroupProtocol, KafkaConsumerSettings, KafkaProducerSettings,
+    RebalanceEvent, RebalanceListener, Security,
+};
 pub use sink::KafkaSink;
 pub use source::KafkaSource;
 

@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::producer::{Delivery, ProducerRecord, RecordMetadata};
 use crate::settings::{KafkaProducerSettings, Security};
 use crate::Compression;
+use crate::Pem;
 
 /// How long `send` waits before trying again when librdkafka's queue is
 /// full (its `queue.buffering.max.*` bounds).
@@ -116,21 +117,7 @@ impl RdProducer {
             }
             c.set("enable.idempotence", "true");
         }
-        match &s.security {
-            Security::Plaintext => {
-                c.set("security.protocol", "plaintext");
-            }
-            Security::SaslPlaintext(m) => {
-                use crate::SaslMechanism as M;
-                let (M::Plain { username, password }
-                | M::ScramSha256 { username, password }
-                | M::ScramSha512 { username, password }) = m;
-                c.set("security.protocol", "sasl_plaintext")
-                    .set("sasl.mechanisms", m.name())
-                    .set("sasl.username", username)
-                    .set("sasl.password", password);
-            }
-        }
+        security_properties(&mut c, &s.security);
         for (k, v) in &s.rdkafka_properties {
             c.set(k, v);
         }
@@ -220,5 +207,52 @@ impl RdProducer {
             }
             settled.await;
         }
+    }
+}
+
+/// librdkafka's names for `security`.
+pub(crate) fn security_properties(c: &mut ClientConfig, security: &Security) {
+    let (protocol, sasl, tls) = match security {
+        Security::Plaintext => ("plaintext", None, None),
+        Security::Ssl(t) => ("ssl", None, Some(t)),
+        Security::SaslPlaintext(m) => ("sasl_plaintext", Some(m), None),
+        Security::SaslSsl(m, t) => ("sasl_ssl", Some(m), Some(t)),
+    };
+    c.set("security.protocol", protocol);
+    if let Some(m) = sasl {
+        use crate::SaslMechanism as M;
+        let (M::Plain { username, password }
+        | M::ScramSha256 { username, password }
+        | M::ScramSha512 { username, password }) = m;
+        c.set("sasl.mechanisms", m.name())
+            .set("sasl.username", username)
+            .set("sasl.password", password);
+    }
+    if let Some(t) = tls {
+        // Without a CA, librdkafka (like the native path) trusts the
+        // system's certificates.
+        match t.ca_pem() {
+            Some(Pem::File(p)) => c.set("ssl.ca.location", p.display().to_string()),
+            Some(Pem::Inline(pem)) => c.set("ssl.ca.pem", pem),
+            None => c,
+        };
+        if let Some((chain, key)) = t.client_cert_pem() {
+            match chain {
+                Pem::File(p) => c.set("ssl.certificate.location", p.display().to_string()),
+                Pem::Inline(pem) => c.set("ssl.certificate.pem", pem),
+            };
+            match key {
+                Pem::File(p) => c.set("ssl.key.location", p.display().to_string()),
+                Pem::Inline(pem) => c.set("ssl.key.pem", pem),
+            };
+        }
+        c.set(
+            "ssl.endpoint.identification.algorithm",
+            if t.verifies_hostname() {
+                "https"
+            } else {
+                "none"
+            },
+        );
     }
 }

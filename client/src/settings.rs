@@ -31,8 +31,24 @@ pub enum Security {
     /// `security.protocol=PLAINTEXT`.
     #[default]
     Plaintext,
+    /// `security.protocol=SSL`: TLS (with a client certificate when the
+    /// settings carry one).
+    Ssl(crate::TlsSettings),
     /// `security.protocol=SASL_PLAINTEXT` with this mechanism.
     SaslPlaintext(crate::SaslMechanism),
+    /// `security.protocol=SASL_SSL`: SASL with this mechanism inside TLS.
+    SaslSsl(crate::SaslMechanism, crate::TlsSettings),
+}
+
+impl Security {
+    /// Checks the settings (reads and parses TLS certificates and keys) so
+    /// that a mistake fails when the client is made, not on first connect.
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            Security::Ssl(t) | Security::SaslSsl(_, t) => t.client_config().map(drop),
+            Security::Plaintext | Security::SaslPlaintext(_) => Ok(()),
+        }
+    }
 }
 
 /// Settings of a [`crate::KafkaProducer`].
@@ -235,12 +251,58 @@ pub enum AutoOffsetReset {
     Latest,
 }
 
+/// A change of a [`crate::KafkaSource`]'s partitions, told to its
+/// [`RebalanceListener`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RebalanceEvent {
+    /// These partitions are this member's now; records come from their
+    /// committed offsets (or the reset policy).
+    Assigned(Vec<(String, i32)>),
+    /// These partitions are being given up in a rebalance. What was
+    /// acknowledged of them has been committed (or the commit failed and
+    /// was logged) before this call; acknowledgements of their records
+    /// from now on are ignored.
+    Revoked(Vec<(String, i32)>),
+    /// These partitions were lost: the member was fenced out of the group
+    /// (its session ran out), so they could not be committed; another
+    /// member replays them from the last commit.
+    Lost(Vec<(String, i32)>),
+}
+
+/// Called on the consumer's own task (native) or librdkafka's polling
+/// (rdkafka) at each assignment change; keep it short. Not called on
+/// `close`.
+#[derive(Clone)]
+pub struct RebalanceListener(pub std::sync::Arc<dyn Fn(&RebalanceEvent) + Send + Sync>);
+
+impl std::fmt::Debug for RebalanceListener {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RebalanceListener")
+    }
+}
+
+/// `group.protocol`: how a consumer takes part in its group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum GroupProtocol {
+    /// The consumer protocol (KIP-848) when the group coordinator offers
+    /// it (ConsumerGroupHeartbeat), the classic one otherwise. Native
+    /// backend; the rdkafka backend takes the classic protocol.
+    #[default]
+    Auto,
+    /// JoinGroup/SyncGroup/Heartbeat, client-side `range` assignment.
+    Classic,
+    /// KIP-848: the coordinator assigns, partitions move incrementally.
+    /// Fails when the coordinator does not offer it. Native backend only.
+    Consumer,
+}
+
 /// Settings of a [`crate::KafkaSource`].
 #[derive(Clone, Debug)]
 pub struct KafkaConsumerSettings {
     pub bootstrap_servers: String,
     pub backend: crate::KafkaConsumerBackend,
     pub group_id: String,
+    pub group_protocol: GroupProtocol,
     pub client_id: String,
     pub security: Security,
     pub auto_offset_reset: AutoOffsetReset,
@@ -263,6 +325,8 @@ pub struct KafkaConsumerSettings {
     pub request_timeout: Duration,
     /// More librdkafka properties (rdkafka backend only).
     pub rdkafka_properties: Vec<(String, String)>,
+    /// Told of every assignment change (`ConsumerRebalanceListener`).
+    pub rebalance_listener: Option<RebalanceListener>,
 }
 
 impl KafkaConsumerSettings {
@@ -271,6 +335,7 @@ impl KafkaConsumerSettings {
             bootstrap_servers: bootstrap_servers.into(),
             backend: crate::KafkaConsumerBackend::Native,
             group_id: group_id.into(),
+            group_protocol: GroupProtocol::Auto,
             client_id: "datum-mq".into(),
             security: Security::Plaintext,
             auto_offset_reset: AutoOffsetReset::Latest,
@@ -283,11 +348,29 @@ impl KafkaConsumerSettings {
             max_partition_fetch_bytes: 1 << 20,
             request_timeout: Duration::from_secs(30),
             rdkafka_properties: Vec::new(),
+            rebalance_listener: None,
         }
     }
     pub fn with_security(mut self, security: Security) -> Self {
         self.security = security;
         self
+    }
+    pub fn with_rebalance_listener(
+        mut self,
+        f: impl Fn(&RebalanceEvent) + Send + Sync + 'static,
+    ) -> Self {
+        self.rebalance_listener = Some(RebalanceListener(std::sync::Arc::new(f)));
+        self
+    }
+    pub(crate) fn tell(&self, e: RebalanceEvent) {
+        let empty = match &e {
+            RebalanceEvent::Assigned(p) | RebalanceEvent::Revoked(p) | RebalanceEvent::Lost(p) => {
+                p.is_empty()
+            }
+        };
+        if let (Some(l), false) = (&self.rebalance_listener, empty) {
+            (l.0)(&e);
+        }
     }
     pub fn with_backend(mut self, b: crate::KafkaConsumerBackend) -> Self {
         self.backend = b;
@@ -295,6 +378,10 @@ impl KafkaConsumerSettings {
     }
     pub fn with_client_id(mut self, id: impl Into<String>) -> Self {
         self.client_id = id.into();
+        self
+    }
+    pub fn with_group_protocol(mut self, p: GroupProtocol) -> Self {
+        self.group_protocol = p;
         self
     }
     pub fn with_auto_offset_reset(mut self, r: AutoOffsetReset) -> Self {
@@ -357,6 +444,13 @@ impl KafkaConsumerSettings {
             || self.max_partition_fetch_bytes > i32::MAX as usize
         {
             return Err(Error::Config("fetch sizes above 2 GiB".into()));
+        }
+        if self.backend == crate::KafkaConsumerBackend::Rdkafka
+            && self.group_protocol == GroupProtocol::Consumer
+        {
+            return Err(Error::Unsupported(
+                "the consumer group protocol (KIP-848) is built on the native consumer only; use KafkaConsumerBackend::Native".into(),
+            ));
         }
         if self.backend == crate::KafkaConsumerBackend::Native {
             if let Some((k, _)) = self.rdkafka_properties.first() {

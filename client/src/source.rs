@@ -1,8 +1,11 @@
 //! KafkaSource: records in with acknowledgement handles; offsets committed
 //! only behind acknowledged work.
 
-use crate::error::{Error, Result};
-use crate::native::consumer::{Ack, ConsumerRecord, NativeConsumer};
+use crate::acks::{Ack, ConsumerRecord};
+#[cfg(not(feature = "rdkafka"))]
+use crate::error::Error;
+use crate::error::Result;
+use crate::native::consumer::NativeConsumer;
 use crate::settings::KafkaConsumerSettings;
 use crate::KafkaConsumerBackend;
 
@@ -13,58 +16,109 @@ use crate::KafkaConsumerBackend;
 /// given up in a rebalance, and on [`KafkaSource::close`] — so a crash or a
 /// rebalance replays unfinished work (at-least-once) and never skips it.
 pub struct KafkaSource {
-    consumer: NativeConsumer,
+    backend: Backend,
+}
+
+enum Backend {
+    Native(NativeConsumer),
+    #[cfg(feature = "rdkafka")]
+    Rdkafka(crate::rdk_consumer::RdConsumer),
 }
 
 impl KafkaSource {
+    /// Joins the group and starts consuming `topics` over the backend the
+    /// settings name (the native one reads the cluster's metadata and
+    /// joins here, so an unreachable cluster fails now).
     pub async fn new(settings: KafkaConsumerSettings, topics: &[&str]) -> Result<KafkaSource> {
-        match settings.backend {
-            KafkaConsumerBackend::Native => Ok(KafkaSource {
-                consumer: NativeConsumer::start(
-                    settings,
-                    topics.iter().map(|t| t.to_string()).collect(),
-                )
-                .await?,
-            }),
-            KafkaConsumerBackend::Rdkafka => Err(Error::Unsupported(
-                "KafkaSource over KafkaConsumerBackend::Rdkafka is not built yet (rutomq issue 5); use KafkaConsumerBackend::Native".into(),
-            )),
+        settings.validate()?;
+        let backend = match settings.backend {
+            KafkaConsumerBackend::Native => Backend::Native(
+                NativeConsumer::start(settings, topics.iter().map(|t| t.to_string()).collect())
+                    .await?,
+            ),
+            #[cfg(feature = "rdkafka")]
+            KafkaConsumerBackend::Rdkafka => {
+                Backend::Rdkafka(crate::rdk_consumer::RdConsumer::start(&settings, topics)?)
+            }
+            #[cfg(not(feature = "rdkafka"))]
+            KafkaConsumerBackend::Rdkafka => {
+                return Err(Error::Unsupported(
+                    "KafkaConsumerBackend::Rdkafka needs the `rdkafka` feature of datum-mq, which this build lacks; use KafkaConsumerBackend::Native".into(),
+                ))
+            }
+        };
+        Ok(KafkaSource { backend })
+    }
+
+    pub fn backend(&self) -> KafkaConsumerBackend {
+        match self.backend {
+            Backend::Native(_) => KafkaConsumerBackend::Native,
+            #[cfg(feature = "rdkafka")]
+            Backend::Rdkafka(_) => KafkaConsumerBackend::Rdkafka,
         }
     }
 
     /// The next record and its acknowledgement; None once closed.
     pub async fn next(&mut self) -> Option<Result<(ConsumerRecord, Ack)>> {
-        self.consumer.next().await
+        match &mut self.backend {
+            Backend::Native(c) => c.next().await,
+            #[cfg(feature = "rdkafka")]
+            Backend::Rdkafka(c) => c.next().await,
+        }
     }
 
     /// The partitions this member holds now.
     pub fn assignment(&self) -> Vec<(String, i32)> {
-        self.consumer.assignment()
+        match &self.backend {
+            Backend::Native(c) => c.assignment(),
+            #[cfg(feature = "rdkafka")]
+            Backend::Rdkafka(c) => c.assignment(),
+        }
     }
 
     /// Stops fetching these partitions until [`KafkaSource::resume`].
-    pub async fn pause(&self, partitions: &[(&str, i32)]) -> Result<()> {
-        self.consumer.pause(partitions).await
+    pub async fn pause(&mut self, partitions: &[(&str, i32)]) -> Result<()> {
+        match &mut self.backend {
+            Backend::Native(c) => c.pause(partitions).await,
+            #[cfg(feature = "rdkafka")]
+            Backend::Rdkafka(c) => c.pause(partitions),
+        }
     }
 
-    pub async fn resume(&self, partitions: &[(&str, i32)]) -> Result<()> {
-        self.consumer.resume(partitions).await
+    pub async fn resume(&mut self, partitions: &[(&str, i32)]) -> Result<()> {
+        match &mut self.backend {
+            Backend::Native(c) => c.resume(partitions).await,
+            #[cfg(feature = "rdkafka")]
+            Backend::Rdkafka(c) => c.resume(partitions),
+        }
     }
 
     /// Consumes the partition from `offset` next. Seeking back replays
     /// records; seeking forward skips them, and the commit may then move
     /// past them (the caller decided they are done).
     pub async fn seek(&mut self, topic: &str, partition: i32, offset: i64) -> Result<()> {
-        self.consumer.seek(topic, partition, offset).await
+        match &mut self.backend {
+            Backend::Native(c) => c.seek(topic, partition, offset).await,
+            #[cfg(feature = "rdkafka")]
+            Backend::Rdkafka(c) => c.seek(topic, partition, offset).await,
+        }
     }
 
     /// Commits what is acknowledged now.
     pub async fn commit(&self) -> Result<()> {
-        self.consumer.commit().await
+        match &self.backend {
+            Backend::Native(c) => c.commit().await,
+            #[cfg(feature = "rdkafka")]
+            Backend::Rdkafka(c) => c.commit().await,
+        }
     }
 
     /// Commits what is acknowledged and leaves the group.
     pub async fn close(self) -> Result<()> {
-        self.consumer.close().await
+        match self.backend {
+            Backend::Native(c) => c.close().await,
+            #[cfg(feature = "rdkafka")]
+            Backend::Rdkafka(c) => c.close().await,
+        }
     }
 }

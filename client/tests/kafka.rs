@@ -2,12 +2,13 @@
 //! broker (one KRaft node from the Maven Central jars, started by
 //! `benches/kafka/start-kafka.sh`; needs Java 17+ and Maven): both producer
 //! backends' keyed placement, LZ4/Zstd and pipelining, native keyless
-//! stickiness, and the KafkaSource group scenarios. One broker for the whole
+//! stickiness, the KafkaSource group scenarios (native with the consumer protocol, KIP-848, and the classic one; rdkafka), and keyed placement
+//! compared with Kafka's own Java producer for the same keys. One broker for the whole
 //! file (it takes seconds to start), one topic and group per scenario.
 
 mod common;
 
-use common::scenarios::{self, backends};
+use common::scenarios::{self, backends, consumer_kinds, kind_name};
 use datum_mq::Compression;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -23,11 +24,15 @@ async fn scenarios_against_apache_kafka() {
         }
         scenarios::pipelined(&b, backend, &format!("pipelined-{backend:?}")).await;
     }
+    scenarios::java_placement(&b, "java-keys").await;
     scenarios::keyless_sticky(&b, "keyless").await;
-    scenarios::group_consumes_everything(&b, "src", "g1").await;
-    scenarios::commits_behind_acks_and_replay(&b, "work", "g2").await;
-    scenarios::two_members_split(&b, "split", "g3").await;
-    scenarios::seek_and_pause(&b, "seek", "g4").await;
+    for c in consumer_kinds() {
+        let n = |s: &str| kind_name(s, c);
+        scenarios::group_consumes_everything(&b, c, &n("src"), &n("g1")).await;
+        scenarios::commits_behind_acks_and_replay(&b, c, &n("work"), &n("g2")).await;
+        scenarios::two_members_split(&b, c, &n("split"), &n("g3")).await;
+        scenarios::seek_and_pause(&b, c, &n("seek"), &n("g4")).await;
+    }
     tokio::task::spawn_blocking(move || drop(kafka))
         .await
         .unwrap();

@@ -1,4 +1,5 @@
-//! KafkaSource (native consumer) against a real rutomq agent over TCP:
+//! KafkaSource (native over the consumer protocol, KIP-848, and the classic
+//! one; rdkafka) against a real rutomq agent over TCP:
 //! a group consumes everything produced; two members split the partitions;
 //! a member that dies mid-stream leaves commits only below its first
 //! unacknowledged record (checked with a raw OffsetFetch), and its
@@ -6,7 +7,7 @@
 
 mod common;
 
-use common::scenarios;
+use common::scenarios::{self, consumer_kinds, kind_name};
 
 fn start() -> common::Agent {
     common::Agent::start(&[
@@ -20,23 +21,55 @@ fn start() -> common::Agent {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_consumes_everything_and_commits_behind_acks() {
     let agent = start();
-    scenarios::group_consumes_everything(&agent.bootstrap, "src", "g1").await;
+    for c in consumer_kinds() {
+        scenarios::group_consumes_everything(
+            &agent.bootstrap,
+            c,
+            &kind_name("src", c),
+            &kind_name("g1", c),
+        )
+        .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn commits_stay_below_unacked_work_and_a_successor_replays_it() {
     let agent = start();
-    scenarios::commits_behind_acks_and_replay(&agent.bootstrap, "work", "g2").await;
+    for c in consumer_kinds() {
+        scenarios::commits_behind_acks_and_replay(
+            &agent.bootstrap,
+            c,
+            &kind_name("work", c),
+            &kind_name("g2", c),
+        )
+        .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_members_split_the_partitions() {
     let agent = start();
-    scenarios::two_members_split(&agent.bootstrap, "split", "g3").await;
+    for c in consumer_kinds() {
+        scenarios::two_members_split(
+            &agent.bootstrap,
+            c,
+            &kind_name("split", c),
+            &kind_name("g3", c),
+        )
+        .await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seek_replays_and_pause_holds_a_partition() {
     let agent = start();
-    scenarios::seek_and_pause(&agent.bootstrap, "seek", "g4").await;
+    for c in consumer_kinds() {
+        scenarios::seek_and_pause(
+            &agent.bootstrap,
+            c,
+            &kind_name("seek", c),
+            &kind_name("g4", c),
+        )
+        .await;
+    }
 }

@@ -11,6 +11,8 @@
 //! after a commit, and taken again). Fetches go to each partition's leader,
 //! one request in flight per broker.
 
+mod kip848;
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,19 +31,21 @@ use kafka_protocol::messages::offset_commit_request::{
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
-    BrokerId, ConsumerProtocolAssignment, ConsumerProtocolSubscription, FetchRequest,
-    FetchResponse, FindCoordinatorRequest, GroupId, HeartbeatRequest, JoinGroupRequest,
-    LeaveGroupRequest, ListOffsetsRequest, OffsetCommitRequest, OffsetFetchRequest,
-    SyncGroupRequest, TopicName,
+    BrokerId, ConsumerGroupHeartbeatRequest, ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription, FetchRequest, FetchResponse, FindCoordinatorRequest, GroupId,
+    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListOffsetsRequest, OffsetCommitRequest,
+    OffsetFetchRequest, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::sync::{mpsc, oneshot};
 
 use super::conn::Connection;
 use super::{bootstrap_addrs, connect, fetch_metadata, Cluster};
+pub use crate::acks::ConsumerRecord;
+use crate::acks::{Ack, Acks, Tp};
 use crate::batch::{decode_batches, Record};
 use crate::error::{Error, Result};
-use crate::settings::{AutoOffsetReset, KafkaConsumerSettings};
+use crate::settings::{AutoOffsetReset, GroupProtocol, KafkaConsumerSettings, RebalanceEvent};
 
 const FIND_COORDINATOR_VERSIONS: (i16, i16) = (1, 3);
 const JOIN_GROUP_VERSIONS: (i16, i16) = (4, 9);
@@ -49,7 +53,9 @@ const SYNC_GROUP_VERSIONS: (i16, i16) = (3, 5);
 const HEARTBEAT_VERSIONS: (i16, i16) = (3, 4);
 const LEAVE_GROUP_VERSIONS: (i16, i16) = (1, 5);
 const OFFSET_FETCH_VERSIONS: (i16, i16) = (1, 7);
-const OFFSET_COMMIT_VERSIONS: (i16, i16) = (2, 8);
+const OFFSET_COMMIT_VERSIONS: (i16, i16) = (2, 9);
+/// KIP-848 membership; v1 has the member choose its id (KIP-1082).
+const CONSUMER_HEARTBEAT_VERSIONS: (i16, i16) = (0, 1);
 const LIST_OFFSETS_VERSIONS: (i16, i16) = (1, 7);
 /// Fetch with sessions (KIP-227, v7+); v13 names topics by id.
 const FETCH_VERSIONS: (i16, i16) = (7, 12);
@@ -65,8 +71,6 @@ pub const READ_AHEAD_BYTES_MAX: usize = 16 << 20;
 pub const UNACKED_PER_PARTITION_MAX: usize = 100_000;
 /// Pause after a failed group or fetch call before the next try.
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
-
-type Tp = (Arc<str>, i32);
 
 /// A fetch's broker, the connection it opened (if any) and its answer.
 /// A fetch's outcome and what it meant for its broker's fetch session.
@@ -90,90 +94,6 @@ struct FetchSession {
     epoch: i32,
     /// Partitions in the session with the fetch offset last sent.
     sent: BTreeMap<Tp, i64>,
-}
-
-/// A record from the consumer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ConsumerRecord {
-    pub topic: String,
-    pub partition: i32,
-    pub offset: i64,
-    pub timestamp_ms: i64,
-    pub key: Option<Bytes>,
-    pub value: Option<Bytes>,
-    pub headers: Vec<(String, Option<Bytes>)>,
-}
-
-/// Acknowledges one record: the work for it is done. Its offset (and
-/// every one before it in its partition, once those are acknowledged too)
-/// may then be committed. Dropping it unacknowledged keeps the partition's
-/// commit point below it, so the record is consumed again after a restart
-/// or rebalance.
-#[derive(Debug)]
-pub struct Ack {
-    acks: Arc<Mutex<Acks>>,
-    tp: Tp,
-    offset: i64,
-    assignment: u64,
-}
-
-impl Ack {
-    pub fn ack(self) {
-        let mut a = self.acks.lock().expect("acks lock");
-        if a.assignment != self.assignment {
-            return; // the partition was given up since: redelivered elsewhere
-        }
-        if let Some(p) = a.partitions.get_mut(&self.tp) {
-            p.ack(self.offset);
-        }
-    }
-
-    pub fn topic(&self) -> &str {
-        &self.tp.0
-    }
-    pub fn partition(&self) -> i32 {
-        self.tp.1
-    }
-    pub fn offset(&self) -> i64 {
-        self.offset
-    }
-}
-
-/// Delivered records of one partition, oldest first, with their
-/// acknowledgement.
-#[derive(Debug, Default)]
-struct PartitionAcks {
-    delivered: VecDeque<(i64, bool)>,
-    /// The offset after the last delivered record.
-    next: i64,
-    /// Committed (or to commit) up to here.
-    committed: i64,
-}
-
-impl PartitionAcks {
-    fn ack(&mut self, offset: i64) {
-        // Offsets increase; binary search finds the record.
-        if let Ok(i) = self.delivered.binary_search_by_key(&offset, |d| d.0) {
-            self.delivered[i].1 = true;
-        }
-        while self.delivered.front().is_some_and(|d| d.1) {
-            self.delivered.pop_front();
-        }
-    }
-
-    /// Everything below this was acknowledged (or never delivered: control
-    /// records and gaps).
-    fn commit_point(&self) -> i64 {
-        self.delivered.front().map_or(self.next, |d| d.0)
-    }
-}
-
-/// The acknowledgement state shared by the task and the [`Ack`]s.
-#[derive(Debug, Default)]
-struct Acks {
-    /// Bumped on every assignment change; older acks are ignored.
-    assignment: u64,
-    partitions: HashMap<Tp, PartitionAcks>,
 }
 
 enum Cmd {
@@ -201,6 +121,7 @@ impl NativeConsumer {
         topics: Vec<String>,
     ) -> Result<NativeConsumer> {
         settings.validate()?;
+        settings.security.validate()?;
         if topics.is_empty() {
             return Err(Error::Config("subscribe to at least one topic".into()));
         }
@@ -296,8 +217,18 @@ impl NativeConsumer {
 
 struct Member {
     member_id: String,
+    /// The classic generation, or the KIP-848 member epoch.
     generation_id: i32,
     coordinator: Connection,
+    protocol: Protocol,
+}
+
+/// The group protocol a membership speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Protocol {
+    Classic,
+    /// KIP-848 (ConsumerGroupHeartbeat at this version).
+    Consumer(i16),
 }
 
 struct Task {
@@ -323,6 +254,11 @@ struct Task {
     /// Partitions not fetched until resumed.
     paused: std::collections::HashSet<Tp>,
     next_heartbeat: Instant,
+    /// The classic protocol's `heartbeat_interval`, or the one the KIP-848
+    /// coordinator asks for.
+    heartbeat_every: Duration,
+    /// A KIP-848 assignment whose topic ids are not all known yet.
+    pending_target: Option<Vec<(uuid::Uuid, Vec<i32>)>>,
     next_commit: Instant,
     names: HashMap<String, Arc<str>>,
 }
@@ -332,6 +268,8 @@ impl Task {
         Ok(Task {
             bootstrap: bootstrap_addrs(&s.bootstrap_servers)?,
             next_heartbeat: Instant::now(),
+            heartbeat_every: s.heartbeat_interval,
+            pending_target: None,
             next_commit: Instant::now() + s.auto_commit_interval,
             s,
             topics,
@@ -488,20 +426,16 @@ impl Task {
         let n = self.ready.len().min(DELIVERY_CHUNK_MAX);
         let mut out = Vec::with_capacity(n);
         let mut a = self.acks.lock().expect("acks lock");
-        let assignment = a.assignment;
         for (rec, tp) in self.ready.drain(..n) {
             self.ready_bytes = self.ready_bytes.saturating_sub(
                 rec.key.as_ref().map_or(0, Bytes::len) + rec.value.as_ref().map_or(0, Bytes::len),
             );
-            if let Some(p) = a.partitions.get_mut(&tp) {
-                p.delivered.push_back((rec.offset, false));
-                p.next = rec.offset + 1;
-            }
+            let epoch = a.deliver(&tp, rec.offset);
             let ack = Ack {
                 acks: self.acks.clone(),
                 tp,
                 offset: rec.offset,
-                assignment,
+                epoch,
             };
             out.push((rec, ack));
         }
@@ -522,10 +456,26 @@ impl Task {
         self.broker(resp.node_id.0).await
     }
 
-    /// Joins (or rejoins) the group, assigns as leader, syncs, and sets up
-    /// the assigned partitions' positions.
+    /// Joins (or rejoins) the group over the protocol the settings and
+    /// the coordinator agree on.
     async fn join(&mut self) -> Result<()> {
         let coordinator = self.coordinator().await?;
+        let offered =
+            coordinator.version::<ConsumerGroupHeartbeatRequest>(CONSUMER_HEARTBEAT_VERSIONS);
+        match (self.s.group_protocol, offered) {
+            (GroupProtocol::Classic, _) | (GroupProtocol::Auto, Err(_)) => {
+                self.join_classic(coordinator).await
+            }
+            (GroupProtocol::Consumer, Err(e)) => Err(Error::Unsupported(format!(
+                "group protocol consumer (KIP-848): {e}; use GroupProtocol::Classic"
+            ))),
+            (_, Ok(version)) => self.join_consumer(coordinator, version).await,
+        }
+    }
+
+    /// Classic membership: joins, assigns as leader, syncs, and sets up the
+    /// assigned partitions' positions.
+    async fn join_classic(&mut self, coordinator: Connection) -> Result<()> {
         let mut sub = BytesMut::new();
         sub.extend_from_slice(&0i16.to_be_bytes());
         ConsumerProtocolSubscription::default()
@@ -597,8 +547,10 @@ impl Task {
             member_id: self.member_id.clone(),
             generation_id: joined.generation_id,
             coordinator,
+            protocol: Protocol::Classic,
         });
-        self.next_heartbeat = Instant::now() + self.s.heartbeat_interval;
+        self.heartbeat_every = self.s.heartbeat_interval;
+        self.next_heartbeat = Instant::now() + self.heartbeat_every;
         self.take_assignment(assigned).await
     }
 
@@ -696,24 +648,14 @@ impl Task {
         }
         {
             let mut a = self.acks.lock().expect("acks lock");
-            a.assignment += 1;
-            a.partitions = self
-                .positions
-                .iter()
-                .map(|(tp, &o)| {
-                    (
-                        tp.clone(),
-                        PartitionAcks {
-                            delivered: VecDeque::new(),
-                            next: o,
-                            committed: o,
-                        },
-                    )
-                })
-                .collect();
+            a.partitions.clear();
+            for (tp, &o) in &self.positions {
+                a.take(tp.clone(), o);
+            }
         }
-        *self.assignment_view.lock().expect("assignment lock") =
-            assigned.iter().map(|tp| (tp.0.to_string(), tp.1)).collect();
+        *self.assignment_view.lock().expect("assignment lock") = plain(assigned.iter());
+        self.s
+            .tell(RebalanceEvent::Assigned(plain(assigned.iter())));
         tracing::debug!(partitions = assigned.len(), "assignment taken");
         Ok(())
     }
@@ -849,11 +791,7 @@ impl Task {
         }
         self.drop_ready(&tp);
         self.positions.insert(tp.clone(), offset);
-        let mut a = self.acks.lock().expect("acks lock");
-        if let Some(pa) = a.partitions.get_mut(&tp) {
-            pa.delivered.clear();
-            pa.next = offset;
-        }
+        self.acks.lock().expect("acks lock").seek(&tp, offset);
         Ok(())
     }
 
@@ -889,7 +827,7 @@ impl Task {
             if self.paused.contains(tp) {
                 continue;
             }
-            let unacked = acks.partitions.get(tp).map_or(0, |p| p.delivered.len());
+            let unacked = acks.unacked(tp);
             if unacked >= UNACKED_PER_PARTITION_MAX {
                 continue;
             }
@@ -1126,7 +1064,10 @@ impl Task {
 
     async fn heartbeat(&mut self) {
         let Some(m) = &self.member else { return };
-        self.next_heartbeat = Instant::now() + self.s.heartbeat_interval;
+        if let Protocol::Consumer(version) = m.protocol {
+            return self.heartbeat_consumer(version).await;
+        }
+        self.next_heartbeat = Instant::now() + self.heartbeat_every;
         let req = HeartbeatRequest::default()
             .with_group_id(GroupId(StrBytes::from_string(self.s.group_id.clone())))
             .with_generation_id(m.generation_id)
@@ -1162,14 +1103,17 @@ impl Task {
                 tracing::debug!(error = %e, "commit before the rebalance failed");
             }
         }
+        let held = plain(self.positions.keys());
+        self.s.tell(if commit_first {
+            RebalanceEvent::Revoked(held)
+        } else {
+            RebalanceEvent::Lost(held)
+        });
         self.member = None;
         self.positions.clear();
         self.ready.clear();
         self.ready_bytes = 0;
-        let mut a = self.acks.lock().expect("acks lock");
-        a.assignment += 1;
-        a.partitions.clear();
-        drop(a);
+        self.acks.lock().expect("acks lock").partitions.clear();
         self.assignment_view
             .lock()
             .expect("assignment lock")
@@ -1182,14 +1126,7 @@ impl Task {
         let Some(m) = &self.member else {
             return Ok(());
         };
-        let points: Vec<(Tp, i64)> = {
-            let a = self.acks.lock().expect("acks lock");
-            a.partitions
-                .iter()
-                .filter(|(_, p)| p.commit_point() > p.committed)
-                .map(|(tp, p)| (tp.clone(), p.commit_point()))
-                .collect()
-        };
+        let points = self.acks.lock().expect("acks lock").due();
         if points.is_empty() {
             return Ok(());
         }
@@ -1217,9 +1154,14 @@ impl Task {
                     })
                     .collect(),
             );
-        let resp = m.coordinator.call(&req, OFFSET_COMMIT_VERSIONS).await?;
+        // A KIP-848 member commits with its epoch, which needs v9.
+        let versions = match m.protocol {
+            Protocol::Classic => OFFSET_COMMIT_VERSIONS,
+            Protocol::Consumer(_) => (9, OFFSET_COMMIT_VERSIONS.1),
+        };
+        let resp = m.coordinator.call(&req, versions).await?;
         let mut failed = None;
-        let mut a = self.acks.lock().expect("acks lock");
+        let mut done = Vec::with_capacity(points.len());
         for t in resp.topics {
             for p in t.partitions {
                 let tp_name = t.name.0.as_str();
@@ -1230,17 +1172,15 @@ impl Task {
                     ));
                     continue;
                 }
-                if let Some((tp, o)) = points
-                    .iter()
-                    .find(|(tp, _)| &*tp.0 == tp_name && tp.1 == p.partition_index)
-                {
-                    if let Some(pa) = a.partitions.get_mut(tp) {
-                        pa.committed = pa.committed.max(*o);
-                    }
-                }
+                done.extend(
+                    points
+                        .iter()
+                        .find(|(tp, _)| &*tp.0 == tp_name && tp.1 == p.partition_index)
+                        .cloned(),
+                );
             }
         }
-        drop(a);
+        self.acks.lock().expect("acks lock").committed(&done);
         match failed {
             Some(e) => Err(e),
             None => Ok(()),
@@ -1249,6 +1189,9 @@ impl Task {
 
     async fn leave(&mut self) {
         let Some(m) = self.member.take() else { return };
+        if let Protocol::Consumer(version) = m.protocol {
+            return self.leave_consumer(m, version).await;
+        }
         let version = m
             .coordinator
             .version::<LeaveGroupRequest>(LEAVE_GROUP_VERSIONS)
@@ -1265,6 +1208,11 @@ impl Task {
     }
 }
 
+/// (topic, partition) pairs as the caller sees them.
+fn plain<'a>(tps: impl Iterator<Item = &'a Tp>) -> Vec<(String, i32)> {
+    tps.map(|tp| (tp.0.to_string(), tp.1)).collect()
+}
+
 /// The session epoch after `e` (1 after the largest, as Kafka wraps).
 fn next_epoch(e: i32) -> i32 {
     if e == i32::MAX {
@@ -1276,5 +1224,5 @@ fn next_epoch(e: i32) -> i32 {
 
 /// Group errors after which joining again is the answer.
 fn is_group_retry(e: &Error) -> bool {
-    matches!(e, Error::Kafka { code, .. } if matches!(code, 14 | 15 | 16 | 22 | 25 | 27 | 79))
+    matches!(e, Error::Kafka { code, .. } if matches!(code, 14 | 15 | 16 | 22 | 25 | 27 | 79 | 110))
 }

@@ -4,6 +4,7 @@ pub mod conn;
 pub mod consumer;
 pub mod producer;
 pub mod sasl;
+pub mod tls;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -32,11 +33,23 @@ pub async fn connect(
         .await
         .map_err(|_| Error::Timeout(format!("connecting to {addr}")))??;
     tcp.set_nodelay(true)?;
-    let conn =
-        Connection::start(Box::new(tcp), addr.to_owned(), client_id, request_timeout).await?;
+    let stream: Box<dyn conn::Stream> = match security {
+        Security::Plaintext | Security::SaslPlaintext(_) => Box::new(tcp),
+        Security::Ssl(t) | Security::SaslSsl(_, t) => {
+            let handshake = tls::handshake(tcp, addr, t);
+            Box::new(
+                tokio::time::timeout(CONNECT_TIMEOUT, handshake)
+                    .await
+                    .map_err(|_| Error::Timeout(format!("TLS handshake with {addr}")))??,
+            )
+        }
+    };
+    let conn = Connection::start(stream, addr.to_owned(), client_id, request_timeout).await?;
     match security {
-        Security::Plaintext => {}
-        Security::SaslPlaintext(m) => sasl::authenticate(&conn, m).await?,
+        Security::Plaintext | Security::Ssl(_) => {}
+        Security::SaslPlaintext(m) | Security::SaslSsl(m, _) => {
+            sasl::authenticate(&conn, m).await?
+        }
     }
     Ok(conn)
 }
@@ -72,12 +85,16 @@ pub struct Cluster {
     /// node id -> "host:port"
     pub brokers: HashMap<i32, String>,
     pub topics: HashMap<String, TopicInfo>,
+    /// Topic id -> name (Metadata v10+).
+    pub names: HashMap<uuid::Uuid, String>,
 }
 
 #[derive(Debug, Clone)]
 pub struct TopicInfo {
     /// Leader node per partition index (-1: none now).
     pub leaders: Vec<i32>,
+    /// Nil when the broker answered below Metadata v10.
+    pub id: uuid::Uuid,
 }
 
 /// Asks `conn` for the metadata of `topics` (creating them when the broker
@@ -131,7 +148,16 @@ impl Cluster {
                     leaders[i as usize] = if p.error_code == 0 { p.leader_id.0 } else { -1 };
                 }
             }
-            self.topics.insert(name, TopicInfo { leaders });
+            if !t.topic_id.is_nil() {
+                self.names.insert(t.topic_id, name.clone());
+            }
+            self.topics.insert(
+                name,
+                TopicInfo {
+                    leaders,
+                    id: t.topic_id,
+                },
+            );
         }
         errors
     }

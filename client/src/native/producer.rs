@@ -76,6 +76,7 @@ impl NativeProducer {
     /// starts the producer task (on the current tokio runtime).
     pub async fn start(settings: KafkaProducerSettings) -> Result<NativeProducer> {
         settings.validate()?;
+        settings.security.validate()?;
         let settings = Arc::new(settings);
         let mut task = Task::new(settings.clone())?;
         task.metadata().await?;
@@ -1058,6 +1059,7 @@ fn clone_error(e: &Error) -> Error {
         Error::Config(m) => Error::Config(m.clone()),
         Error::Corrupt(m) => Error::Corrupt(m.clone()),
         Error::Auth(m) => Error::Auth(m.clone()),
+        Error::Tls(m) => Error::Tls(m.clone()),
         Error::Closed => Error::Closed,
         #[cfg(feature = "rdkafka")]
         Error::Rdkafka(k) => Error::Protocol(k.to_string()),

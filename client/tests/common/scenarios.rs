@@ -3,24 +3,50 @@
 //! [`PARTITIONS`] partitions.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
 use datum_mq::batch::{decode_batches, Record};
 use datum_mq::partitioner::partition_for_key;
 use datum_mq::{
-    connect, AutoOffsetReset, Compression, KafkaConsumerSettings, KafkaProducer,
-    KafkaProducerBackend, KafkaProducerSettings, KafkaSource, ProducerRecord, RecordMetadata,
-    Security,
+    connect, AutoOffsetReset, Compression, GroupProtocol, KafkaConsumerBackend,
+    KafkaConsumerSettings, KafkaProducer, KafkaProducerBackend, KafkaProducerSettings, KafkaSource,
+    ProducerRecord, RebalanceEvent, RecordMetadata, Security,
 };
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
-use kafka_protocol::messages::{FetchRequest, GroupId, OffsetFetchRequest, TopicName};
+use kafka_protocol::messages::{
+    FetchRequest, GroupId, ListGroupsRequest, OffsetFetchRequest, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 
 pub const PARTITIONS: i32 = 8;
 
-/// The backends this build has.
+/// A consumer backend and the group protocol it is asked for.
+pub type ConsumerKind = (KafkaConsumerBackend, GroupProtocol);
+
+/// The consumers this build has: native with the consumer protocol
+/// (KIP-848; asked for explicitly, so a broker without it fails the test
+/// rather than falling back) and with the classic one, and rdkafka
+/// (classic).
+pub fn consumer_kinds() -> Vec<ConsumerKind> {
+    let mut b = vec![
+        (KafkaConsumerBackend::Native, GroupProtocol::Consumer),
+        (KafkaConsumerBackend::Native, GroupProtocol::Classic),
+    ];
+    if cfg!(feature = "rdkafka") {
+        b.push((KafkaConsumerBackend::Rdkafka, GroupProtocol::Classic));
+    }
+    b
+}
+
+/// A topic or group name per consumer kind.
+pub fn kind_name(base: &str, kind: ConsumerKind) -> String {
+    format!("{base}-{:?}-{:?}", kind.0, kind.1)
+}
+
+/// The producer backends this build has.
 pub fn backends() -> Vec<KafkaProducerBackend> {
     let mut b = vec![KafkaProducerBackend::Native];
     if cfg!(feature = "rdkafka") {
@@ -287,13 +313,45 @@ pub async fn committed(bootstrap: &str, group: &str, topic: &str) -> BTreeMap<i3
         .collect()
 }
 
-/// A group consumes everything; after close every partition is
-/// committed at its end.
-pub async fn group_consumes_everything(bootstrap: &str, topic: &str, group: &str) {
-    produce(bootstrap, topic, 3000).await;
-    let mut src = KafkaSource::new(source_settings(bootstrap, group), &[topic])
+/// The type ("classic" or "consumer") the broker lists `group` with
+/// (ListGroups v5).
+pub async fn group_type(bootstrap: &str, group: &str) -> String {
+    let conn = connect(
+        bootstrap,
+        &Security::Plaintext,
+        "group-type",
+        Duration::from_secs(10),
+    )
+    .await
+    .unwrap();
+    let resp = conn
+        .call(&ListGroupsRequest::default(), (5, 5))
         .await
         .unwrap();
+    assert_eq!(resp.error_code, 0);
+    resp.groups
+        .iter()
+        .find(|g| g.group_id.0.as_str() == group)
+        .unwrap_or_else(|| panic!("group {group} listed"))
+        .group_type
+        .to_string()
+}
+
+/// A group consumes everything; after close every partition is
+/// committed at its end.
+pub async fn group_consumes_everything(
+    bootstrap: &str,
+    kind: ConsumerKind,
+    topic: &str,
+    group: &str,
+) {
+    let settings = || {
+        source_settings(bootstrap, group)
+            .with_backend(kind.0)
+            .with_group_protocol(kind.1)
+    };
+    produce(bootstrap, topic, 3000).await;
+    let mut src = KafkaSource::new(settings(), &[topic]).await.unwrap();
     let mut seen = BTreeSet::new();
     while seen.len() < 3000 {
         let (rec, ack) = tokio::time::timeout(Duration::from_secs(30), src.next())
@@ -308,6 +366,12 @@ pub async fn group_consumes_everything(bootstrap: &str, topic: &str, group: &str
         ack.ack();
     }
     assert_eq!(src.assignment().len(), PARTITIONS as usize);
+    // The broker lists the group under the protocol asked for.
+    let want = match kind.1 {
+        GroupProtocol::Consumer => "consumer",
+        _ => "classic",
+    };
+    assert_eq!(group_type(bootstrap, group).await, want, "{kind:?}");
     src.close().await.unwrap();
     let c = committed(bootstrap, group, topic).await;
     let ends: BTreeMap<i32, i64> = seen.iter().fold(BTreeMap::new(), |mut m, (p, o)| {
@@ -326,11 +390,19 @@ pub async fn group_consumes_everything(bootstrap: &str, topic: &str, group: &str
 
 /// Commits stay below the first unacknowledged record; a member that is
 /// dropped with work unacknowledged is replaced by one that replays it.
-pub async fn commits_behind_acks_and_replay(bootstrap: &str, topic: &str, group: &str) {
+pub async fn commits_behind_acks_and_replay(
+    bootstrap: &str,
+    kind: ConsumerKind,
+    topic: &str,
+    group: &str,
+) {
+    let settings = || {
+        source_settings(bootstrap, group)
+            .with_backend(kind.0)
+            .with_group_protocol(kind.1)
+    };
     produce(bootstrap, topic, 2000).await;
-    let mut first = KafkaSource::new(source_settings(bootstrap, group), &[topic])
-        .await
-        .unwrap();
+    let mut first = KafkaSource::new(settings(), &[topic]).await.unwrap();
     let mut per_partition: BTreeMap<i32, usize> = BTreeMap::new();
     let mut held = BTreeMap::new();
     let mut acked = BTreeSet::new();
@@ -359,9 +431,7 @@ pub async fn commits_behind_acks_and_replay(bootstrap: &str, topic: &str, group:
     }
     drop(held);
     drop(first);
-    let mut second = KafkaSource::new(source_settings(bootstrap, group), &[topic])
-        .await
-        .unwrap();
+    let mut second = KafkaSource::new(settings(), &[topic]).await.unwrap();
     let expected_replay: usize = c
         .iter()
         .filter(|(p, _)| per_partition.contains_key(p))
@@ -386,16 +456,44 @@ pub async fn commits_behind_acks_and_replay(bootstrap: &str, topic: &str, group:
     second.close().await.unwrap();
 }
 
-/// Two members split the partitions 4 and 4 and consume everything.
-pub async fn two_members_split(bootstrap: &str, topic: &str, group: &str) {
+/// Two members split the partitions 4 and 4 and consume everything. The
+/// first holds all 8 before the second joins, so it must give some up; each
+/// member's rebalance listener, replayed, ends at its assignment.
+pub async fn two_members_split(bootstrap: &str, kind: ConsumerKind, topic: &str, group: &str) {
+    type Events = Arc<Mutex<Vec<RebalanceEvent>>>;
+    let listening = |events: &Events| {
+        let events = events.clone();
+        source_settings(bootstrap, group)
+            .with_backend(kind.0)
+            .with_group_protocol(kind.1)
+            .with_rebalance_listener(move |e| events.lock().unwrap().push(e.clone()))
+    };
+    let replay = |events: &Events| {
+        let mut held = BTreeSet::new();
+        for e in events.lock().unwrap().iter() {
+            match e {
+                RebalanceEvent::Assigned(ps) => held.extend(ps.iter().cloned()),
+                RebalanceEvent::Revoked(ps) | RebalanceEvent::Lost(ps) => ps.iter().for_each(|p| {
+                    held.remove(p);
+                }),
+            }
+        }
+        held
+    };
     produce(bootstrap, topic, 800).await;
-    let mut a = KafkaSource::new(source_settings(bootstrap, group), &[topic])
-        .await
-        .unwrap();
-    let mut b = KafkaSource::new(source_settings(bootstrap, group), &[topic])
-        .await
-        .unwrap();
+    let (ea, eb): (Events, Events) = Default::default();
+    let mut a = KafkaSource::new(listening(&ea), &[topic]).await.unwrap();
     let mut seen = BTreeSet::new();
+    while a.assignment().len() < PARTITIONS as usize {
+        let (r, ack) = tokio::time::timeout(Duration::from_secs(30), a.next())
+            .await
+            .expect("the first member consumes alone")
+            .unwrap()
+            .unwrap();
+        seen.insert((r.partition, r.offset));
+        ack.ack();
+    }
+    let mut b = KafkaSource::new(listening(&eb), &[topic]).await.unwrap();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while (a.assignment().len() + b.assignment().len() != PARTITIONS as usize
         || a.assignment().is_empty()
@@ -411,16 +509,41 @@ pub async fn two_members_split(bootstrap: &str, topic: &str, group: &str) {
     }
     let (pa, pb) = (a.assignment(), b.assignment());
     assert_eq!(pa.len() + pb.len(), PARTITIONS as usize, "{pa:?} {pb:?}");
-    assert_eq!(pa.len(), 4, "range splits 8 partitions 4 and 4: {pa:?}");
+    assert_eq!(pa.len(), 4, "8 partitions split 4 and 4: {pa:?}");
     assert!(pa.iter().all(|p| !pb.contains(p)), "no partition twice");
     assert_eq!(seen.len(), 800);
+    assert!(
+        ea.lock()
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, RebalanceEvent::Revoked(_))),
+        "the first member was told it gave partitions up: {:?}",
+        ea.lock().unwrap()
+    );
+    assert_eq!(
+        replay(&ea),
+        pa.into_iter().collect(),
+        "{:?}",
+        ea.lock().unwrap()
+    );
+    assert_eq!(
+        replay(&eb),
+        pb.into_iter().collect(),
+        "{:?}",
+        eb.lock().unwrap()
+    );
     a.close().await.unwrap();
     b.close().await.unwrap();
 }
 
 /// Seek back replays a partition from the given offset; a paused
 /// partition gets no records until it is resumed, while others go on.
-pub async fn seek_and_pause(bootstrap: &str, topic: &str, group: &str) {
+pub async fn seek_and_pause(bootstrap: &str, kind: ConsumerKind, topic: &str, group: &str) {
+    let settings = || {
+        source_settings(bootstrap, group)
+            .with_backend(kind.0)
+            .with_group_protocol(kind.1)
+    };
     use datum_mq::partitioner::partition_for_key;
     let keys = |range: std::ops::Range<usize>| -> Vec<(String, i32)> {
         range
@@ -432,9 +555,7 @@ pub async fn seek_and_pause(bootstrap: &str, topic: &str, group: &str) {
             .collect()
     };
     produce(bootstrap, topic, 800).await;
-    let mut src = KafkaSource::new(source_settings(bootstrap, group), &[topic])
-        .await
-        .unwrap();
+    let mut src = KafkaSource::new(settings(), &[topic]).await.unwrap();
     let mut in_p0 = 0usize;
     for _ in 0..800 {
         let (rec, ack) = tokio::time::timeout(Duration::from_secs(30), src.next())
@@ -491,4 +612,79 @@ pub async fn seek_and_pause(bootstrap: &str, topic: &str, group: &str) {
         ack.ack();
     }
     src.close().await.unwrap();
+}
+
+/// Apache Kafka's Java producer (kafka-clients from the jars that
+/// `benches/kafka/start-kafka.sh` fetched) sends keyed records to
+/// `topic`; each datum-mq backend then sends the same keys to
+/// `topic`-`backend` and must pick the same partition for every key.
+pub async fn java_placement(bootstrap: &str, topic: &str) {
+    const N: usize = 2000;
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let libs = std::env::var("KAFKA_LIBS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| root.join("tests/.cache/kafka/libs"));
+    let classes = std::env::temp_dir().join(format!("datum-mq-java-{}", std::process::id()));
+    std::fs::create_dir_all(&classes).unwrap();
+    let cp = format!("{}/*", libs.display());
+    let run = |cmd: &mut std::process::Command| {
+        let out = cmd.output().expect("java tools run");
+        assert!(
+            out.status.success(),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (bootstrap_owned, topic_owned) = (bootstrap.to_owned(), topic.to_owned());
+    let java_out = tokio::task::spawn_blocking(move || {
+        run(std::process::Command::new("javac")
+            .args(["-cp", &cp, "-d"])
+            .arg(&classes)
+            .arg(root.join("client/tests/java/KeyedPlacement.java")));
+        let out = run(std::process::Command::new("java")
+            .arg("-cp")
+            .arg(format!("{cp}:{}", classes.display()))
+            .args([
+                "KeyedPlacement",
+                &bootstrap_owned,
+                &topic_owned,
+                &N.to_string(),
+            ]));
+        let _ = std::fs::remove_dir_all(&classes);
+        out
+    })
+    .await
+    .unwrap();
+    let java: Vec<(String, i32)> = java_out
+        .lines()
+        .map(|l| {
+            let (k, p) = l.split_once('\t').expect("key<TAB>partition");
+            (k.to_owned(), p.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(java.len(), N);
+    assert!(
+        java.iter().map(|(_, p)| p).collect::<BTreeSet<_>>().len() == PARTITIONS as usize,
+        "the Java producer used every partition"
+    );
+    for backend in backends() {
+        let p = KafkaProducer::new(producer_settings(bootstrap, backend))
+            .await
+            .unwrap();
+        let records = java
+            .iter()
+            .enumerate()
+            .map(|(i, (k, _))| {
+                assert_eq!(*k, format!("k{}{i}", "x".repeat(i % 13)));
+                ProducerRecord::new(format!("{topic}-{backend:?}"))
+                    .with_key(k.clone())
+                    .with_value(format!("rust-{i}"))
+            })
+            .collect();
+        let acked = send_all(&p, records).await;
+        for ((k, java_partition), (_, md)) in java.iter().zip(&acked) {
+            assert_eq!(md.partition, *java_partition, "{backend:?}: key {k:?}");
+        }
+    }
 }
