@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # rutomq full test run (run from anywhere; works as root and as non-root):
-#   1. make sure PostgreSQL server binaries exist (the e2e suite starts its own cluster)
+#   1. make sure PostgreSQL server binaries exist (the e2e suite starts its own cluster),
+#      and OpenSSL headers + tool (datum-mq: librdkafka with SSL, TLS test certificates)
 #   2. cargo build --release --workspace   (the e2e suite runs target/release/rutomq)
 #   3. cargo test --release --workspace
 #   4. create/refresh .venv from tests/requirements.txt (skipped when unchanged)
@@ -51,6 +52,15 @@ have_pg_server() {
 if ! have_pg_server; then
     apt_install postgresql
     have_pg_server || { echo "error: PostgreSQL server binaries still not found" >&2; exit 1; }
+fi
+
+# ---- 1b. OpenSSL ---------------------------------------------------------------
+# datum-mq's rdkafka backend builds librdkafka against the system's OpenSSL
+# (headers found with pkg-config); its TLS tests make certificates with the
+# openssl tool.
+if ! { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists openssl \
+        && command -v openssl >/dev/null 2>&1; }; then
+    apt_install pkg-config libssl-dev openssl
 fi
 
 # ---- 2-3. Rust ----------------------------------------------------------------

@@ -111,7 +111,7 @@ impl RdProducer {
         if s.max_in_flight_requests_per_connection > 1 {
             if s.max_in_flight_requests_per_connection > 5 || s.acks != crate::Acks::All {
                 return Err(Error::Config(format!(
-                    "the rdkafka backend keeps order with {} requests in flight only as an idempotent producer, which needs acks=all and at most 5",
+                    "the rdkafka backend keeps order with {} requests in flight only as an idempotent producer, which needs acks=all and at most 5; with acks=1 set with_max_in_flight_requests_per_connection(1)",
                     s.max_in_flight_requests_per_connection
                 )));
             }

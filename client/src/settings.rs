@@ -101,7 +101,9 @@ impl KafkaProducerSettings {
             // trip. Below the topics' default max.message.bytes (1048588).
             batch_size_bytes: 1_000_000,
             max_request_size_bytes: 16 << 20,
-            max_in_flight_requests_per_connection: 1,
+            // The measured winner of 1, 2 and 5 (benches/datum-mq.sh,
+            // benches/results/2026-12-01-datum-mq.md, third run).
+            max_in_flight_requests_per_connection: 5,
             retries: 10,
             retry_backoff: Duration::from_millis(100),
             request_timeout: Duration::from_secs(30),
@@ -143,8 +145,11 @@ impl KafkaProducerSettings {
         self.max_request_size_bytes = n;
         self
     }
-    /// Opt-in pipelining: more than one Produce request in flight per
-    /// broker connection (requests for one partition still never overlap).
+    /// Produce requests in flight per broker connection (default 5;
+    /// requests for one partition never overlap). 1 is the serial path:
+    /// one request at a time carrying every ready partition. On the
+    /// rdkafka backend more than 1 makes it an idempotent producer, which
+    /// needs acks=all and at most 5.
     pub fn with_max_in_flight_requests_per_connection(mut self, n: usize) -> Self {
         self.max_in_flight_requests_per_connection = n;
         self

@@ -2,11 +2,11 @@
 //! `produce` sends `--records` records of `--record-size` bytes (keyless,
 //! so the native producer's sticky batches and librdkafka's own sticky
 //! partitioner fill whole batches) and waits for every delivery;
-//! `consume` reads them back through a KafkaSource (native), acknowledging
+//! `consume` reads them back through a KafkaSource (either backend), acknowledging
 //! each. Prints one JSON line with the figures.
 //!
 //!   datum-mq-bench produce --bootstrap 127.0.0.1:9092 --topic t --backend native --in-flight 1
-//!   datum-mq-bench consume --bootstrap 127.0.0.1:9092 --topic t --records N
+//!   datum-mq-bench consume --bootstrap 127.0.0.1:9092 --topic t --records N --backend rdkafka
 
 use std::time::{Duration, Instant};
 
@@ -14,8 +14,8 @@ use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use clap::Parser;
 use datum_mq::{
-    AutoOffsetReset, Compression, KafkaConsumerSettings, KafkaProducer, KafkaProducerBackend,
-    KafkaProducerSettings, KafkaSource, ProducerRecord,
+    AutoOffsetReset, Compression, KafkaConsumerBackend, KafkaConsumerSettings, KafkaProducer,
+    KafkaProducerBackend, KafkaProducerSettings, KafkaSource, ProducerRecord,
 };
 
 #[derive(Parser, Debug)]
@@ -124,14 +124,24 @@ async fn produce(a: &Args) -> Result<()> {
 }
 
 async fn consume(a: &Args) -> Result<()> {
+    let backend = match a.backend.as_str() {
+        "native" => KafkaConsumerBackend::Native,
+        "rdkafka" => KafkaConsumerBackend::Rdkafka,
+        b => bail!("backend {b}: native or rdkafka"),
+    };
     let group = format!("datum-mq-bench-{}", std::process::id());
     let mut src = KafkaSource::new(
         KafkaConsumerSettings::new(&a.bootstrap, group)
+            .with_backend(backend)
             .with_auto_offset_reset(AutoOffsetReset::Earliest),
         &[&a.topic],
     )
     .await?;
-    let started = Instant::now();
+    // The clock starts at the first record: joining the group (a classic
+    // group waits out the broker's initial rebalance delay) is reported on
+    // its own.
+    let created = Instant::now();
+    let mut started = created;
     let mut n = 0usize;
     let mut bytes = 0usize;
     while n < a.records {
@@ -139,16 +149,21 @@ async fn consume(a: &Args) -> Result<()> {
             bail!("source closed after {n} records");
         };
         let (rec, ack) = r?;
+        if n == 0 {
+            started = Instant::now();
+        }
         bytes += rec.value.as_ref().map_or(0, Bytes::len);
         ack.ack();
         n += 1;
     }
     let secs = started.elapsed().as_secs_f64();
+    let first_record_s = (started - created).as_secs_f64();
     src.close().await?;
     println!(
         "{}",
         serde_json::json!({
-            "mode": "consume", "backend": "native", "records": n, "seconds": secs,
+            "mode": "consume", "backend": a.backend, "records": n, "seconds": secs,
+            "first_record_s": first_record_s,
             "records_per_sec": n as f64 / secs, "mib_per_sec": bytes as f64 / secs / 1048576.0,
         })
     );

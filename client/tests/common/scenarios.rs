@@ -182,9 +182,14 @@ pub async fn compressed(
     c: Compression,
     topic: &str,
 ) {
-    let p = KafkaProducer::new(producer_settings(bootstrap, backend).with_compression(c))
-        .await
-        .unwrap();
+    // The serial path, one request in flight (the default pipelines 5).
+    let p = KafkaProducer::new(
+        producer_settings(bootstrap, backend)
+            .with_compression(c)
+            .with_max_in_flight_requests_per_connection(1),
+    )
+    .await
+    .unwrap();
     let records: Vec<ProducerRecord> = (0..3000)
         .map(|i| {
             ProducerRecord::new(topic)
@@ -202,7 +207,9 @@ pub async fn keyless_sticky(bootstrap: &str, topic: &str) {
     let p = KafkaProducer::new(
         producer_settings(bootstrap, KafkaProducerBackend::Native)
             .with_batch_size_bytes(16 << 10)
-            .with_linger(Duration::from_millis(50)),
+            .with_linger(Duration::from_millis(50))
+            // The serial path (the default pipelines 5).
+            .with_max_in_flight_requests_per_connection(1),
     )
     .await
     .unwrap();
