@@ -273,6 +273,19 @@ pub async fn pipelined(bootstrap: &str, backend: KafkaProducerBackend, topic: &s
     assert_eq!(log.values().map(Vec::len).sum::<usize>(), 20_000);
 }
 
+/// The offset after the last record, per partition of `topic`.
+pub async fn partition_ends(bootstrap: &str, topic: &str) -> BTreeMap<i32, i64> {
+    let mut ends = BTreeMap::new();
+    for p in 0..PARTITIONS {
+        let end = read_partition(bootstrap, topic, p)
+            .await
+            .last()
+            .map_or(0, |r| r.offset + 1);
+        ends.insert(p, end);
+    }
+    ends
+}
+
 pub async fn produce(bootstrap: &str, topic: &str, n: usize) {
     let p = KafkaProducer::new(producer_settings(bootstrap, KafkaProducerBackend::Native))
         .await
