@@ -1,6 +1,6 @@
 //! A KafkaSource in a separate process is SIGKILLed mid-stream, for each
 //! consumer kind (native over the consumer protocol, native classic,
-//! rdkafka), against a real rutomq agent. The killed process acknowledged
+//! rdkafka), against a real rutomq agent and against Apache Kafka 4.1.1. The killed process acknowledged
 //! most records and held back a few; after the kill:
 //! - every committed offset has only acknowledged records below it (no
 //!   commit ran ahead of the work), and commits did happen;
@@ -71,14 +71,41 @@ async fn consumer_killed_mid_stream_loses_nothing_and_never_commits_ahead() {
         "--group-consumer-session-timeout-ms",
         "6000",
     ]);
+    killed_mid_stream(&agent.bootstrap).await;
+}
+
+/// The same against Apache Kafka 4.1.1, with the consumer protocol's
+/// session timeout lowered to 6 s (its minimum too) so the successor does
+/// not wait 45 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_killed_mid_stream_against_apache_kafka() {
+    let kafka = tokio::task::spawn_blocking(|| {
+        common::Kafka::start_with(|_, _| {
+            "group.consumer.min.session.timeout.ms=6000
+             group.consumer.session.timeout.ms=6000
+             group.consumer.min.heartbeat.interval.ms=500
+             group.consumer.heartbeat.interval.ms=1000
+"
+            .to_string()
+        })
+    })
+    .await
+    .unwrap();
+    killed_mid_stream(&kafka.bootstrap).await;
+    tokio::task::spawn_blocking(move || drop(kafka))
+        .await
+        .unwrap();
+}
+
+async fn killed_mid_stream(bootstrap: &str) {
     for kind in consumer_kinds() {
         let topic = kind_name("killed", kind);
         let group = kind_name("killed-group", kind);
-        produce(&agent.bootstrap, &topic, RECORDS).await;
+        produce(bootstrap, &topic, RECORDS).await;
 
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--ignored", "--exact", "child_consumer", "--nocapture"])
-            .env("CHILD_BOOTSTRAP", &agent.bootstrap)
+            .env("CHILD_BOOTSTRAP", bootstrap)
             .env("CHILD_TOPIC", &topic)
             .env("CHILD_GROUP", &group)
             .env("CHILD_BACKEND", format!("{:?}", kind.0))
@@ -132,7 +159,7 @@ async fn consumer_killed_mid_stream_loses_nothing_and_never_commits_ahead() {
         }
 
         // Commits: only acknowledged records below each, and some made.
-        let c = committed(&agent.bootstrap, &group, &topic).await;
+        let c = committed(bootstrap, &group, &topic).await;
         assert!(
             c.values().any(|&o| o > 0),
             "{kind:?}: the child committed something: {c:?}"
@@ -146,7 +173,7 @@ async fn consumer_killed_mid_stream_loses_nothing_and_never_commits_ahead() {
 
         // The successor delivers everything the child did not acknowledge.
         let mut rest: BTreeSet<(i32, i64)> = BTreeSet::new();
-        let per_partition = common::scenarios::partition_ends(&agent.bootstrap, &topic).await;
+        let per_partition = common::scenarios::partition_ends(bootstrap, &topic).await;
         for (p, end) in &per_partition {
             for o in 0..*end {
                 if !acked.get(p).is_some_and(|a| a.contains(&o)) {
@@ -156,7 +183,7 @@ async fn consumer_killed_mid_stream_loses_nothing_and_never_commits_ahead() {
         }
         assert!(!rest.is_empty());
         let mut next = KafkaSource::new(
-            source_settings(&agent.bootstrap, &group)
+            source_settings(bootstrap, &group)
                 .with_backend(kind.0)
                 .with_group_protocol(kind.1),
             &[&topic],
