@@ -117,16 +117,17 @@ impl Acks {
         );
     }
 
-    /// The record at `offset` of `tp` is handed out; the epoch for its
-    /// [`Ack`] (0, which no partition has, when `tp` is not tracked).
-    pub(crate) fn deliver(&mut self, tp: &Tp, offset: i64) -> u64 {
+    /// The record at `offset` of `tp` is handed out: the epoch for its
+    /// [`Ack`] (0, which no partition has, when `tp` is not tracked) and
+    /// how many of the partition's records now await acknowledgement.
+    pub(crate) fn deliver(&mut self, tp: &Tp, offset: i64) -> (u64, usize) {
         match self.partitions.get_mut(tp) {
             Some(p) => {
                 p.delivered.push_back((offset, false));
                 p.next = offset + 1;
-                p.epoch
+                (p.epoch, p.delivered.len())
             }
-            None => 0,
+            None => (0, 0),
         }
     }
 

@@ -134,6 +134,7 @@ pub struct RdConsumer {
 
 impl RdConsumer {
     pub fn start(s: &KafkaConsumerSettings, topics: &[&str]) -> Result<RdConsumer> {
+        s.validate()?;
         if topics.is_empty() {
             return Err(Error::Config("subscribe to at least one topic".into()));
         }
@@ -239,7 +240,7 @@ impl RdConsumer {
             if !a.partitions.contains_key(&tp) {
                 a.take(tp.clone(), rec.offset);
             }
-            (a.deliver(&tp, rec.offset), a.unacked(&tp))
+            a.deliver(&tp, rec.offset)
         };
         if unacked >= UNACKED_PER_PARTITION_MAX
             && self.flow.lock().expect("flow lock").held.insert(tp.clone())

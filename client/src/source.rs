@@ -26,11 +26,11 @@ enum Backend {
 }
 
 impl KafkaSource {
-    /// Joins the group and starts consuming `topics` over the backend the
-    /// settings name (the native one reads the cluster's metadata and
-    /// joins here, so an unreachable cluster fails now).
+    /// Starts consuming `topics` over the backend the settings name; the
+    /// group is joined in the background (the native backend reads the
+    /// cluster's metadata first, so an unreachable cluster fails here).
     pub async fn new(settings: KafkaConsumerSettings, topics: &[&str]) -> Result<KafkaSource> {
-        settings.validate()?;
+        // Each backend checks the settings itself.
         let backend = match settings.backend {
             KafkaConsumerBackend::Native => Backend::Native(
                 NativeConsumer::start(settings, topics.iter().map(|t| t.to_string()).collect())

@@ -17,7 +17,9 @@ use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::scenarios::{committed, consumer_kinds, kind_name, produce, source_settings};
+use common::scenarios::{
+    committed, consumer_kinds, kind_name, kind_settings, next_record, produce,
+};
 use datum_mq::{GroupProtocol, KafkaConsumerBackend, KafkaSource};
 
 const RECORDS: usize = 3000;
@@ -26,8 +28,8 @@ const RECORDS: usize = 3000;
 const HELD_OFFSET: i64 = 150;
 
 /// The killed member: consumes, acknowledges every record but the held
-/// ones, and prints "A partition offset" per acknowledged record and
-/// "H partition offset" per held one. Runs until killed.
+/// ones, and prints "A partition offset" per acknowledged record. Runs
+/// until killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "run by consumer_killed_mid_stream as its child process"]
 async fn child_consumer() {
@@ -40,19 +42,18 @@ async fn child_consumer() {
         "Consumer" => GroupProtocol::Consumer,
         _ => GroupProtocol::Classic,
     };
-    let mut src = KafkaSource::new(
-        source_settings(&env("CHILD_BOOTSTRAP"), &env("CHILD_GROUP"))
-            .with_backend(backend)
-            .with_group_protocol(protocol),
-        &[&env("CHILD_TOPIC")],
-    )
-    .await
-    .unwrap();
+    let settings = kind_settings(
+        &env("CHILD_BOOTSTRAP"),
+        &env("CHILD_GROUP"),
+        (backend, protocol),
+    );
+    let mut src = KafkaSource::new(settings, &[&env("CHILD_TOPIC")])
+        .await
+        .unwrap();
     let mut held = Vec::new();
     loop {
         let (r, ack) = src.next().await.unwrap().unwrap();
         if r.offset == HELD_OFFSET {
-            println!("H {} {}", r.partition, r.offset);
             held.push(ack);
         } else {
             ack.ack();
@@ -120,42 +121,28 @@ async fn killed_mid_stream(bootstrap: &str) {
             for line in std::io::BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
                 let mut w = line.split(' ');
-                let (Some(tag @ ("A" | "H")), Some(p), Some(o)) = (w.next(), w.next(), w.next())
-                else {
-                    continue;
-                };
-                let _ = tx.send((
-                    tag == "A",
-                    p.parse::<i32>().unwrap(),
-                    o.parse::<i64>().unwrap(),
-                ));
+                if let (Some("A"), Some(p), Some(o)) = (w.next(), w.next(), w.next()) {
+                    let _ = tx.send((p.parse::<i32>().unwrap(), o.parse::<i64>().unwrap()));
+                }
             }
         });
+        // (partition -> offsets) the child acknowledged.
         let mut acked: BTreeMap<i32, BTreeSet<i64>> = BTreeMap::new();
-        let mut seen = 0usize;
-        let note = |(a, p, o): (bool, i32, i64), acked: &mut BTreeMap<i32, BTreeSet<i64>>| {
-            if a {
-                acked.entry(p).or_default().insert(o);
-            }
-        };
         // Most of the topic, then a few commit intervals (300 ms) so
         // periodic commits ran, then the kill.
-        while seen < RECORDS * 2 / 3 {
-            let e = tokio::time::timeout(Duration::from_secs(60), rx.recv())
+        for _ in 0..RECORDS * 2 / 3 {
+            let (p, o) = tokio::time::timeout(Duration::from_secs(60), rx.recv())
                 .await
                 .unwrap_or_else(|_| panic!("{kind:?}: the child consumes"))
                 .expect("the child runs");
-            note(e, &mut acked);
-            seen += 1;
+            acked.entry(p).or_default().insert(o);
         }
         tokio::time::sleep(Duration::from_millis(1000)).await;
         child.kill().unwrap();
         child.wait().unwrap();
-        while let Ok(e) = rx.try_recv() {
-            note(e, &mut acked);
-        }
-        while let Some(e) = rx.recv().await {
-            note(e, &mut acked);
+        // What it printed before it died.
+        while let Some((p, o)) = rx.recv().await {
+            acked.entry(p).or_default().insert(o);
         }
 
         // Commits: only acknowledged records below each, and some made.
@@ -182,20 +169,11 @@ async fn killed_mid_stream(bootstrap: &str) {
             }
         }
         assert!(!rest.is_empty());
-        let mut next = KafkaSource::new(
-            source_settings(bootstrap, &group)
-                .with_backend(kind.0)
-                .with_group_protocol(kind.1),
-            &[&topic],
-        )
-        .await
-        .unwrap();
+        let mut next = KafkaSource::new(kind_settings(bootstrap, &group, kind), &[&topic])
+            .await
+            .unwrap();
         while !rest.is_empty() {
-            let (r, ack) = tokio::time::timeout(Duration::from_secs(60), next.next())
-                .await
-                .unwrap_or_else(|_| panic!("{kind:?}: still missing {} records", rest.len()))
-                .unwrap()
-                .unwrap();
+            let (r, ack) = next_record(&mut next, Duration::from_secs(60)).await;
             assert!(
                 r.offset >= c.get(&r.partition).copied().unwrap_or(0),
                 "{kind:?}: nothing below the commit is delivered again"

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::scenarios::{self, backends, consumer_kinds, kind_name};
+use common::scenarios::{self, backends, consumer_kinds};
 use datum_mq::Compression;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -27,11 +27,10 @@ async fn scenarios_against_apache_kafka() {
     scenarios::java_placement(&b, "java-keys").await;
     scenarios::keyless_sticky(&b, "keyless").await;
     for c in consumer_kinds() {
-        let n = |s: &str| kind_name(s, c);
-        scenarios::group_consumes_everything(&b, c, &n("src"), &n("g1")).await;
-        scenarios::commits_behind_acks_and_replay(&b, c, &n("work"), &n("g2")).await;
-        scenarios::two_members_split(&b, c, &n("split"), &n("g3")).await;
-        scenarios::seek_and_pause(&b, c, &n("seek"), &n("g4")).await;
+        scenarios::group_consumes_everything(&b, c, "src").await;
+        scenarios::commits_behind_acks_and_replay(&b, c, "work").await;
+        scenarios::two_members_split(&b, c, "split").await;
+        scenarios::seek_and_pause(&b, c, "seek").await;
     }
     tokio::task::spawn_blocking(move || drop(kafka))
         .await

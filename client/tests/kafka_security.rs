@@ -11,8 +11,9 @@
 //! mechanism and protocol the native producer delivers records (read back
 //! over PLAINTEXT) and a KafkaSource consumes them; wrong passwords, a
 //! missing client certificate, an unknown CA and a wrong host name are
-//! refused; the rdkafka producer and consumer are checked over
-//! SASL_PLAINTEXT, SSL and SASL_SSL.
+//! refused; the rdkafka producer and consumer do the same for every
+//! mechanism over SASL_PLAINTEXT and SASL_SSL, and over SSL with a client
+//! certificate.
 
 mod common;
 
@@ -21,7 +22,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::scenarios::{send_all, source_settings, verify_acknowledged};
+use common::scenarios::{admin, next_record, send_all, source_settings, verify_acknowledged};
 use datum_mq::native::sasl::{salted_password, ScramHash};
 use datum_mq::{
     connect, Error, KafkaConsumerBackend, KafkaProducer, KafkaProducerBackend,
@@ -31,23 +32,13 @@ use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredent
 use kafka_protocol::messages::AlterUserScramCredentialsRequest;
 use kafka_protocol::protocol::StrBytes;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+const NATIVE: (KafkaProducerBackend, KafkaConsumerBackend) =
+    (KafkaProducerBackend::Native, KafkaConsumerBackend::Native);
+const RDKAFKA: (KafkaProducerBackend, KafkaConsumerBackend) =
+    (KafkaProducerBackend::Rdkafka, KafkaConsumerBackend::Rdkafka);
 
 async fn add_scram_user(plaintext: &str, name: &str, password: &str, hash: ScramHash) {
-    let conn = connect(
-        plaintext,
-        &Security::Plaintext,
-        "admin",
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
+    let conn = admin(plaintext).await;
     let salt = format!("salt-of-{name}").into_bytes();
     let upsert = ScramCredentialUpsertion::default()
         .with_name(StrBytes::from_string(name.to_owned()))
@@ -64,6 +55,15 @@ async fn add_scram_user(plaintext: &str, name: &str, password: &str, hash: Scram
         assert_eq!(r.error_code, 0, "{:?}", r.error_message);
     }
 }
+
+/// `openssl req` arguments for a new unencrypted P-256 key.
+const NEW_EC_KEY: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
 
 /// Runs `openssl` with `args` in `dir`.
 fn openssl(dir: &Path, args: &[&str]) {
@@ -94,22 +94,20 @@ impl Certs {
             openssl(
                 &dir,
                 &[
-                    "req",
-                    "-x509",
-                    "-newkey",
-                    "ec",
-                    "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1",
-                    "-nodes",
-                    "-keyout",
-                    &format!("{ca}.key"),
-                    "-out",
-                    &format!("{ca}.pem"),
-                    "-days",
-                    "2",
-                    "-subj",
-                    &format!("/CN=datum-mq test {ca}"),
-                ],
+                    &["req", "-x509"][..],
+                    &NEW_EC_KEY,
+                    &[
+                        "-keyout",
+                        &format!("{ca}.key"),
+                        "-out",
+                        &format!("{ca}.pem"),
+                        "-days",
+                        "2",
+                        "-subj",
+                        &format!("/CN=datum-mq test {ca}"),
+                    ],
+                ]
+                .concat(),
             );
         }
         let certs = Certs { dir };
@@ -133,19 +131,18 @@ impl Certs {
         openssl(
             &self.dir,
             &[
-                "req",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.csr"),
-                "-subj",
-                &format!("/CN={name}"),
-            ],
+                &["req"][..],
+                &NEW_EC_KEY,
+                &[
+                    "-keyout",
+                    &format!("{name}.key"),
+                    "-out",
+                    &format!("{name}.csr"),
+                    "-subj",
+                    &format!("/CN={name}"),
+                ],
+            ]
+            .concat(),
         );
         openssl(
             &self.dir,
@@ -196,17 +193,25 @@ impl Drop for Certs {
     }
 }
 
-/// 500 keyed records through the native producer over `sec`, checked on
-/// the PLAINTEXT listener, then consumed by a KafkaSource over `sec`.
-async fn roundtrip(bootstrap: &str, plaintext: &str, sec: &Security, topic: &str) {
+/// `n` keyed records through the producer backend over `sec`, checked on
+/// the PLAINTEXT listener, then consumed by a KafkaSource of the consumer
+/// backend over `sec`.
+async fn roundtrip(
+    bootstrap: &str,
+    plaintext: &str,
+    sec: &Security,
+    topic: &str,
+    (producer, consumer): (KafkaProducerBackend, KafkaConsumerBackend),
+    n: usize,
+) {
     let p = KafkaProducer::new(
         KafkaProducerSettings::new(bootstrap)
-            .with_backend(KafkaProducerBackend::Native)
+            .with_backend(producer)
             .with_security(sec.clone()),
     )
     .await
-    .unwrap_or_else(|e| panic!("{sec:?}: {e}"));
-    let records = (0..500)
+    .unwrap_or_else(|e| panic!("{producer:?} {sec:?}: {e}"));
+    let records = (0..n)
         .map(|j| {
             ProducerRecord::new(topic)
                 .with_key(format!("k{j}"))
@@ -216,56 +221,16 @@ async fn roundtrip(bootstrap: &str, plaintext: &str, sec: &Security, topic: &str
     let acked = send_all(&p, records).await;
     verify_acknowledged(plaintext, topic, &acked).await;
     let mut src = KafkaSource::new(
-        source_settings(bootstrap, &format!("group-{topic}")).with_security(sec.clone()),
-        &[topic],
-    )
-    .await
-    .unwrap();
-    for _ in 0..500 {
-        let (_, ack) = tokio::time::timeout(Duration::from_secs(30), src.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        ack.ack();
-    }
-    src.close().await.unwrap();
-}
-
-/// 200 records through the rdkafka producer over `sec`, consumed by a
-/// KafkaSource over the rdkafka consumer backend.
-async fn rdkafka_roundtrip(bootstrap: &str, plaintext: &str, sec: Security, topic: &str) {
-    let p = KafkaProducer::new(
-        KafkaProducerSettings::new(bootstrap)
-            .with_backend(KafkaProducerBackend::Rdkafka)
-            .with_security(sec.clone()),
-    )
-    .await
-    .unwrap();
-    let records = (0..200)
-        .map(|j| {
-            ProducerRecord::new(topic)
-                .with_key(format!("k{j}"))
-                .with_value(format!("rd {j}"))
-        })
-        .collect();
-    let acked = send_all(&p, records).await;
-    verify_acknowledged(plaintext, topic, &acked).await;
-    let mut src = KafkaSource::new(
         source_settings(bootstrap, &format!("group-{topic}"))
-            .with_backend(KafkaConsumerBackend::Rdkafka)
-            .with_security(sec),
+            .with_backend(consumer)
+            .with_security(sec.clone()),
         &[topic],
     )
     .await
     .unwrap();
     let mut seen = std::collections::BTreeSet::new();
-    while seen.len() < 200 {
-        let (r, ack) = tokio::time::timeout(Duration::from_secs(30), src.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+    while seen.len() < n {
+        let (r, ack) = next_record(&mut src, Duration::from_secs(30)).await;
         seen.insert((r.partition, r.offset));
         ack.ack();
     }
@@ -295,7 +260,7 @@ fn with_password(m: &SaslMechanism, password: &str) -> SaslMechanism {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sasl_and_tls_against_apache_kafka() {
     let certs = Certs::make();
-    let [sasl_port, ssl_port, sasl_ssl_port, named_port] = [(); 4].map(|_| free_port());
+    let [sasl_port, ssl_port, sasl_ssl_port, named_port] = [(); 4].map(|_| common::free_port());
     let store = |name: &str| {
         certs
             .path(&format!("{name}-keystore.pem"))
@@ -360,9 +325,45 @@ async fn sasl_and_tls_against_apache_kafka() {
     // SASL_PLAINTEXT and SASL_SSL, each mechanism; wrong passwords refused.
     for (i, m) in mechanisms.iter().enumerate() {
         let plain_sec = Security::SaslPlaintext(m.clone());
-        roundtrip(&sasl, &plaintext, &plain_sec, &format!("sasl-{i}")).await;
+        roundtrip(
+            &sasl,
+            &plaintext,
+            &plain_sec,
+            &format!("sasl-{i}"),
+            NATIVE,
+            500,
+        )
+        .await;
         let ssl_sec = Security::SaslSsl(m.clone(), certs.tls());
-        roundtrip(&sasl_ssl, &plaintext, &ssl_sec, &format!("sasl-ssl-{i}")).await;
+        roundtrip(
+            &sasl_ssl,
+            &plaintext,
+            &ssl_sec,
+            &format!("sasl-ssl-{i}"),
+            NATIVE,
+            500,
+        )
+        .await;
+        if cfg!(feature = "rdkafka") {
+            roundtrip(
+                &sasl,
+                &plaintext,
+                &plain_sec,
+                &format!("rd-sasl-{i}"),
+                RDKAFKA,
+                200,
+            )
+            .await;
+            roundtrip(
+                &sasl_ssl,
+                &plaintext,
+                &ssl_sec,
+                &format!("rd-sasl-ssl-{i}"),
+                RDKAFKA,
+                200,
+            )
+            .await;
+        }
         let wrong = with_password(m, "nope");
         let err = refused(&sasl, Security::SaslPlaintext(wrong.clone())).await;
         assert!(matches!(err, Error::Auth(_)), "{m:?}: {err}");
@@ -371,7 +372,11 @@ async fn sasl_and_tls_against_apache_kafka() {
     }
 
     // SSL with a client certificate; without one the broker refuses.
-    roundtrip(&ssl, &plaintext, &Security::Ssl(certs.mtls()), "ssl-mtls").await;
+    let mtls = Security::Ssl(certs.mtls());
+    roundtrip(&ssl, &plaintext, &mtls, "ssl-mtls", NATIVE, 500).await;
+    if cfg!(feature = "rdkafka") {
+        roundtrip(&ssl, &plaintext, &mtls, "rd-ssl-mtls", RDKAFKA, 200).await;
+    }
     refused(&ssl, Security::Ssl(certs.tls())).await;
 
     // A broker whose certificate another CA signed is refused.
@@ -396,13 +401,8 @@ async fn sasl_and_tls_against_apache_kafka() {
     let err = refused(&named_ip, Security::Ssl(other_lax)).await;
     assert!(matches!(err, Error::Tls(_)), "unknown CA, lax names: {err}");
     let named_host = format!("localhost:{named_port}");
-    roundtrip(
-        &named_host,
-        &plaintext,
-        &Security::Ssl(certs.tls()),
-        "named",
-    )
-    .await;
+    let named_sec = Security::Ssl(certs.tls());
+    roundtrip(&named_host, &plaintext, &named_sec, "named", NATIVE, 500).await;
 
     // Bad PEM fails when the client is made, naming the file.
     let missing = Security::Ssl(TlsSettings::new().with_ca_pem_file(certs.path("nope.pem")));
@@ -419,23 +419,6 @@ async fn sasl_and_tls_against_apache_kafka() {
         "{err}"
     );
 
-    if cfg!(feature = "rdkafka") {
-        rdkafka_roundtrip(
-            &sasl,
-            &plaintext,
-            Security::SaslPlaintext(mechanisms[0].clone()),
-            "rd-sasl",
-        )
-        .await;
-        rdkafka_roundtrip(&ssl, &plaintext, Security::Ssl(certs.mtls()), "rd-ssl").await;
-        rdkafka_roundtrip(
-            &sasl_ssl,
-            &plaintext,
-            Security::SaslSsl(mechanisms[2].clone(), certs.tls()),
-            "rd-sasl-ssl",
-        )
-        .await;
-    }
     tokio::task::spawn_blocking(move || drop(kafka))
         .await
         .unwrap();

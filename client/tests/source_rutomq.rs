@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::scenarios::{self, consumer_kinds, kind_name};
+use common::scenarios::{self, consumer_kinds};
 
 fn start() -> common::Agent {
     common::Agent::start(&[
@@ -22,13 +22,7 @@ fn start() -> common::Agent {
 async fn a_group_consumes_everything_and_commits_behind_acks() {
     let agent = start();
     for c in consumer_kinds() {
-        scenarios::group_consumes_everything(
-            &agent.bootstrap,
-            c,
-            &kind_name("src", c),
-            &kind_name("g1", c),
-        )
-        .await;
+        scenarios::group_consumes_everything(&agent.bootstrap, c, "src").await;
     }
 }
 
@@ -36,13 +30,7 @@ async fn a_group_consumes_everything_and_commits_behind_acks() {
 async fn commits_stay_below_unacked_work_and_a_successor_replays_it() {
     let agent = start();
     for c in consumer_kinds() {
-        scenarios::commits_behind_acks_and_replay(
-            &agent.bootstrap,
-            c,
-            &kind_name("work", c),
-            &kind_name("g2", c),
-        )
-        .await;
+        scenarios::commits_behind_acks_and_replay(&agent.bootstrap, c, "work").await;
     }
 }
 
@@ -50,13 +38,7 @@ async fn commits_stay_below_unacked_work_and_a_successor_replays_it() {
 async fn two_members_split_the_partitions() {
     let agent = start();
     for c in consumer_kinds() {
-        scenarios::two_members_split(
-            &agent.bootstrap,
-            c,
-            &kind_name("split", c),
-            &kind_name("g3", c),
-        )
-        .await;
+        scenarios::two_members_split(&agent.bootstrap, c, "split").await;
     }
 }
 
@@ -64,12 +46,6 @@ async fn two_members_split_the_partitions() {
 async fn seek_replays_and_pause_holds_a_partition() {
     let agent = start();
     for c in consumer_kinds() {
-        scenarios::seek_and_pause(
-            &agent.bootstrap,
-            c,
-            &kind_name("seek", c),
-            &kind_name("g4", c),
-        )
-        .await;
+        scenarios::seek_and_pause(&agent.bootstrap, c, "seek").await;
     }
 }

@@ -430,7 +430,7 @@ impl Task {
             self.ready_bytes = self.ready_bytes.saturating_sub(
                 rec.key.as_ref().map_or(0, Bytes::len) + rec.value.as_ref().map_or(0, Bytes::len),
             );
-            let epoch = a.deliver(&tp, rec.offset);
+            let (epoch, _) = a.deliver(&tp, rec.offset);
             let ack = Ack {
                 acks: self.acks.clone(),
                 tp,

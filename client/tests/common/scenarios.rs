@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use datum_mq::batch::{decode_batches, Record};
+use datum_mq::native::conn::Connection;
 use datum_mq::partitioner::partition_for_key;
 use datum_mq::{
     connect, AutoOffsetReset, Compression, GroupProtocol, KafkaConsumerBackend,
     KafkaConsumerSettings, KafkaProducer, KafkaProducerBackend, KafkaProducerSettings, KafkaSource,
     ProducerRecord, RebalanceEvent, RecordMetadata, Security,
 };
+use datum_mq::{Ack, ConsumerRecord};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::{
@@ -41,7 +43,38 @@ pub fn consumer_kinds() -> Vec<ConsumerKind> {
     b
 }
 
-/// A topic or group name per consumer kind.
+/// Source settings for `group` with the consumer kind's backend and group
+/// protocol.
+pub fn kind_settings(bootstrap: &str, group: &str, kind: ConsumerKind) -> KafkaConsumerSettings {
+    source_settings(bootstrap, group)
+        .with_backend(kind.0)
+        .with_group_protocol(kind.1)
+}
+
+/// The source's next record; panics when none comes `within`, or on an
+/// error.
+pub async fn next_record(src: &mut KafkaSource, within: Duration) -> (ConsumerRecord, Ack) {
+    tokio::time::timeout(within, src.next())
+        .await
+        .unwrap_or_else(|_| panic!("no record within {within:?}"))
+        .expect("the source is open")
+        .expect("no consumer error")
+}
+
+/// A PLAINTEXT connection for checks beside the client under test.
+pub async fn admin(bootstrap: &str) -> Connection {
+    connect(
+        bootstrap,
+        &Security::Plaintext,
+        "test-admin",
+        Duration::from_secs(30),
+    )
+    .await
+    .unwrap()
+}
+
+/// A topic or group name per consumer kind (the consumer scenarios name
+/// their topic and group with it).
 pub fn kind_name(base: &str, kind: ConsumerKind) -> String {
     format!("{base}-{:?}-{:?}", kind.0, kind.1)
 }
@@ -61,14 +94,7 @@ pub fn producer_settings(bootstrap: &str, backend: KafkaProducerBackend) -> Kafk
 
 /// Every record of `topic`-`partition` from offset 0.
 pub async fn read_partition(bootstrap: &str, topic: &str, partition: i32) -> Vec<Record> {
-    let conn = connect(
-        bootstrap,
-        &Security::Plaintext,
-        "reader",
-        Duration::from_secs(30),
-    )
-    .await
-    .unwrap();
+    let conn = admin(bootstrap).await;
     let mut out = Vec::new();
     let mut offset = 0i64;
     loop {
@@ -311,14 +337,7 @@ pub fn source_settings(bootstrap: &str, group: &str) -> KafkaConsumerSettings {
 
 /// (partition -> committed offset) of `group` for `topic`.
 pub async fn committed(bootstrap: &str, group: &str, topic: &str) -> BTreeMap<i32, i64> {
-    let conn = connect(
-        bootstrap,
-        &Security::Plaintext,
-        "check",
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
+    let conn = admin(bootstrap).await;
     // The group's coordinator answers; on a one-broker cluster that is it.
     let req = OffsetFetchRequest::default()
         .with_group_id(GroupId(StrBytes::from_string(group.to_owned())))
@@ -336,14 +355,7 @@ pub async fn committed(bootstrap: &str, group: &str, topic: &str) -> BTreeMap<i3
 /// The type ("classic" or "consumer") the broker lists `group` with
 /// (ListGroups v5).
 pub async fn group_type(bootstrap: &str, group: &str) -> String {
-    let conn = connect(
-        bootstrap,
-        &Security::Plaintext,
-        "group-type",
-        Duration::from_secs(10),
-    )
-    .await
-    .unwrap();
+    let conn = admin(bootstrap).await;
     let resp = conn
         .call(&ListGroupsRequest::default(), (5, 5))
         .await
@@ -359,26 +371,15 @@ pub async fn group_type(bootstrap: &str, group: &str) -> String {
 
 /// A group consumes everything; after close every partition is
 /// committed at its end.
-pub async fn group_consumes_everything(
-    bootstrap: &str,
-    kind: ConsumerKind,
-    topic: &str,
-    group: &str,
-) {
-    let settings = || {
-        source_settings(bootstrap, group)
-            .with_backend(kind.0)
-            .with_group_protocol(kind.1)
-    };
+pub async fn group_consumes_everything(bootstrap: &str, kind: ConsumerKind, name: &str) {
+    let topic = &kind_name(name, kind);
+    let group = &format!("{topic}-group");
+    let settings = || kind_settings(bootstrap, group, kind);
     produce(bootstrap, topic, 3000).await;
     let mut src = KafkaSource::new(settings(), &[topic]).await.unwrap();
     let mut seen = BTreeSet::new();
     while seen.len() < 3000 {
-        let (rec, ack) = tokio::time::timeout(Duration::from_secs(30), src.next())
-            .await
-            .expect("records keep coming")
-            .unwrap()
-            .unwrap();
+        let (rec, ack) = next_record(&mut src, Duration::from_secs(30)).await;
         assert!(
             seen.insert((rec.partition, rec.offset)),
             "delivered twice: {rec:?}"
@@ -410,28 +411,17 @@ pub async fn group_consumes_everything(
 
 /// Commits stay below the first unacknowledged record; a member that is
 /// dropped with work unacknowledged is replaced by one that replays it.
-pub async fn commits_behind_acks_and_replay(
-    bootstrap: &str,
-    kind: ConsumerKind,
-    topic: &str,
-    group: &str,
-) {
-    let settings = || {
-        source_settings(bootstrap, group)
-            .with_backend(kind.0)
-            .with_group_protocol(kind.1)
-    };
+pub async fn commits_behind_acks_and_replay(bootstrap: &str, kind: ConsumerKind, name: &str) {
+    let topic = &kind_name(name, kind);
+    let group = &format!("{topic}-group");
+    let settings = || kind_settings(bootstrap, group, kind);
     produce(bootstrap, topic, 2000).await;
     let mut first = KafkaSource::new(settings(), &[topic]).await.unwrap();
     let mut per_partition: BTreeMap<i32, usize> = BTreeMap::new();
     let mut held = BTreeMap::new();
     let mut acked = BTreeSet::new();
     for _ in 0..2000 {
-        let (rec, ack) = tokio::time::timeout(Duration::from_secs(30), first.next())
-            .await
-            .expect("records keep coming")
-            .unwrap()
-            .unwrap();
+        let (rec, ack) = next_record(&mut first, Duration::from_secs(30)).await;
         let n = per_partition.entry(rec.partition).or_default();
         *n += 1;
         if *n == 10 {
@@ -459,11 +449,7 @@ pub async fn commits_behind_acks_and_replay(
         .sum::<i64>() as usize;
     let mut replayed = BTreeSet::new();
     while replayed.len() < expected_replay {
-        let (rec, ack) = tokio::time::timeout(Duration::from_secs(60), second.next())
-            .await
-            .expect("the successor replays")
-            .unwrap()
-            .unwrap();
+        let (rec, ack) = next_record(&mut second, Duration::from_secs(60)).await;
         assert!(
             rec.offset >= c[&rec.partition],
             "nothing below the commit comes again"
@@ -479,13 +465,13 @@ pub async fn commits_behind_acks_and_replay(
 /// Two members split the partitions 4 and 4 and consume everything. The
 /// first holds all 8 before the second joins, so it must give some up; each
 /// member's rebalance listener, replayed, ends at its assignment.
-pub async fn two_members_split(bootstrap: &str, kind: ConsumerKind, topic: &str, group: &str) {
+pub async fn two_members_split(bootstrap: &str, kind: ConsumerKind, name: &str) {
+    let topic = &kind_name(name, kind);
+    let group = &format!("{topic}-group");
     type Events = Arc<Mutex<Vec<RebalanceEvent>>>;
     let listening = |events: &Events| {
         let events = events.clone();
-        source_settings(bootstrap, group)
-            .with_backend(kind.0)
-            .with_group_protocol(kind.1)
+        kind_settings(bootstrap, group, kind)
             .with_rebalance_listener(move |e| events.lock().unwrap().push(e.clone()))
     };
     let replay = |events: &Events| {
@@ -505,11 +491,7 @@ pub async fn two_members_split(bootstrap: &str, kind: ConsumerKind, topic: &str,
     let mut a = KafkaSource::new(listening(&ea), &[topic]).await.unwrap();
     let mut seen = BTreeSet::new();
     while a.assignment().len() < PARTITIONS as usize {
-        let (r, ack) = tokio::time::timeout(Duration::from_secs(30), a.next())
-            .await
-            .expect("the first member consumes alone")
-            .unwrap()
-            .unwrap();
+        let (r, ack) = next_record(&mut a, Duration::from_secs(30)).await;
         seen.insert((r.partition, r.offset));
         ack.ack();
     }
@@ -558,12 +540,10 @@ pub async fn two_members_split(bootstrap: &str, kind: ConsumerKind, topic: &str,
 
 /// Seek back replays a partition from the given offset; a paused
 /// partition gets no records until it is resumed, while others go on.
-pub async fn seek_and_pause(bootstrap: &str, kind: ConsumerKind, topic: &str, group: &str) {
-    let settings = || {
-        source_settings(bootstrap, group)
-            .with_backend(kind.0)
-            .with_group_protocol(kind.1)
-    };
+pub async fn seek_and_pause(bootstrap: &str, kind: ConsumerKind, name: &str) {
+    let topic = &kind_name(name, kind);
+    let group = &format!("{topic}-group");
+    let settings = || kind_settings(bootstrap, group, kind);
     use datum_mq::partitioner::partition_for_key;
     let keys = |range: std::ops::Range<usize>| -> Vec<(String, i32)> {
         range
@@ -578,22 +558,14 @@ pub async fn seek_and_pause(bootstrap: &str, kind: ConsumerKind, topic: &str, gr
     let mut src = KafkaSource::new(settings(), &[topic]).await.unwrap();
     let mut in_p0 = 0usize;
     for _ in 0..800 {
-        let (rec, ack) = tokio::time::timeout(Duration::from_secs(30), src.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let (rec, ack) = next_record(&mut src, Duration::from_secs(30)).await;
         in_p0 += usize::from(rec.partition == 0);
         ack.ack();
     }
     assert!(in_p0 > 0);
     src.seek(topic, 0, 0).await.unwrap();
     for want in 0..in_p0 as i64 {
-        let (rec, ack) = tokio::time::timeout(Duration::from_secs(30), src.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let (rec, ack) = next_record(&mut src, Duration::from_secs(30)).await;
         assert_eq!(
             (rec.partition, rec.offset),
             (0, want),
@@ -606,11 +578,7 @@ pub async fn seek_and_pause(bootstrap: &str, kind: ConsumerKind, topic: &str, gr
     produce(bootstrap, topic, 800).await;
     let others = keys(0..800).iter().filter(|k| k.1 != 0).count();
     for _ in 0..others {
-        let (rec, ack) = tokio::time::timeout(Duration::from_secs(30), src.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let (rec, ack) = next_record(&mut src, Duration::from_secs(30)).await;
         assert_ne!(rec.partition, 0, "paused");
         ack.ack();
     }
@@ -622,11 +590,7 @@ pub async fn seek_and_pause(bootstrap: &str, kind: ConsumerKind, topic: &str, gr
     );
     src.resume(&[(topic, 0)]).await.unwrap();
     for _ in 0..in_p0 {
-        let (rec, ack) = tokio::time::timeout(Duration::from_secs(30), src.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
+        let (rec, ack) = next_record(&mut src, Duration::from_secs(30)).await;
         assert_eq!(rec.partition, 0, "resumed");
         assert!(rec.offset >= in_p0 as i64);
         ack.ack();

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use kafka_protocol::messages::consumer_group_heartbeat_request::TopicPartitions;
+use kafka_protocol::messages::consumer_group_heartbeat_response::Assignment;
 use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, GroupId, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
@@ -67,10 +68,28 @@ impl Task {
             coordinator,
             protocol: Protocol::Consumer(version),
         });
-        self.heartbeat_every = Duration::from_millis(resp.heartbeat_interval_ms.max(0) as u64)
-            .clamp(HEARTBEAT_EVERY_MIN, HEARTBEAT_EVERY_MAX);
+        self.on_answer(
+            resp.member_epoch,
+            resp.heartbeat_interval_ms,
+            resp.assignment,
+        )
+        .await;
+        Ok(())
+    }
+
+    /// Takes a successful answer: the member epoch, the heartbeat interval
+    /// the coordinator asks for, and a new assignment (reconciled towards
+    /// at once; on failure again at the next heartbeat, soon).
+    async fn on_answer(&mut self, epoch: i32, interval_ms: i32, assignment: Option<Assignment>) {
+        if let Some(m) = &mut self.member {
+            m.generation_id = epoch;
+        }
+        if interval_ms > 0 {
+            self.heartbeat_every = Duration::from_millis(interval_ms as u64)
+                .clamp(HEARTBEAT_EVERY_MIN, HEARTBEAT_EVERY_MAX);
+        }
         self.next_heartbeat = Instant::now() + self.heartbeat_every;
-        if let Some(a) = resp.assignment {
+        if let Some(a) = assignment {
             self.pending_target = Some(
                 a.topic_partitions
                     .into_iter()
@@ -78,10 +97,12 @@ impl Task {
                     .collect(),
             );
         }
-        if let Err(e) = self.reconcile().await {
-            tracing::debug!(error = %e, "taking the assignment; trying again");
+        if self.pending_target.is_some() {
+            if let Err(e) = self.reconcile().await {
+                tracing::debug!(error = %e, "reconciling the assignment; trying again");
+                self.next_heartbeat = Instant::now() + RETRY_PAUSE;
+            }
         }
-        Ok(())
     }
 
     /// A heartbeat with the member's whole state: subscription, rebalance
@@ -132,27 +153,12 @@ impl Task {
         };
         match resp.error_code {
             0 => {
-                if let Some(m) = &mut self.member {
-                    m.generation_id = resp.member_epoch;
-                }
-                if resp.heartbeat_interval_ms > 0 {
-                    self.heartbeat_every = Duration::from_millis(resp.heartbeat_interval_ms as u64)
-                        .clamp(HEARTBEAT_EVERY_MIN, HEARTBEAT_EVERY_MAX);
-                }
-                if let Some(a) = resp.assignment {
-                    self.pending_target = Some(
-                        a.topic_partitions
-                            .into_iter()
-                            .map(|t| (t.topic_id, t.partitions))
-                            .collect(),
-                    );
-                }
-                if self.pending_target.is_some() {
-                    if let Err(e) = self.reconcile().await {
-                        tracing::debug!(error = %e, "reconciling the assignment; trying again");
-                        self.next_heartbeat = Instant::now() + RETRY_PAUSE;
-                    }
-                }
+                self.on_answer(
+                    resp.member_epoch,
+                    resp.heartbeat_interval_ms,
+                    resp.assignment,
+                )
+                .await
             }
             // The coordinator moved or is loading.
             14..=16 => self.find_coordinator_again().await,
