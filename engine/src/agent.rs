@@ -30,6 +30,8 @@ pub struct HubNews {
 pub const HUB_QUEUE_MAX: usize = 4096;
 /// Agent lease in PostgreSQL, renewed every third of it.
 pub const AGENT_LEASE: Duration = Duration::from_secs(10);
+/// The smallest admission budget per shard (`--shard-memory-bytes`).
+pub const SHARD_MEMORY_BYTES_MIN: usize = 1 << 20;
 /// Kafka's default `max.message.bytes`.
 pub const MAX_MESSAGE_BYTES_DEFAULT: usize = 1_048_588;
 
@@ -209,6 +211,11 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
     let flush_interval = Duration::from_millis(args.flush_interval_ms(&object_store_url).max(1));
+    anyhow::ensure!(
+        args.shard_memory_bytes >= SHARD_MEMORY_BYTES_MIN,
+        "--shard-memory-bytes must be at least {SHARD_MEMORY_BYTES_MIN}, got {}",
+        args.shard_memory_bytes
+    );
     let advertise = args
         .advertise
         .clone()
@@ -357,7 +364,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             pin: shards_n <= std::thread::available_parallelism().map_or(1, |n| n.get()),
             frame_bytes_max: args.max_request_bytes,
             inflight_requests_per_connection_max: 32,
-            shard_memory_bytes_max: args.shard_memory_bytes.max(args.max_request_bytes),
+            shard_memory_bytes_max: args.shard_memory_bytes,
             connections_per_shard_max: 10_000,
             io_memory_bytes: 1 << 20,
             frame_io_timeout: Duration::from_millis(args.frame_io_timeout_ms.max(100)),

@@ -79,11 +79,12 @@ pub struct ServeArgs {
     /// Partitions of auto-created topics and of CreateTopics with -1.
     #[arg(long, env = "RUTOMQ_DEFAULT_PARTITIONS", default_value_t = 1)]
     pub default_partitions: i32,
-    /// Request bytes admitted but not yet answered, per shard (back-pressure;
-    /// never below --max-request-bytes, so the largest request fits). 100 MiB:
-    /// in a 10-minute soak at half the max rate it cut the ack p99 from 225
-    /// to 74 ms and the RSS peak from 992 to 853 MiB against 256 MiB, with
-    /// the max rate unchanged (benches/results/2026-12-01-shard-memory.md).
+    /// Request bytes admitted but not yet answered, per shard (back-pressure:
+    /// past it the shard stops reading its sockets). A request larger than
+    /// this is admitted alone, taking the whole budget. 100 MiB: in a
+    /// 10-minute soak at half the max rate it cut the ack p99 from 225 to
+    /// 74 ms and the RSS peak from 992 to 853 MiB against 256 MiB, with the
+    /// max rate unchanged (benches/results/2026-12-01-shard-memory.md).
     #[arg(long, env = "RUTOMQ_SHARD_MEMORY_BYTES", default_value_t = 100 << 20)]
     pub shard_memory_bytes: usize,
     /// Bytes of recently written objects kept for tail reads.

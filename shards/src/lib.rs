@@ -77,7 +77,10 @@ pub struct ShardConfig {
     pub frame_bytes_max: usize,
     /// Requests admitted but not yet answered, per connection.
     pub inflight_requests_per_connection_max: usize,
-    /// Request bytes admitted but not yet answered, per shard.
+    /// Request bytes admitted but not yet answered, per shard. A frame
+    /// larger than this is admitted alone: it waits until nothing else is
+    /// admitted and takes the whole budget (so the shard's request memory
+    /// stays within the larger of this and `frame_bytes_max`).
     pub shard_memory_bytes_max: usize,
     /// Connections per shard; past this, new connections are closed at once.
     pub connections_per_shard_max: usize,
@@ -131,7 +134,7 @@ impl Shards {
     {
         assert!(config.shards >= 1);
         assert!(config.frame_bytes_max >= 1024);
-        assert!(config.shard_memory_bytes_max >= config.frame_bytes_max);
+        assert!(config.shard_memory_bytes_max >= 1024);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let factory = Arc::new(factory);
         let stats = Arc::new(ShardStats::default());
@@ -346,8 +349,10 @@ async fn serve_connection<S: Service>(
             break;
         }
         let size = size as usize;
-        // Admission by memory before allocating the frame.
-        let permit = match memory.clone().acquire_static_permit(size as u64).await {
+        // Admission by memory before allocating the frame; one larger than
+        // the whole budget waits for all of it.
+        let charge = size.min(config.shard_memory_bytes_max) as u64;
+        let permit = match memory.clone().acquire_static_permit(charge).await {
             Ok(p) => p,
             Err(_) => break,
         };

@@ -347,6 +347,32 @@ def test_produce_truncated_batch_is_rejected(agent):
     assert watermarks(agent.bootstrap, topic, [0]) == {0: (0, 0)}
 
 
+def test_request_larger_than_the_shard_budget_is_admitted_alone(start_agent):
+    """--shard-memory-bytes may be below the largest request: such a request
+    waits until nothing else is admitted and then takes the whole budget,
+    so two of them from two connections at once are both appended."""
+    a = start_agent(shards=1, extra_args=["--shard-memory-bytes", str(1 << 20)])
+    topic = new_topic(a, "raw-big", 3)
+    v = produce_version(a)
+    value = b"v" * (900 << 10)  # three partitions: a 2.7 MiB request
+    results = {}
+
+    def send(name):
+        with connect(a, timeout=30) as c:
+            batches = {p: kwire.encode_record_batch([(None, value + name, [])]) for p in range(3)}
+            results[name] = c.produce(v, {topic: batches})[topic]
+    ts = [threading.Thread(target=send, args=(n,)) for n in (b"a", b"b")]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=60)
+    assert set(results) == {b"a", b"b"}, f"a request over the budget was not answered: {results}"
+    for name, res in results.items():
+        assert all(res[p].error_code == 0 for p in range(3)), f"request {name!r}: {res}"
+    assert watermarks(a.bootstrap, topic, range(3)) == {p: (0, 2) for p in range(3)}
+    assert_serves(a)
+
+
 def test_produce_unknown_topic_without_auto_create(start_agent):
     a = start_agent(auto_create_topics=False)
     topic = unique_topic("raw-nope")
