@@ -107,6 +107,12 @@ impl Agent {
     /// Time until the next flush window boundary. All shards use the same
     /// grid so that their buffers of one window reach the pipeline together.
     /// Also returns the index of that window.
+    /// When grid window `window` ends.
+    pub fn window_end(&self, window: u64) -> Instant {
+        let nanos = self.cfg.flush_interval.as_nanos().max(1) as u64;
+        self.epoch + Duration::from_nanos(window.saturating_mul(nanos))
+    }
+
     pub fn until_next_window(&self) -> (Duration, u64) {
         let interval = self.cfg.flush_interval.as_nanos().max(1);
         let elapsed = self.epoch.elapsed().as_nanos();

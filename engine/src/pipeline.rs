@@ -111,6 +111,10 @@ pub struct WindowStages {
     pub gather: StageHistogram,
     pub upload: StageHistogram,
     pub commit: StageHistogram,
+    /// How late a shard sealed its buffer after its window's end on the
+    /// grid (the shard's timer; the only part of a record's wait for its
+    /// window that is not the flush interval itself).
+    pub seal_late: StageHistogram,
 }
 
 impl WindowStages {
@@ -124,9 +128,10 @@ impl WindowStages {
         let name = "rutomq_window_stage_seconds";
         let _ = writeln!(
             out,
-            "# HELP {name} Flush windows by stage: sealed until taken (queued), gathering the shards' buffers (gather), object upload (upload), uploaded until committed in order (commit).\n# TYPE {name} histogram"
+            "# HELP {name} Flush windows by stage: a shard buffer sealed after its window's end (seal_late, per buffer), sealed until taken (queued), gathering the shards' buffers (gather), object upload (upload), uploaded until committed in order (commit).\n# TYPE {name} histogram"
         );
         for (stage, h) in [
+            ("seal_late", &self.seal_late),
             ("queued", &self.queued),
             ("gather", &self.gather),
             ("upload", &self.upload),

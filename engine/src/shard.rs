@@ -486,7 +486,12 @@ impl Shard {
                     self.agent.windows.withdraw(w);
                     None
                 }
-                w => w,
+                Some(w) => {
+                    let late = self.agent.window_end(w).elapsed();
+                    self.agent.stages.seal_late.observe(late);
+                    Some(w)
+                }
+                None => None,
             };
             Sealed {
                 parts: old.parts.into_values().collect(),
