@@ -268,7 +268,9 @@ async fn run(args: Args) -> Result<()> {
             Codec::Lz4 => Compression::Lz4,
             Codec::Zstd => Compression::Zstd,
         };
-        for mine in groups {
+        let connections = groups.len();
+        let schedule_start = Instant::now();
+        for (i, mine) in groups.into_iter().enumerate() {
             let cfg = produce::ProducerConfig {
                 addr: args.bootstrap.clone(),
                 parts: mine,
@@ -278,6 +280,8 @@ async fn run(args: Args) -> Result<()> {
                 acks: args.acks,
                 in_flight: args.in_flight,
                 rate: per_conn,
+                phase: i as f64 / connections as f64,
+                schedule_start,
                 records_max: if args.mode == Mode::Produce {
                     args.records
                 } else {

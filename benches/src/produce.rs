@@ -33,6 +33,13 @@ pub struct ProducerConfig {
     pub in_flight: usize,
     /// Records per second for this connection; 0 = as fast as acknowledged.
     pub rate: f64,
+    /// At a fixed rate, where in the send interval this connection's
+    /// schedule sits, in [0, 1) from `schedule_start`: the connections are
+    /// spread evenly over it, as independent producers are, instead of all
+    /// sending in the same instant (which made bursts of N requests with
+    /// nothing between them).
+    pub phase: f64,
+    pub schedule_start: Instant,
     /// Stop after this many records (all connections together).
     pub records_max: Option<u64>,
 }
@@ -184,7 +191,10 @@ pub async fn run(
     });
 
     let interval = (cfg.rate > 0.0).then(|| Duration::from_secs_f64(records as f64 / cfg.rate));
-    let mut due = Instant::now();
+    let mut due = match interval {
+        Some(iv) => cfg.schedule_start + iv.mul_f64(cfg.phase.clamp(0.0, 1.0)),
+        None => Instant::now(),
+    };
     let mut corr = 0i32;
     while !shared.stopped() {
         if let Some(max) = cfg.records_max {
