@@ -28,6 +28,9 @@
 #   c. produce-half  at a fixed rate of 50 % of Kafka's max records/s from
 #                    (a), DURATION s after the warmup, topic race-half
 #                    -> ack latency p50 / p99 / p99.9
+#   d. produce-own-half  the same at 50 % of this system's own max from (a),
+#                    topic race-own-half (skipped where (c) already was that,
+#                    i.e. for the system the half rate came from)
 #   (--confirm) Kafka's own ProducerPerformance, 1,000,000 x 1 KiB on a new
 #                    8-partition topic (kafka and rutomq only), as a check of
 #                    the headline produce ratio with a second client stack.
@@ -446,8 +449,9 @@ def figures(m):
     pmax = load(m["produce-max"]) if "produce-max" in m else None
     cons = load(m["consume"]) if "consume" in m else None
     phalf = load(m["produce-half"]) if "produce-half" in m else None
+    pown = load(m["produce-own-half"]) if "produce-own-half" in m else None
     errors = 0
-    for d in (pmax, cons, phalf):
+    for d in (pmax, cons, phalf, pown):
         if d and d.get("errors"):
             errors += int(d["errors"])
     f["errors"] = errors
@@ -483,6 +487,11 @@ def figures(m):
         for q in ("p50", "p99", "p999", "max"):
             f["ack_" + q + "_ms"] = dig(phalf, "latency_ms", q)
         f.update(window_figures(phalf, "half"))
+    if pown:
+        f["own_target_records_s"] = dig(pown, "workload", "rate") or (float(m["own_half_rate"]) if "own_half_rate" in m else None)
+        f["own_records_s"] = pown.get("records_per_sec")
+        for q in ("p50", "p99", "p999"):
+            f["own_ack_" + q + "_ms"] = dig(pown, "latency_ms", q)
     if "confirm_mbs" in m:
         f["confirm_mb_s"] = float(m["confirm_mbs"])
     return f
@@ -514,6 +523,11 @@ ROWS = [
     ("half rate: ack p50 ms", "ack_p50_ms", "{:.2f}", True),
     ("half rate: ack p99 ms", "ack_p99_ms", "{:.2f}", True),
     ("half rate: ack p99.9 ms", "ack_p999_ms", "{:.2f}", True),
+    ("own half rate (50 % of its own max): target records/s", "own_target_records_s", "{:,.0f}", False),
+    ("own half rate: achieved records/s", "own_records_s", "{:,.0f}", False),
+    ("own half rate: ack p50 ms", "own_ack_p50_ms", "{:.2f}", False),
+    ("own half rate: ack p99 ms", "own_ack_p99_ms", "{:.2f}", False),
+    ("own half rate: ack p99.9 ms", "own_ack_p999_ms", "{:.2f}", False),
     ("consume MiB/s", "consume_mib_s", "{:.1f}", True),
     ("PUTs/window (max produce)", "max_puts_per_window", "{:.2f}", True),
     ("txns/window (max produce)", "max_txns_per_window", "{:.2f}", True),
@@ -585,7 +599,7 @@ def summarize(manifest, out_json, out_md, status="complete"):
         "binaries": {k[len("sha256."):]: v for k, v in g.items() if k.startswith("sha256.")},
         "load_seen": g.get("load", []),
         "systems": {s: {"figures": figs[s],
-                        "files": {k: os.path.basename(per[s][k]) for k in ("produce-max", "consume", "produce-half") if k in per[s]},
+                        "files": {k: os.path.basename(per[s][k]) for k in ("produce-max", "consume", "produce-half", "produce-own-half") if k in per[s]},
                         "broker_pids": per[s].get("pids"),
                         "commands": per[s].get("cmd", [])} for s in figs},
         "ratios": ratios,
@@ -836,6 +850,16 @@ run_system() {
     note "$sys" half_rate "$HALF_RATE"
     bench "$sys" produce-half produce "${common[@]}" --topic race-half --create \
         --rate "$HALF_RATE" --duration "$DURATION" --warmup "$WARMUP"
+
+    # d. fixed-rate produce at half of this system's own max
+    if [[ "$HALF_SOURCE" != "50 % of $sys's max produce records/s" ]]; then
+        local own_half
+        own_half="$(py half "$max_json")"
+        note "$sys" own_half_rate "$own_half"
+        sleep 3
+        bench "$sys" produce-own-half produce "${common[@]}" --topic race-own-half --create \
+            --rate "$own_half" --duration "$DURATION" --warmup "$WARMUP"
+    fi
 
     if ((CONFIRM)) && [[ "$sys" == kafka || "$sys" == rutomq ]]; then
         sleep 3
