@@ -1,3 +1,5 @@
+use std::io::Write;
+
 use clap::Parser;
 use rutomq::config::{Cli, Command};
 
@@ -8,6 +10,10 @@ fn main() {
             tracing_subscriber::EnvFilter::try_from_env("RUTOMQ_LOG")
                 .unwrap_or_else(|_| "info".into()),
         )
+        // A log line that cannot be written (the disk under the log is
+        // full) is dropped. Reporting it would take eprintln!, which panics
+        // when stderr fails too, killing the thread that logged.
+        .log_internal_errors(false)
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
@@ -16,7 +22,7 @@ fn main() {
         None => rutomq::agent::serve(cli.serve),
     };
     if let Err(e) = result {
-        eprintln!("rutomq: {e:#}");
+        let _ = writeln!(std::io::stderr(), "rutomq: {e:#}");
         std::process::exit(1);
     }
 }
@@ -28,7 +34,7 @@ fn migrate(url: &str) -> anyhow::Result<()> {
     rt.block_on(async {
         let mut client = rutomq_meta::connect(url).await?;
         rutomq_meta::migrate(&mut client).await?;
-        println!("schema is up to date");
+        let _ = writeln!(std::io::stdout(), "schema is up to date");
         Ok(())
     })
 }

@@ -66,6 +66,8 @@ def free_port():
 
 
 def tail(path, n=50):
+    if not os.path.isfile(path):  # e.g. /dev/full: reads never end
+        return f"<{path} is not a regular file>"
     try:
         with open(path, "rb") as f:
             lines = f.read().decode("utf-8", "replace").splitlines()
@@ -371,9 +373,12 @@ class Agent:
     def start(self):
         assert not self.is_running(), f"{self.name} is already running"
         os.makedirs(self.data_dir, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n===== [{time.strftime('%H:%M:%S')}] starting: {' '.join(self.args())}\n".encode())
-            log.flush()
+        with open(self.log_path, "ab", buffering=0) as log:
+            try:
+                log.write(f"\n===== [{time.strftime('%H:%M:%S')}] starting: {' '.join(self.args())}\n".encode())
+                log.flush()
+            except OSError:  # e.g. /dev/full, on purpose
+                pass
             self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, env=self.env,
                                          start_new_session=True)
@@ -492,7 +497,7 @@ def start_agent(request, tmp_path):
 
     def _start(db_url=None, object_store=None, data_dir=None, shards=2, extra_args=(),
                embedded_pg=False, *, auto_create_topics=True, default_partitions=1,
-               flush_interval_ms=10):
+               flush_interval_ms=10, log_path=None):
         binary = require_binary()
         n = len(agents)
         name = f"agent{n}"
@@ -521,7 +526,8 @@ def start_agent(request, tmp_path):
                   http_port=free_port(), db_url=db_url, object_store=object_store, shards=shards,
                   flush_interval_ms=flush_interval_ms, auto_create_topics=auto_create_topics,
                   default_partitions=default_partitions, extra_args=extra_args,
-                  embedded_pg=embedded_pg, log_path=str(tmp_path / f"{name}.log"), env=_agent_env())
+                  embedded_pg=embedded_pg, log_path=log_path or str(tmp_path / f"{name}.log"),
+                  env=_agent_env())
         agents.append(a)
         return a.start()
 

@@ -373,6 +373,23 @@ def test_request_larger_than_the_shard_budget_is_admitted_alone(start_agent):
     assert_serves(a)
 
 
+def test_failing_log_writes_do_not_stop_the_agent(start_agent):
+    """stdout and stderr on a full disk (/dev/full fails every write with
+    ENOSPC): the agent's log lines are lost, nothing else. (tracing-subscriber
+    reports a failed write with eprintln!, which panics when stderr fails
+    too: a full disk under the log killed the thread that logged, and the
+    agent with it, exit code 101.)"""
+    a = start_agent(log_path="/dev/full")
+    topic = new_topic(a, "raw-devfull", 2)  # logs "created topic" on a shard
+    v = produce_version(a)
+    with connect(a) as c:
+        res = c.produce(v, {topic: {p: kwire.encode_record_batch(records(3, b"full")) for p in range(2)}})
+    assert all(res[topic][p].error_code == 0 for p in range(2)), f"produce: {res}"
+    assert watermarks(a.bootstrap, topic, range(2)) == {0: (0, 3), 1: (0, 3)}
+    assert_serves(a)
+    a.stop()  # asserts exit code 0
+
+
 def test_produce_unknown_topic_without_auto_create(start_agent):
     a = start_agent(auto_create_topics=False)
     topic = unique_topic("raw-nope")
