@@ -122,6 +122,7 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         ("rutomq_connections_accepted_total", "Accepted Kafka connections.", C, shards.connections_accepted.load(r) as u64),
         ("rutomq_connections_closed_bad_frame_total", "Connections closed for bad frames.", C, shards.connections_closed_bad_frame.load(r) as u64),
         ("rutomq_requests_total", "Kafka requests read.", C, shards.requests.load(r) as u64),
+        ("rutomq_frame_pool_free_bytes", "Free request-frame buffers kept for reuse, all shards.", G, shards.frame_pool_free_bytes() as u64),
         ("rutomq_decoder_panics_total", "Requests that made a decoder panic (each closed its connection).", C, crate::api::DECODER_PANICS.load(r)),
     ];
     let mut out = String::new();

@@ -13,13 +13,15 @@
 //! by the shard's memory budget (`shard_memory_bytes_max`) before its buffer is
 //! allocated; the permit is held until the response has been written, so a
 //! shard under memory pressure stops reading its sockets (TCP back-pressure)
-//! instead of growing.
+//! instead of growing. Frame buffers of bulk requests come from a per-shard
+//! [`pool::FramePool`] and go back to it when the frame's last `Bytes` drops.
 //!
 //! Requests on one connection are admitted in order ([`Service::call`] is
 //! awaited before the next frame is read), then complete concurrently, and
 //! responses are written in request order, as Kafka requires.
 
 pub mod alloc;
+pub mod pool;
 
 use std::cell::Cell;
 use std::future::Future;
@@ -29,7 +31,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures::channel::{mpsc, oneshot};
 use futures::future::{Either, LocalBoxFuture};
 use futures::io::{AsyncReadExt, AsyncWriteExt};
@@ -98,6 +100,20 @@ pub struct ShardStats {
     pub connections_accepted: AtomicUsize,
     pub connections_closed_bad_frame: AtomicUsize,
     pub requests: AtomicUsize,
+    /// Every shard's frame pool (for the free bytes they hold).
+    pub frame_pools: std::sync::Mutex<Vec<Arc<pool::FramePool>>>,
+}
+
+impl ShardStats {
+    /// Bytes of free frame buffers held by all shards' pools.
+    pub fn frame_pool_free_bytes(&self) -> usize {
+        self.frame_pools
+            .lock()
+            .expect("frame pools lock")
+            .iter()
+            .map(|p| p.free_bytes())
+            .sum()
+    }
 }
 
 /// Runs a future on the current shard.
@@ -219,6 +235,14 @@ async fn run_shard<S: Service>(
     stop_rx: oneshot::Receiver<Duration>,
 ) {
     let memory = Rc::new(Semaphore::new(config.shard_memory_bytes_max as u64));
+    // Free frame buffers are kept up to the admission budget: with them, a
+    // shard admitting its whole budget again needs no new memory.
+    let frames = pool::FramePool::new(config.shard_memory_bytes_max);
+    stats
+        .frame_pools
+        .lock()
+        .expect("frame pools lock")
+        .push(frames.clone());
     let state = Rc::new(ShardState {
         inflight: Cell::new(0),
         connections: Cell::new(0),
@@ -247,11 +271,12 @@ async fn run_shard<S: Service>(
                     stats.connections_open.fetch_add(1, Ordering::Relaxed);
                     let service = service.clone();
                     let memory = memory.clone();
+                    let frames = frames.clone();
                     let config = config.clone();
                     let stats2 = stats.clone();
                     let state2 = state.clone();
                     glommio::spawn_local(async move {
-                        serve_connection(stream, service, memory, &config, &stats2, &state2).await;
+                        serve_connection(stream, service, (memory, frames), &config, &stats2, &state2).await;
                         state2.connections.set(state2.connections.get() - 1);
                         stats2.connections_open.fetch_sub(1, Ordering::Relaxed);
                     })
@@ -281,7 +306,7 @@ type Pending = (
 async fn serve_connection<S: Service>(
     stream: TcpStream,
     service: Rc<S>,
-    memory: Rc<Semaphore>,
+    (memory, frames): (Rc<Semaphore>, Arc<pool::FramePool>),
     config: &ShardConfig,
     stats: &ShardStats,
     state: &Rc<ShardState>,
@@ -356,10 +381,12 @@ async fn serve_connection<S: Service>(
             Ok(p) => p,
             Err(_) => break,
         };
-        let mut buf = BytesMut::zeroed(size);
+        let mut buf = frames.frame(size);
         // A started frame must arrive within the timeout: a client that
         // stalls mid-frame would otherwise hold its memory permit forever.
-        match within(config.frame_io_timeout, reader.read_exact(&mut buf)).await {
+        // (A frame is seen only once this filled all of it: a reused
+        // buffer's old bytes never are.)
+        match within(config.frame_io_timeout, reader.read_exact(buf.as_mut())).await {
             Some(Ok(())) => {}
             Some(Err(_)) => break,
             None => {
@@ -369,7 +396,7 @@ async fn serve_connection<S: Service>(
         }
         stats.requests.fetch_add(1, Ordering::Relaxed);
         state.inflight.set(state.inflight.get() + 1);
-        let reply = match service.clone().call(peer, buf.freeze()).await {
+        let reply = match service.clone().call(peer, Bytes::from_owner(buf)).await {
             Ok(Reply::Now(frame)) => Either::Left(frame),
             Ok(Reply::Later(fut)) => Either::Right(glommio::spawn_local(fut).detach()),
             Err(Close(why)) => {
