@@ -481,17 +481,16 @@ def figures(m):
     if cons:
         f["consume_mib_s"] = cons.get("mib_per_sec")
         f["consume_records"] = cons.get("records_total", cons.get("records"))
-    if phalf:
-        f["half_target_records_s"] = dig(phalf, "workload", "rate") or (float(m["half_rate"]) if "half_rate" in m else None)
-        f["half_records_s"] = phalf.get("records_per_sec")
+    def fixed_rate(d, prefix, ack_prefix, rate_note):
+        f[prefix + "target_records_s"] = dig(d, "workload", "rate") or (float(m[rate_note]) if rate_note in m else None)
+        f[prefix + "records_s"] = d.get("records_per_sec")
         for q in ("p50", "p99", "p999", "max"):
-            f["ack_" + q + "_ms"] = dig(phalf, "latency_ms", q)
+            f[ack_prefix + q + "_ms"] = dig(d, "latency_ms", q)
+    if phalf:
+        fixed_rate(phalf, "half_", "ack_", "half_rate")
         f.update(window_figures(phalf, "half"))
     if pown:
-        f["own_target_records_s"] = dig(pown, "workload", "rate") or (float(m["own_half_rate"]) if "own_half_rate" in m else None)
-        f["own_records_s"] = pown.get("records_per_sec")
-        for q in ("p50", "p99", "p999"):
-            f["own_ack_" + q + "_ms"] = dig(pown, "latency_ms", q)
+        fixed_rate(pown, "own_", "own_ack_", "own_half_rate")
     if "confirm_mbs" in m:
         f["confirm_mb_s"] = float(m["confirm_mbs"])
     return f
@@ -799,6 +798,7 @@ confirm_run() {
 }
 
 HALF_SOURCE=""
+HALF_FROM=""   # the system whose max the half rate is 50 % of
 if [[ -n "$HALF_RATE" ]]; then
     HALF_SOURCE="given with --half-rate"
     note - half_rate "$HALF_RATE"
@@ -834,6 +834,7 @@ run_system() {
     if [[ -z "$HALF_RATE" ]]; then
         HALF_RATE="$(py half "$max_json")"
         HALF_SOURCE="50 % of $sys's max produce records/s"
+        HALF_FROM="$sys"
         log "half rate: $HALF_RATE records/s ($HALF_SOURCE)"
         note - half_rate "$HALF_RATE"
         note - half_rate_source "$HALF_SOURCE"
@@ -852,7 +853,7 @@ run_system() {
         --rate "$HALF_RATE" --duration "$DURATION" --warmup "$WARMUP"
 
     # d. fixed-rate produce at half of this system's own max
-    if [[ "$HALF_SOURCE" != "50 % of $sys's max produce records/s" ]]; then
+    if [[ "$HALF_FROM" != "$sys" ]]; then
         local own_half
         own_half="$(py half "$max_json")"
         note "$sys" own_half_rate "$own_half"

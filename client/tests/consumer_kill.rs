@@ -1,7 +1,8 @@
 //! A KafkaSource in a separate process is SIGKILLed mid-stream, for each
 //! consumer kind (native over the consumer protocol, native classic,
-//! rdkafka), against a real rutomq agent and against Apache Kafka 4.1.1. The killed process acknowledged
-//! most records and held back a few; after the kill:
+//! rdkafka), against a real rutomq agent and against Apache Kafka 4.1.1.
+//! The killed process acknowledged most records and held back a few; after
+//! the kill:
 //! - every committed offset has only acknowledged records below it (no
 //!   commit ran ahead of the work), and commits did happen;
 //! - a successor in the same group, once the dead member's session ran out,

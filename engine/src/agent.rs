@@ -104,23 +104,21 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Time until the next flush window boundary. All shards use the same
-    /// grid so that their buffers of one window reach the pipeline together.
-    /// Also returns the index of that window.
-    /// When grid window `window` ends.
+    /// When grid window `window` ends (window `i` spans the `i`th flush
+    /// interval after the agent's epoch, counting from 1).
     pub fn window_end(&self, window: u64) -> Instant {
         let nanos = self.cfg.flush_interval.as_nanos().max(1) as u64;
         self.epoch + Duration::from_nanos(window.saturating_mul(nanos))
     }
 
+    /// Time until the next flush window boundary. All shards use the same
+    /// grid so that their buffers of one window reach the pipeline together.
+    /// Also returns the index of that window.
     pub fn until_next_window(&self) -> (Duration, u64) {
+        let now = Instant::now();
         let interval = self.cfg.flush_interval.as_nanos().max(1);
-        let elapsed = self.epoch.elapsed().as_nanos();
-        let index = elapsed / interval + 1;
-        (
-            Duration::from_nanos((index * interval - elapsed) as u64),
-            index as u64,
-        )
+        let index = (now.duration_since(self.epoch).as_nanos() / interval + 1) as u64;
+        (self.window_end(index).saturating_duration_since(now), index)
     }
 
     /// The live agents, this one first if the list is still empty.

@@ -85,7 +85,7 @@ pub struct ServeArgs {
     /// 10-minute soak at half the max rate it cut the ack p99 from 225 to
     /// 74 ms and the RSS peak from 992 to 853 MiB against 256 MiB, with the
     /// max rate unchanged (benches/results/2026-12-01-shard-memory.md); 32
-    /// and 16 MiB cost a quarter of the max rate
+    /// and 16 MiB cost a quarter to a third of the max rate
     /// (benches/results/2026-12-01-spread.md).
     #[arg(long, env = "RUTOMQ_SHARD_MEMORY_BYTES", default_value_t = 100 << 20)]
     pub shard_memory_bytes: usize,

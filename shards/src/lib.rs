@@ -234,15 +234,12 @@ async fn run_shard<S: Service>(
     stats: Arc<ShardStats>,
     stop_rx: oneshot::Receiver<Duration>,
 ) {
-    let memory = Rc::new(Semaphore::new(config.shard_memory_bytes_max as u64));
-    // Free frame buffers are kept up to the admission budget: with them, a
-    // shard admitting its whole budget again needs no new memory.
-    let frames = pool::FramePool::new(config.shard_memory_bytes_max);
+    let memory = Rc::new(ShardMemory::new(config.shard_memory_bytes_max));
     stats
         .frame_pools
         .lock()
         .expect("frame pools lock")
-        .push(frames.clone());
+        .push(memory.frames.clone());
     let state = Rc::new(ShardState {
         inflight: Cell::new(0),
         connections: Cell::new(0),
@@ -271,12 +268,11 @@ async fn run_shard<S: Service>(
                     stats.connections_open.fetch_add(1, Ordering::Relaxed);
                     let service = service.clone();
                     let memory = memory.clone();
-                    let frames = frames.clone();
                     let config = config.clone();
                     let stats2 = stats.clone();
                     let state2 = state.clone();
                     glommio::spawn_local(async move {
-                        serve_connection(stream, service, (memory, frames), &config, &stats2, &state2).await;
+                        serve_connection(stream, service, memory, &config, &stats2, &state2).await;
                         state2.connections.set(state2.connections.get() - 1);
                         stats2.connections_open.fetch_sub(1, Ordering::Relaxed);
                     })
@@ -298,6 +294,39 @@ async fn run_shard<S: Service>(
     }
 }
 
+/// A shard's request memory: the admission budget and the frame buffers.
+struct ShardMemory {
+    budget: Rc<Semaphore>,
+    budget_bytes: usize,
+    /// Free frame buffers are kept up to the budget: with them, a shard
+    /// admitting its whole budget again needs no new memory.
+    frames: Arc<pool::FramePool>,
+}
+
+impl ShardMemory {
+    fn new(budget_bytes: usize) -> ShardMemory {
+        ShardMemory {
+            budget: Rc::new(Semaphore::new(budget_bytes as u64)),
+            budget_bytes,
+            frames: pool::FramePool::new(budget_bytes),
+        }
+    }
+
+    /// Admits a frame of `size` bytes (waiting for the budget; one larger
+    /// than the whole budget waits for all of it) and hands out its buffer.
+    /// `None`: the budget is closed.
+    async fn admit(&self, size: usize) -> Option<(glommio::sync::StaticPermit, pool::Frame)> {
+        let charge = size.min(self.budget_bytes) as u64;
+        let permit = self
+            .budget
+            .clone()
+            .acquire_static_permit(charge)
+            .await
+            .ok()?;
+        Some((permit, self.frames.frame(size)))
+    }
+}
+
 type Pending = (
     glommio::sync::StaticPermit,
     Either<Option<Bytes>, glommio::task::JoinHandle<Option<Bytes>>>,
@@ -306,7 +335,7 @@ type Pending = (
 async fn serve_connection<S: Service>(
     stream: TcpStream,
     service: Rc<S>,
-    (memory, frames): (Rc<Semaphore>, Arc<pool::FramePool>),
+    memory: Rc<ShardMemory>,
     config: &ShardConfig,
     stats: &ShardStats,
     state: &Rc<ShardState>,
@@ -374,14 +403,9 @@ async fn serve_connection<S: Service>(
             break;
         }
         let size = size as usize;
-        // Admission by memory before allocating the frame; one larger than
-        // the whole budget waits for all of it.
-        let charge = size.min(config.shard_memory_bytes_max) as u64;
-        let permit = match memory.clone().acquire_static_permit(charge).await {
-            Ok(p) => p,
-            Err(_) => break,
+        let Some((permit, mut buf)) = memory.admit(size).await else {
+            break;
         };
-        let mut buf = frames.frame(size);
         // A started frame must arrive within the timeout: a client that
         // stalls mid-frame would otherwise hold its memory permit forever.
         // (A frame is seen only once this filled all of it: a reused

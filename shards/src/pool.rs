@@ -29,13 +29,13 @@ pub const POOLED_FRAME_BYTES_MAX: usize = 8 << 20;
 /// share buffers (at most this much unused per frame).
 pub const FRAME_CLASS_BYTES: usize = 16 << 10;
 
-/// The buffer a frame of `size` bytes gets: its capacity in bytes.
-pub fn class_of(size: usize) -> usize {
-    if (POOLED_FRAME_BYTES_MIN..=POOLED_FRAME_BYTES_MAX).contains(&size) {
-        size.div_ceil(FRAME_CLASS_BYTES) * FRAME_CLASS_BYTES
-    } else {
-        size
-    }
+fn pooled(len: usize) -> bool {
+    (POOLED_FRAME_BYTES_MIN..=POOLED_FRAME_BYTES_MAX).contains(&len)
+}
+
+/// The length of the pooled buffer a frame of `len` bytes gets.
+fn class_of(len: usize) -> usize {
+    len.div_ceil(FRAME_CLASS_BYTES) * FRAME_CLASS_BYTES
 }
 
 #[derive(Debug)]
@@ -63,7 +63,7 @@ impl FramePool {
     /// A buffer for a frame of `len` bytes: `as_mut()` is its `len` bytes
     /// to read into (contents unspecified until then).
     pub fn frame(self: &Arc<Self>, len: usize) -> Frame {
-        if !(POOLED_FRAME_BYTES_MIN..=POOLED_FRAME_BYTES_MAX).contains(&len) {
+        if !pooled(len) {
             return Frame {
                 buf: vec![0u8; len],
                 len,
@@ -100,18 +100,20 @@ impl FramePool {
         // Full: other classes make room (the sizes in use now win over
         // those of earlier clients); if only this class is left, it is
         // full of its own kind and this buffer goes.
-        while free.bytes + class > self.free_bytes_max {
-            let other = free
-                .by_class
-                .iter_mut()
-                .find(|(c, bufs)| **c != class && !bufs.is_empty())
-                .and_then(|(c, bufs)| bufs.pop().map(|_| *c));
-            match other {
-                Some(c) => free.bytes -= c,
-                None => return,
+        if free.bytes + class > self.free_bytes_max {
+            while free.bytes + class > self.free_bytes_max {
+                let other = free
+                    .by_class
+                    .iter_mut()
+                    .find(|(c, bufs)| **c != class && !bufs.is_empty())
+                    .and_then(|(c, bufs)| bufs.pop().map(|_| *c));
+                match other {
+                    Some(c) => free.bytes -= c,
+                    None => return,
+                }
             }
+            free.by_class.retain(|_, bufs| !bufs.is_empty());
         }
-        free.by_class.retain(|_, bufs| !bufs.is_empty());
         free.by_class.entry(class).or_default().push(buf);
         free.bytes += class;
     }
