@@ -11,7 +11,7 @@ use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProdu
 use kafka_protocol::messages::{ApiKey, FetchResponse, ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
-use rutomq::api::{encode, encode_request, parse_request};
+use rutomq::api::{decode_body, encode, encode_request, parse_request, Parsed};
 use rutomq::records::{put_with_base_offset, validate_produce_records};
 
 const RECORD_BYTES: usize = 1024;
@@ -51,8 +51,8 @@ fn decode(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(frame.len() as u64));
     g.bench_function("produce_v9_8x64KiB", |b| {
         b.iter(|| match parse_request(frame.clone()) {
-            Ok(parsed) => parsed,
-            Err(_) => panic!("the frame parses"),
+            Ok(Parsed::Request(req, body)) => decode_body(&req, body).expect("the body decodes"),
+            _ => panic!("the frame parses"),
         })
     });
     g.finish();

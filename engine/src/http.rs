@@ -10,9 +10,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::agent::Agent;
-
-/// Largest HTTP request head read.
-const REQUEST_BYTES_MAX: usize = 8 << 10;
+use crate::limits::HTTP_REQUEST_BYTES_MAX;
 
 pub fn start(
     rt: &tokio::runtime::Runtime,
@@ -28,7 +26,7 @@ pub fn start(
             let agent = agent.clone();
             let shard_stats = shard_stats.clone();
             tokio::spawn(async move {
-                let mut buf = vec![0u8; REQUEST_BYTES_MAX];
+                let mut buf = vec![0u8; HTTP_REQUEST_BYTES_MAX];
                 let mut n = 0;
                 let head_read = tokio::time::timeout(Duration::from_secs(5), async {
                     while n < buf.len() {
@@ -81,7 +79,7 @@ pub fn start(
 fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
     let m = &agent.meta.stats;
     let s = &agent.storage.stats;
-    let w = &agent.stages;
+    let w = &agent.flush.stages;
     let g = &agent.groups().stats;
     let r = Ordering::Relaxed;
     const C: &str = "counter";

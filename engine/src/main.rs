@@ -18,8 +18,8 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Migrate { postgres_url }) => migrate(&postgres_url),
-        Some(Command::Serve(args)) => rutomq::agent::serve(*args),
-        None => rutomq::agent::serve(cli.serve),
+        Some(Command::Serve(args)) => rutomq::serve::serve(*args),
+        None => rutomq::serve::serve(cli.serve),
     };
     if let Err(e) = result {
         let _ = writeln!(std::io::stderr(), "rutomq: {e:#}");

@@ -10,6 +10,9 @@ pub const TOPIC_NAME_BYTES_MAX: usize = 249;
 /// Partitions per topic at most.
 pub const PARTITIONS_MAX: i32 = 10_000;
 
+/// Kafka's default `max.message.bytes` (the default in [`TOPIC_CONFIGS`]).
+pub const MAX_MESSAGE_BYTES_DEFAULT: usize = 1_048_588;
+
 pub const RETENTION_MS: &str = "retention.ms";
 pub const RETENTION_BYTES: &str = "retention.bytes";
 
@@ -17,7 +20,7 @@ pub const RETENTION_BYTES: &str = "retention.bytes";
 pub const TOPIC_CONFIGS: &[(&str, &str)] = &[
     ("cleanup.policy", "delete"),
     ("compression.type", "producer"),
-    ("max.message.bytes", "1048588"),
+    ("max.message.bytes", "1048588"), // MAX_MESSAGE_BYTES_DEFAULT
     ("message.timestamp.type", "CreateTime"),
     ("retention.ms", "604800000"),
     ("retention.bytes", "-1"),
@@ -80,7 +83,7 @@ pub fn config_i64(t: &TopicRecord, name: &str) -> Option<i64> {
 pub fn max_message_bytes(t: &TopicRecord) -> usize {
     config_i64(t, "max.message.bytes")
         .and_then(|v| usize::try_from(v).ok())
-        .unwrap_or(crate::agent::MAX_MESSAGE_BYTES_DEFAULT)
+        .unwrap_or(MAX_MESSAGE_BYTES_DEFAULT)
 }
 
 /// Creates a topic with the default partition count (Metadata auto-create);
@@ -98,8 +101,8 @@ pub async fn auto_create(shard: &Shard, name: &str) -> Result<Option<TopicRecord
             Ok(Some(t))
         }
         Ok(Err(CreateTopicError::AlreadyExists)) => {
-            shard.forget_topic(name);
-            shard.topic_by_name(name).await
+            shard.topics.forget(name);
+            shard.topics.by_name(name).await
         }
         Err(e) => Err(ErrorCode::from(&e)),
     }

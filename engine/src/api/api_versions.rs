@@ -2,9 +2,9 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::api_versions_response::ApiVersion;
-use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 
-use super::{encode, Req, APIS};
+use super::{Api, encode, Req, APIS};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
 
@@ -18,6 +18,9 @@ fn table() -> Vec<ApiVersion> {
         })
         .collect()
 }
+
+/// ApiVersions, versions 0–4.
+pub const API: Api<ApiVersionsRequest> = Api::new(ApiKey::ApiVersions, 0, 4);
 
 pub async fn handle(_shard: &Shard, _req: &Req, _body: ApiVersionsRequest) -> ApiVersionsResponse {
     ApiVersionsResponse::default().with_api_keys(table())

@@ -4,16 +4,19 @@
 use kafka_protocol::messages::consumer_group_describe_response::{
     Assignment, DescribedGroup, Member, TopicPartitions,
 };
-use kafka_protocol::messages::{
+use kafka_protocol::messages::{ApiKey, 
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName,
 };
 
-use super::{group_coordinator, group_operations, str_bytes, Req};
+use super::{Api, group_coordinator, group_operations, str_bytes, Req};
 use crate::groups::consumer::{to_wire, Partitions};
 use crate::shard::Shard;
 
 /// Member type: a member of the consumer protocol.
 const MEMBER_TYPE_CONSUMER: i8 = 1;
+
+/// ConsumerGroupDescribe, versions 0–1.
+pub const API: Api<ConsumerGroupDescribeRequest> = Api::new(ApiKey::ConsumerGroupDescribe, 0, 1);
 
 pub async fn handle(
     shard: &Shard,
@@ -71,7 +74,7 @@ pub async fn handle(
 async fn assignment(shard: &Shard, p: &Partitions) -> Assignment {
     let mut topics = Vec::with_capacity(p.len());
     for (id, ps) in to_wire(p) {
-        let name = match shard.topic_by_id(id).await {
+        let name = match shard.topics.by_id(id).await {
             Ok(Some(t)) => t.name,
             _ => String::new(),
         };

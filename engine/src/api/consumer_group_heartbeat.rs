@@ -3,12 +3,15 @@
 //! answers with its epoch and the partitions it may own.
 
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
-use kafka_protocol::messages::{ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+use kafka_protocol::messages::{ApiKey, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 
-use super::{group_coordinator, str_bytes, Req};
+use super::{Api, group_coordinator, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::groups::consumer::{from_wire, to_wire, HeartbeatArgs, HeartbeatResult};
 use crate::shard::Shard;
+
+/// ConsumerGroupHeartbeat, versions 0–1.
+pub const API: Api<ConsumerGroupHeartbeatRequest> = Api::new(ApiKey::ConsumerGroupHeartbeat, 0, 1);
 
 pub async fn handle(
     shard: &Shard,
@@ -68,7 +71,7 @@ async fn heartbeat(
     let mut resolved = Vec::new();
     if let Some(names) = &body.subscribed_topic_names {
         for n in names {
-            if let Ok(Some(t)) = shard.topic_by_name(n.0.as_str()).await {
+            if let Ok(Some(t)) = shard.topics.by_name(n.0.as_str()).await {
                 resolved.push((t.name, t.topic_id, t.partitions));
             }
         }

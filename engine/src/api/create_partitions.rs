@@ -1,12 +1,15 @@
 //! CreatePartitions (key 37): grow a topic.
 
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
-use kafka_protocol::messages::{CreatePartitionsRequest, CreatePartitionsResponse};
+use kafka_protocol::messages::{ApiKey, CreatePartitionsRequest, CreatePartitionsResponse};
 
-use super::{str_bytes, Req};
+use super::{Api, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
 use crate::topics::PARTITIONS_MAX;
+
+/// CreatePartitions, versions 0–3.
+pub const API: Api<CreatePartitionsRequest> = Api::new(ApiKey::CreatePartitions, 0, 3);
 
 pub async fn handle(
     shard: &Shard,
@@ -44,7 +47,7 @@ pub async fn handle(
                 .await
             {
                 Ok(Ok(Some(_))) => {
-                    shard.forget_topic(&name);
+                    shard.topics.forget(&name);
                     r
                 }
                 Ok(Ok(None)) => fail(

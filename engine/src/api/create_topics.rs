@@ -3,13 +3,16 @@
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
-use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
+use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse};
 use rutomq_meta::CreateTopicError;
 
-use super::{str_bytes, Req};
+use super::{Api, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
 use crate::topics::{self, PARTITIONS_MAX};
+
+/// CreateTopics, versions 2–7.
+pub const API: Api<CreateTopicsRequest> = Api::new(ApiKey::CreateTopics, 2, 7);
 
 pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> CreateTopicsResponse {
     let mut results = Vec::with_capacity(body.topics.len());
@@ -96,7 +99,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
             })
             .with_configs(Some(described));
         if body.validate_only {
-            match shard.topic_by_name(&name).await {
+            match shard.topics.by_name(&name).await {
                 Ok(Some(_)) => results.push(fail(
                     result,
                     ErrorCode::TopicAlreadyExists,

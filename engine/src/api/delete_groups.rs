@@ -1,10 +1,13 @@
 //! DeleteGroups (key 42): removes empty groups and their committed offsets.
 
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
-use kafka_protocol::messages::{DeleteGroupsRequest, DeleteGroupsResponse};
+use kafka_protocol::messages::{ApiKey, DeleteGroupsRequest, DeleteGroupsResponse};
 
-use super::{group_coordinator, Req};
+use super::{Api, group_coordinator, Req};
 use crate::shard::Shard;
+
+/// DeleteGroups, versions 0–2.
+pub const API: Api<DeleteGroupsRequest> = Api::new(ApiKey::DeleteGroups, 0, 2);
 
 pub async fn handle(shard: &Shard, _req: &Req, body: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let mut results = Vec::with_capacity(body.groups_names.len());

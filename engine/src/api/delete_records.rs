@@ -8,12 +8,15 @@ use std::collections::BTreeMap;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
-use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+use kafka_protocol::messages::{ApiKey, DeleteRecordsRequest, DeleteRecordsResponse};
 use rutomq_meta::LogStartOutcome;
 
-use super::Req;
+use super::{Api, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
+
+/// DeleteRecords, versions 0–2.
+pub const API: Api<DeleteRecordsRequest> = Api::new(ApiKey::DeleteRecords, 0, 2);
 
 pub async fn handle(shard: &Shard, req: &Req, body: DeleteRecordsRequest) -> DeleteRecordsResponse {
     let _ = req;
@@ -38,7 +41,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: DeleteRecordsRequest) -> Del
                 .map(|&p| result(p, -1, code))
                 .collect::<Vec<_>>()
         };
-        let partitions = match shard.topic_by_name(t.name.0.as_str()).await {
+        let partitions = match shard.topics.by_name(t.name.0.as_str()).await {
             Err(code) => fail_all(code),
             Ok(None) => fail_all(ErrorCode::UnknownTopicOrPartition),
             Ok(Some(topic)) => match shard

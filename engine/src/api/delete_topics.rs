@@ -1,12 +1,15 @@
 //! DeleteTopics (key 20): by name, or by topic id (v6).
 
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
-use kafka_protocol::messages::{DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use kafka_protocol::messages::{ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use uuid::Uuid;
 
-use super::{str_bytes, Req};
+use super::{Api, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
+
+/// DeleteTopics, versions 1–6.
+pub const API: Api<DeleteTopicsRequest> = Api::new(ApiKey::DeleteTopics, 1, 6);
 
 pub async fn handle(shard: &Shard, req: &Req, body: DeleteTopicsRequest) -> DeleteTopicsResponse {
     let mut targets: Vec<(Option<TopicName>, Uuid)> = body
@@ -19,7 +22,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: DeleteTopicsRequest) -> Dele
     for (name, id) in targets {
         let resolved = match &name {
             Some(n) => Ok(Some(n.0.as_str().to_owned())),
-            None => shard.topic_by_id(id).await.map(|t| t.map(|t| t.name)),
+            None => shard.topics.by_id(id).await.map(|t| t.map(|t| t.name)),
         };
         let result = DeletableTopicResult::default()
             .with_name(name.clone())
@@ -27,7 +30,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: DeleteTopicsRequest) -> Dele
         let result = match resolved {
             Ok(Some(n)) => match shard.agent.meta.delete_topic(n.clone()).await {
                 Ok(Some(topic_id)) => {
-                    shard.forget_topic(&n);
+                    shard.topics.forget(&n);
                     tracing::info!(topic = n, "deleted topic");
                     result
                         .with_topic_id(topic_id)

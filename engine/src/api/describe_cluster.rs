@@ -1,11 +1,14 @@
 //! DescribeCluster (key 60): the live agents.
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
-use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use kafka_protocol::messages::{ApiKey, BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
-use super::{str_bytes, Req};
+use super::{Api, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
+
+/// DescribeCluster, versions 0–2.
+pub const API: Api<DescribeClusterRequest> = Api::new(ApiKey::DescribeCluster, 0, 2);
 
 pub async fn handle(
     shard: &Shard,

@@ -3,9 +3,9 @@
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult,
 };
-use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse};
+use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
 
-use super::{str_bytes, Req};
+use super::{Api, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
 use crate::topics::TOPIC_CONFIGS;
@@ -13,6 +13,9 @@ use crate::topics::TOPIC_CONFIGS;
 const RESOURCE_TOPIC: i8 = 2;
 const SOURCE_TOPIC: i8 = 1;
 const SOURCE_DEFAULT: i8 = 5;
+
+/// DescribeConfigs, versions 1–4.
+pub const API: Api<DescribeConfigsRequest> = Api::new(ApiKey::DescribeConfigs, 1, 4);
 
 pub async fn handle(
     shard: &Shard,
@@ -32,7 +35,7 @@ pub async fn handle(
             );
             continue;
         }
-        let topic = match shard.topic_by_name(r.resource_name.as_str()).await {
+        let topic = match shard.topics.by_name(r.resource_name.as_str()).await {
             Ok(Some(t)) => t,
             Ok(None) => {
                 results.push(result.with_error_code(ErrorCode::UnknownTopicOrPartition.code()));

@@ -2,11 +2,14 @@
 //! this agent coordinates.
 
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
-use kafka_protocol::messages::{DescribeGroupsRequest, DescribeGroupsResponse};
+use kafka_protocol::messages::{ApiKey, DescribeGroupsRequest, DescribeGroupsResponse};
 
-use super::{group_coordinator, group_operations, str_bytes, Req};
+use super::{Api, group_coordinator, group_operations, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
+
+/// DescribeGroups, versions 0–6.
+pub const API: Api<DescribeGroupsRequest> = Api::new(ApiKey::DescribeGroups, 0, 6);
 
 pub async fn handle(
     shard: &Shard,

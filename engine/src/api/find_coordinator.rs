@@ -3,16 +3,19 @@
 //! the highest rendezvous score for the group id does.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
-use kafka_protocol::messages::{BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::{str_bytes, Req};
+use super::{Api, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
 
 /// Kafka's coordinator key types.
 const KEY_GROUP: i8 = 0;
 const KEY_TRANSACTION: i8 = 1;
+
+/// FindCoordinator, versions 0–6.
+pub const API: Api<FindCoordinatorRequest> = Api::new(ApiKey::FindCoordinator, 0, 6);
 
 pub async fn handle(
     shard: &Shard,

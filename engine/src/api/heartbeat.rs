@@ -1,10 +1,13 @@
 //! Heartbeat (key 12): keeps a classic member's session alive and tells it
 //! when a rebalance started.
 
-use kafka_protocol::messages::{HeartbeatRequest, HeartbeatResponse};
+use kafka_protocol::messages::{ApiKey, HeartbeatRequest, HeartbeatResponse};
 
-use super::{group_coordinator, Req};
+use super::{Api, group_coordinator, Req};
 use crate::shard::Shard;
+
+/// Heartbeat, versions 0–4.
+pub const API: Api<HeartbeatRequest> = Api::new(ApiKey::Heartbeat, 0, 4);
 
 pub async fn handle(shard: &Shard, _req: &Req, body: HeartbeatRequest) -> HeartbeatResponse {
     let code = match group_coordinator(shard, &body.group_id) {

@@ -1,11 +1,14 @@
 //! InitProducerId (key 22) for idempotent producers. Transactions are not
 //! implemented yet: a transactional id gets a clear error.
 
-use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
-use super::Req;
+use super::{Api, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
+
+/// InitProducerId, versions 0–5.
+pub const API: Api<InitProducerIdRequest> = Api::new(ApiKey::InitProducerId, 0, 5);
 
 pub async fn handle(
     shard: &Shard,

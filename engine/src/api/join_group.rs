@@ -4,12 +4,15 @@
 use std::time::Duration;
 
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
-use kafka_protocol::messages::{JoinGroupRequest, JoinGroupResponse};
+use kafka_protocol::messages::{ApiKey, JoinGroupRequest, JoinGroupResponse};
 
-use super::{group_coordinator, str_bytes, Req};
+use super::{Api, group_coordinator, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::groups::{JoinArgs, JoinResult};
 use crate::shard::Shard;
+
+/// JoinGroup, versions 0–9.
+pub const API: Api<JoinGroupRequest> = Api::new(ApiKey::JoinGroup, 0, 9);
 
 pub async fn handle(shard: &Shard, req: &Req, body: JoinGroupRequest) -> JoinGroupResponse {
     let result = join(shard, req, body).await;

@@ -2,11 +2,14 @@
 //! to v2, a batch from v3), which rebalances at once.
 
 use kafka_protocol::messages::leave_group_response::MemberResponse;
-use kafka_protocol::messages::{LeaveGroupRequest, LeaveGroupResponse};
+use kafka_protocol::messages::{ApiKey, LeaveGroupRequest, LeaveGroupResponse};
 
-use super::{group_coordinator, Req};
+use super::{Api, group_coordinator, Req};
 use crate::groups::LeaveMember;
 use crate::shard::Shard;
+
+/// LeaveGroup, versions 0–5.
+pub const API: Api<LeaveGroupRequest> = Api::new(ApiKey::LeaveGroup, 0, 5);
 
 pub async fn handle(shard: &Shard, req: &Req, body: LeaveGroupRequest) -> LeaveGroupResponse {
     let members: Vec<LeaveMember> = if req.version <= 2 {

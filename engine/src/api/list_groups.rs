@@ -2,10 +2,13 @@
 //! agent and merge), filtered by state (v4+) and type (v5+).
 
 use kafka_protocol::messages::list_groups_response::ListedGroup;
-use kafka_protocol::messages::{GroupId, ListGroupsRequest, ListGroupsResponse};
+use kafka_protocol::messages::{ApiKey, GroupId, ListGroupsRequest, ListGroupsResponse};
 
-use super::{str_bytes, Req};
+use super::{Api, str_bytes, Req};
 use crate::shard::Shard;
+
+/// ListGroups, versions 0–5.
+pub const API: Api<ListGroupsRequest> = Api::new(ApiKey::ListGroups, 0, 5);
 
 pub async fn handle(shard: &Shard, _req: &Req, body: ListGroupsRequest) -> ListGroupsResponse {
     let listed = match shard.agent.groups().list().await {

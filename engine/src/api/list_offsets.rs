@@ -3,13 +3,12 @@
 use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
-use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
 use rutomq_meta::SpanRecord;
 use uuid::Uuid;
 
-use super::Req;
+use super::{Api, Req};
 use crate::error::ErrorCode;
-use crate::read::read_span;
 use crate::records::first_record_matching;
 use crate::shard::Shard;
 
@@ -19,12 +18,15 @@ const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
 
+/// ListOffsets, versions 1–10.
+pub const API: Api<ListOffsetsRequest> = Api::new(ApiKey::ListOffsets, 1, 10);
+
 pub async fn handle(shard: &Shard, req: &Req, body: ListOffsetsRequest) -> ListOffsetsResponse {
     // leader_epoch exists from v4; setting it earlier fails the encoding.
     let leader_epoch = if req.version >= 4 { 0 } else { -1 };
     let mut topics = Vec::new();
     for t in body.topics {
-        let topic = shard.topic_by_name(t.name.0.as_str()).await;
+        let topic = shard.topics.by_name(t.name.0.as_str()).await;
         let mut parts = Vec::new();
         for p in t.partitions {
             let r = ListOffsetsPartitionResponse::default()
@@ -119,7 +121,7 @@ async fn find_record(
     from: i64,
     hit: impl Fn(i64) -> bool,
 ) -> Result<Option<(i64, i64)>, ErrorCode> {
-    for rb in read_span(shard, span).await? {
+    for rb in shard.reader.read_span(span).await? {
         // A batch whose newest timestamp misses holds no hit (both targets
         // are "at least" or "equal to the span's newest").
         let last = rb.base_offset + rb.batch.last_offset_delta as i64;

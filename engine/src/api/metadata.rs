@@ -4,11 +4,11 @@
 use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
-use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use rutomq_meta::TopicRecord;
 use uuid::Uuid;
 
-use super::{str_bytes, Req};
+use super::{Api, str_bytes, Req};
 use crate::agent::Agent;
 use crate::error::ErrorCode;
 use crate::shard::Shard;
@@ -22,6 +22,9 @@ const TOPIC_OPERATIONS: i32 =
 /// ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
 const CLUSTER_OPERATIONS: i32 =
     (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
+
+/// Metadata, versions 0–13.
+pub const API: Api<MetadataRequest> = Api::new(ApiKey::Metadata, 0, 13);
 
 pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> MetadataResponse {
     let agents = shard.agent.live_agents();
@@ -50,7 +53,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> Metadata
         for t in body.topics.unwrap_or_default() {
             let entry = match t.name {
                 Some(name) => {
-                    let looked = match shard.topic_by_name(&name).await {
+                    let looked = match shard.topics.by_name(&name).await {
                         Ok(None) if auto_create && topics::valid_name(&name).is_ok() => {
                             topics::auto_create(shard, &name).await
                         }
@@ -68,7 +71,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> Metadata
                         Err(code) => error_entry(Some(name), Uuid::nil(), code),
                     }
                 }
-                None => match shard.topic_by_id(t.topic_id).await {
+                None => match shard.topics.by_id(t.topic_id).await {
                     Ok(Some(rec)) => topic_entry(&agents, &rec),
                     Ok(None) => error_entry(None, t.topic_id, ErrorCode::UnknownTopicId),
                     Err(code) => error_entry(None, t.topic_id, code),

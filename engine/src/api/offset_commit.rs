@@ -7,11 +7,11 @@ use std::collections::HashMap;
 use kafka_protocol::messages::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
-use kafka_protocol::messages::{OffsetCommitRequest, OffsetCommitResponse};
+use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse};
 use rutomq_meta::groups::OffsetCommit;
 use uuid::Uuid;
 
-use super::{group_coordinator, Req};
+use super::{Api, group_coordinator, Req};
 use crate::error::ErrorCode;
 use crate::groups::CommitArgs;
 use crate::shard::Shard;
@@ -19,6 +19,9 @@ use crate::shard::Shard;
 /// A requested partition: (topic index, partition, error known before the
 /// commit, or the key the coordinator writes).
 type Asked = (usize, i32, Option<ErrorCode>, Option<(Uuid, i32)>);
+
+/// OffsetCommit, versions 2–9.
+pub const API: Api<OffsetCommitRequest> = Api::new(ApiKey::OffsetCommit, 2, 9);
 
 pub async fn handle(shard: &Shard, req: &Req, body: OffsetCommitRequest) -> OffsetCommitResponse {
     // Each requested partition's answer, in request order; `None` until the
@@ -33,7 +36,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetCommitRequest) -> Offs
     };
     let metadata_max = groups.cfg.offset_metadata_bytes_max;
     for (ti, t) in body.topics.iter().enumerate() {
-        let topic = shard.topic_by_name(t.name.0.as_str()).await;
+        let topic = shard.topics.by_name(t.name.0.as_str()).await;
         for p in &t.partitions {
             let code = match &topic {
                 Err(e) => Some(*e),

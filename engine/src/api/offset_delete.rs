@@ -4,11 +4,14 @@
 use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
-use kafka_protocol::messages::{OffsetDeleteRequest, OffsetDeleteResponse};
+use kafka_protocol::messages::{ApiKey, OffsetDeleteRequest, OffsetDeleteResponse};
 
-use super::{group_coordinator, Req};
+use super::{Api, group_coordinator, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
+
+/// OffsetDelete, versions 0–0.
+pub const API: Api<OffsetDeleteRequest> = Api::new(ApiKey::OffsetDelete, 0, 0);
 
 pub async fn handle(shard: &Shard, _req: &Req, body: OffsetDeleteRequest) -> OffsetDeleteResponse {
     let groups = match group_coordinator(shard, &body.group_id) {
@@ -19,7 +22,7 @@ pub async fn handle(shard: &Shard, _req: &Req, body: OffsetDeleteRequest) -> Off
     let mut answers: Vec<(usize, i32, Option<ErrorCode>)> = Vec::new();
     let mut known = Vec::new();
     for (ti, t) in body.topics.iter().enumerate() {
-        let topic = shard.topic_by_name(t.name.0.as_str()).await;
+        let topic = shard.topics.by_name(t.name.0.as_str()).await;
         for p in &t.partitions {
             let i = p.partition_index;
             match &topic {

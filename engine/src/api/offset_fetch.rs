@@ -9,10 +9,10 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
-use kafka_protocol::messages::{OffsetFetchRequest, OffsetFetchResponse, TopicName};
+use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use rutomq_meta::groups::CommittedOffset;
 
-use super::{group_coordinator, str_bytes, Req};
+use super::{Api, group_coordinator, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
 
@@ -20,6 +20,9 @@ use crate::shard::Shard;
 type Answer = (i64, i32, String);
 /// The answer for one group: topics in order, each with its partitions.
 type GroupAnswer = Result<Vec<(String, Vec<(i32, Answer)>)>, ErrorCode>;
+
+/// OffsetFetch, versions 1–9.
+pub const API: Api<OffsetFetchRequest> = Api::new(ApiKey::OffsetFetch, 1, 9);
 
 pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> OffsetFetchResponse {
     if req.version >= 8 {

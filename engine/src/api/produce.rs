@@ -8,14 +8,15 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use futures::future::{select, Either, FutureExt, LocalBoxFuture};
+use futures::future::{select, Either, FutureExt};
 use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 
-use super::{str_bytes, Req};
+use super::{encode, str_bytes, Api, Later, Req};
 use crate::error::ErrorCode;
 use crate::records::validate_produce_records;
-use crate::shard::{BufferDone, Shard};
+use crate::flush::BufferDone;
+use crate::shard::Shard;
 use crate::topics;
 
 /// Waits for a buffer's outcome, or gives up at `deadline`.
@@ -50,12 +51,16 @@ enum Pending {
     },
 }
 
+/// Produce, versions 3–13.
+pub const API: Api<ProduceRequest> = Api::new(ApiKey::Produce, 3, 13);
+
 pub async fn handle(
     shard: &Rc<Shard>,
     req: &Req,
     body: ProduceRequest,
-) -> LocalBoxFuture<'static, Option<ProduceResponse>> {
+) -> Later {
     let started = Instant::now();
+    let (correlation_id, version) = (req.header.correlation_id, req.version);
     let metrics = shard.metrics.clone();
     let acks = body.acks;
     // Kafka's produce timeout: past it the partition gets REQUEST_TIMED_OUT
@@ -68,9 +73,9 @@ pub async fn handle(
     let mut accepted_bytes = 0usize;
     for t in body.topic_data {
         let topic = if req.version >= 13 {
-            shard.topic_by_id(t.topic_id).await
+            shard.topics.by_id(t.topic_id).await
         } else {
-            shard.topic_by_name(t.name.0.as_str()).await
+            shard.topics.by_name(t.name.0.as_str()).await
         };
         let mut parts = Vec::with_capacity(t.partition_data.len());
         for p in t.partition_data {
@@ -147,12 +152,12 @@ pub async fn handle(
                 metrics
                     .produce_bytes
                     .fetch_add(records.len() as u64, Ordering::Relaxed);
-                let (done, part, batch) = shard.append(topic_id, *index, records, &info);
+                let (done, part, batch) = shard.buffer.append(topic_id, *index, records, &info);
                 *pending = Pending::Appended { done, part, batch };
             }
         }
     }
-    async move {
+    let answer = async move {
         let mut responses = Vec::with_capacity(topics_out.len());
         for (name, topic_id, parts) in topics_out {
             let mut partition_responses = Vec::with_capacity(parts.len());
@@ -200,5 +205,6 @@ pub async fn handle(
         metrics.observe_produce(started.elapsed());
         (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
     }
-    .boxed_local()
+    .map(move |resp| resp.and_then(|r| encode(correlation_id, version, &r)));
+    Later(answer.boxed_local())
 }

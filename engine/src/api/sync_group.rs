@@ -1,11 +1,14 @@
 //! SyncGroup (key 14): the leader hands out the assignment; every member
 //! gets its own once it is stored.
 
-use kafka_protocol::messages::{SyncGroupRequest, SyncGroupResponse};
+use kafka_protocol::messages::{ApiKey, SyncGroupRequest, SyncGroupResponse};
 
-use super::{group_coordinator, str_bytes, Req};
+use super::{Api, group_coordinator, str_bytes, Req};
 use crate::groups::{SyncArgs, SyncResult};
 use crate::shard::Shard;
+
+/// SyncGroup, versions 0–5.
+pub const API: Api<SyncGroupRequest> = Api::new(ApiKey::SyncGroup, 0, 5);
 
 pub async fn handle(shard: &Shard, _req: &Req, body: SyncGroupRequest) -> SyncGroupResponse {
     let result = match group_coordinator(shard, &body.group_id) {

@@ -8,8 +8,7 @@
 //! overlap (up to [`UPLOADS_INFLIGHT_MAX`]); commits are submitted strictly in
 //! window order, so a producer's batches keep their order across windows.
 
-use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,14 +20,9 @@ use rutomq_meta::{BatchOutcome, BatchRef, Meta, ObjectCommit, PartitionAppend};
 use rutomq_storage::Storage;
 use uuid::Uuid;
 
+use super::{Flush, WindowStages};
 use crate::error::ErrorCode;
-use crate::metrics::StageHistogram;
-
-/// Uploads in flight at once; past it the pipeline stops taking sealed
-/// buffers, the sealed queue fills and shards stop reading sockets.
-pub const UPLOADS_INFLIGHT_MAX: usize = 64;
-/// Sealed buffers queued towards the pipeline (all shards).
-pub const SEALED_QUEUE_MAX: usize = 256;
+use crate::limits::UPLOADS_INFLIGHT_MAX;
 
 /// The batches of one partition in one sealed shard buffer.
 pub struct SealedPart {
@@ -58,90 +52,6 @@ pub struct Sealed {
     pub window: Option<u64>,
 }
 
-/// Windows tracked at once (a ring; windows further apart than this never
-/// overlap in the pipeline's gather).
-const WINDOW_SLOTS: usize = 64;
-
-/// How many shards armed a buffer for each grid window: the pipeline stops
-/// gathering a window as soon as all of them arrived, instead of waiting
-/// out the gather time for shards that had nothing to send.
-pub struct WindowMembers {
-    slots: [AtomicU64; WINDOW_SLOTS],
-}
-
-impl Default for WindowMembers {
-    fn default() -> Self {
-        WindowMembers {
-            slots: std::array::from_fn(|_| AtomicU64::new(0)),
-        }
-    }
-}
-
-impl WindowMembers {
-    fn slot(&self, window: u64) -> &AtomicU64 {
-        &self.slots[(window % WINDOW_SLOTS as u64) as usize]
-    }
-    /// A shard will seal a buffer at the end of `window`.
-    pub fn announce(&self, window: u64) {
-        self.slot(window).fetch_add(1, Ordering::Relaxed);
-    }
-    /// ... after all, it sealed early.
-    pub fn withdraw(&self, window: u64) {
-        self.slot(window).fetch_sub(1, Ordering::Relaxed);
-    }
-    fn expected(&self, window: u64) -> u64 {
-        self.slot(window).load(Ordering::Relaxed)
-    }
-    fn gathered(&self, window: u64, n: u64) {
-        self.slot(window).fetch_sub(n, Ordering::Relaxed);
-    }
-}
-
-/// Where a window's time goes, summed over windows (for `/metrics`):
-/// sealed → taken by the pipeline → gathered → uploaded → committed.
-#[derive(Default, Debug)]
-pub struct WindowStages {
-    pub windows: AtomicU64,
-    pub queued_us: AtomicU64,
-    pub gather_us: AtomicU64,
-    pub upload_us: AtomicU64,
-    pub commit_us: AtomicU64,
-    /// The same stages per window, as histograms (for their tails).
-    pub queued: StageHistogram,
-    pub gather: StageHistogram,
-    pub upload: StageHistogram,
-    pub commit: StageHistogram,
-    /// How late a shard sealed its buffer after its window's end on the
-    /// grid (the shard's timer; the only part of a record's wait for its
-    /// window that is not the flush interval itself).
-    pub seal_late: StageHistogram,
-}
-
-impl WindowStages {
-    fn add(counter: &AtomicU64, histogram: &StageHistogram, took: Duration) {
-        counter.fetch_add(took.as_micros() as u64, Ordering::Relaxed);
-        histogram.observe(took);
-    }
-
-    /// `/metrics` lines of the stage histograms.
-    pub fn render(&self, out: &mut String) {
-        let name = "rutomq_window_stage_seconds";
-        let _ = writeln!(
-            out,
-            "# HELP {name} Flush windows by stage: a shard buffer sealed after its window's end (seal_late, per buffer), sealed until taken (queued), gathering the shards' buffers (gather), object upload (upload), uploaded until committed in order (commit).\n# TYPE {name} histogram"
-        );
-        for (stage, h) in [
-            ("seal_late", &self.seal_late),
-            ("queued", &self.queued),
-            ("gather", &self.gather),
-            ("upload", &self.upload),
-            ("commit", &self.commit),
-        ] {
-            h.render(out, name, stage);
-        }
-    }
-}
-
 /// Called with new high watermarks and the new spans after each local commit.
 pub type OnCommit = Arc<dyn Fn(&rutomq_meta::Watermarks, Vec<NewSpan>) + Send + Sync>;
 
@@ -153,12 +63,10 @@ pub struct Pipeline {
     pub meta: Meta,
     pub agent_id: i32,
     pub gather: Duration,
-    pub flush_bytes: usize,
     pub on_commit: OnCommit,
     /// Uploads not committed within this are refused (see `gc`).
     pub commit_age_max: Duration,
-    pub stages: Arc<WindowStages>,
-    pub windows: Arc<WindowMembers>,
+    pub flush: Arc<Flush>,
 }
 
 struct Uploaded {
@@ -192,10 +100,10 @@ impl Pipeline {
         rx: &mut tokio::sync::mpsc::Receiver<Sealed>,
     ) -> Vec<Sealed> {
         let taken = Instant::now();
-        self.stages.windows.fetch_add(1, Ordering::Relaxed);
+        self.flush.stages.windows.fetch_add(1, Ordering::Relaxed);
         WindowStages::add(
-            &self.stages.queued_us,
-            &self.stages.queued,
+            &self.flush.stages.queued_us,
+            &self.flush.stages.queued,
             taken.duration_since(first.sealed_at),
         );
         let grid = first.window;
@@ -203,9 +111,9 @@ impl Pipeline {
         let mut bytes = first.bytes;
         let mut window = vec![first];
         let deadline = tokio::time::Instant::now() + self.gather;
-        while bytes < self.flush_bytes {
+        while bytes < self.flush.flush_bytes {
             if let Some(w) = grid {
-                if members >= self.windows.expected(w) {
+                if members >= self.flush.members.expected(w) {
                     break; // every shard of this window is here
                 }
             }
@@ -214,7 +122,7 @@ impl Pipeline {
                     match s.window {
                         Some(w) if Some(w) == grid => members += 1,
                         // Another window's buffer rides along; it is taken.
-                        Some(w) => self.windows.gathered(w, 1),
+                        Some(w) => self.flush.members.gathered(w, 1),
                         None => {}
                     }
                     bytes += s.bytes;
@@ -224,9 +132,13 @@ impl Pipeline {
             }
         }
         if let Some(w) = grid {
-            self.windows.gathered(w, members);
+            self.flush.members.gathered(w, members);
         }
-        WindowStages::add(&self.stages.gather_us, &self.stages.gather, taken.elapsed());
+        WindowStages::add(
+            &self.flush.stages.gather_us,
+            &self.flush.stages.gather,
+            taken.elapsed(),
+        );
         window
     }
 
@@ -268,14 +180,18 @@ impl Pipeline {
             commit_deadline: std::time::Instant::now() + self.commit_age_max,
         };
         let storage = self.storage.clone();
-        let stages = self.stages.clone();
+        let flush = self.flush.clone();
         async move {
             let started = Instant::now();
             let result = storage.put(key, chunks).await.map_err(|e| {
                 tracing::warn!(error = %e, "object upload failed; failing its produce requests (retriable)");
                 ErrorCode::from(&e)
             });
-            WindowStages::add(&stages.upload_us, &stages.upload, started.elapsed());
+            WindowStages::add(
+                &flush.stages.upload_us,
+                &flush.stages.upload,
+                started.elapsed(),
+            );
             Uploaded {
                 window,
                 object,
@@ -315,10 +231,14 @@ impl Pipeline {
             }
         };
         let on_commit = self.on_commit.clone();
-        let stages = self.stages.clone();
+        let flush = self.flush.clone();
         tokio::spawn(async move {
             let outcome = receiver.await;
-            WindowStages::add(&stages.commit_us, &stages.commit, uploaded_at.elapsed());
+            WindowStages::add(
+                &flush.stages.commit_us,
+                &flush.stages.commit,
+                uploaded_at.elapsed(),
+            );
             let (mut outcomes, watermarks, spans) = match outcome {
                 Ok(Ok(o)) => o,
                 Ok(Err(e)) => {

@@ -8,21 +8,20 @@
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, BytesMut};
-use futures::future::{select, Either};
+mod splice;
+
+use futures::future::{select, Either, FutureExt};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{ApiKey, FetchRequest, TopicName};
 use uuid::Uuid;
 
-use super::Req;
+use super::{Api, Later, Req};
 use crate::error::ErrorCode;
-use crate::read::{read_partition, Records};
+use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX};
+use crate::read::Records;
 use crate::shard::{FetchGrant, Shard};
-
-/// Longest long poll honoured.
-pub const FETCH_WAIT_MS_MAX: i32 = 60_000;
-/// Largest response assembled, whatever the client asks.
-pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 << 20;
+pub use splice::FetchReply;
+use splice::marker;
 
 struct Wanted {
     name: TopicName,
@@ -31,21 +30,38 @@ struct Wanted {
     partitions: Vec<(i32, i64, usize)>,
 }
 
+/// Fetch, versions 4–18.
+pub const API: Api<FetchRequest> = Api::new(ApiKey::Fetch, 4, 18);
+
+pub async fn handle(shard: &Rc<Shard>, req: &Req, body: FetchRequest) -> Later {
+    let (shard, correlation_id, version) = (shard.clone(), req.header.correlation_id, req.version);
+    Later(
+        async move {
+            let (reply, grants) = respond(&shard, version, body).await;
+            let frame = reply.encode(correlation_id, version);
+            // The records' fetch memory is held until they are in the frame.
+            drop(grants);
+            frame
+        }
+        .boxed_local(),
+    )
+}
+
 /// The response, and the fetch memory its records hold (drop it once the
 /// response is encoded).
-pub async fn handle(
+async fn respond(
     shard: &Rc<Shard>,
-    req: &Req,
+    version: i16,
     body: FetchRequest,
 ) -> (FetchReply, Vec<FetchGrant>) {
     let mut grants = Vec::new();
     let tag: [u8; 8] = Uuid::new_v4().as_bytes()[..8].try_into().expect("8 bytes");
     let mut wanted = Vec::with_capacity(body.topics.len());
     for t in body.topics {
-        let resolved = if req.version >= 13 {
-            shard.topic_by_id(t.topic_id).await
+        let resolved = if version >= 13 {
+            shard.topics.by_id(t.topic_id).await
         } else {
-            shard.topic_by_name(t.topic.0.as_str()).await
+            shard.topics.by_name(t.topic.0.as_str()).await
         }
         .map(|o| o.map(|r| (r.topic_id, r.partitions)));
         let partitions = t
@@ -72,12 +88,12 @@ pub async fn handle(
         Instant::now() + Duration::from_millis(body.max_wait_ms.clamp(0, FETCH_WAIT_MS_MAX) as u64);
     loop {
         // Register before reading, so a commit in between is not missed.
-        let changed = shard.watermark_changed();
+        let changed = shard.reader.watermarks.changed();
         // Admission by memory: a shard busy assembling other responses
         // answers with less data instead of growing.
         grants.clear();
         let (responses, records, total, errors) =
-            read_all(shard, req.version, &wanted, max_bytes, &mut grants, &tag).await;
+            read_all(shard, version, &wanted, max_bytes, &mut grants, &tag).await;
         let now = Instant::now();
         if total >= min_bytes
             || errors
@@ -95,7 +111,7 @@ pub async fn handle(
             Either::Right(_) => {
                 grants.clear();
                 let (responses, records, _, _) =
-                    read_all(shard, req.version, &wanted, max_bytes, &mut grants, &tag).await;
+                    read_all(shard, version, &wanted, max_bytes, &mut grants, &tag).await;
                 return (FetchReply::new(responses, records, tag), grants);
             }
         }
@@ -150,7 +166,7 @@ async fn read_all(
                 Ok(Some((_, count))) if partition < 0 || partition >= *count => {
                     Slot::Ready(data.with_error_code(ErrorCode::UnknownTopicOrPartition.code()))
                 }
-                Ok(Some((topic_id, _))) => match shard.known_watermark(*topic_id, partition) {
+                Ok(Some((topic_id, _))) => match shard.reader.watermarks.known(*topic_id, partition) {
                     // Caught up: no need to ask PostgreSQL.
                     Some(hw) if hw == fetch_offset => Slot::Ready(
                         data.with_high_watermark(hw)
@@ -161,7 +177,7 @@ async fn read_all(
                     _ => {
                         // Within its grant the first batch of a partition is
                         // returned whatever its size (consumers must progress).
-                        let grant = shard.reserve_fetch_bytes(
+                        let grant = shard.fetch_budget.reserve(
                             partition_max.min(max_bytes.saturating_sub(reserved)),
                         );
                         reserved += grant.bytes;
@@ -188,8 +204,7 @@ async fn read_all(
             topic_id,
             fetch_offset,
             grant,
-        } => Some(read_partition(
-            shard,
+        } => Some(shard.reader.read_partition(
             *topic_id,
             data.partition_index,
             *fetch_offset,
@@ -252,158 +267,4 @@ async fn read_all(
         );
     }
     (responses, records, total, errors)
-}
-
-const MARKER_BYTES: usize = 16;
-
-/// The placeholder of record set `i`: the response's random tag and `i`.
-fn marker(tag: &[u8; 8], i: usize) -> bytes::Bytes {
-    let mut m = Vec::with_capacity(MARKER_BYTES);
-    m.extend_from_slice(tag);
-    m.extend_from_slice(&(i as u64).to_be_bytes());
-    bytes::Bytes::from(m)
-}
-
-/// A Fetch response whose record sets are still separate.
-pub struct FetchReply {
-    resp: FetchResponse,
-    records: Vec<Records>,
-    tag: [u8; 8],
-}
-
-impl FetchReply {
-    fn new(
-        responses: Vec<FetchableTopicResponse>,
-        records: Vec<Records>,
-        tag: [u8; 8],
-    ) -> FetchReply {
-        FetchReply {
-            resp: FetchResponse::default()
-                .with_session_id(0)
-                .with_responses(responses),
-            records,
-            tag,
-        }
-    }
-
-    /// The response frame: encoded with a small marker in place of each
-    /// record set, then copied once with the record sets (base offsets
-    /// patched) written where their markers and length prefixes were.
-    pub fn encode(&self, correlation_id: i32, version: i16) -> Option<bytes::Bytes> {
-        let frame = super::encode(correlation_id, version, &self.resp)?;
-        if self.records.is_empty() {
-            return Some(frame);
-        }
-        // Records are COMPACT_RECORDS (uvarint length + 1) from v12, else
-        // an int32 length.
-        let flexible = version >= 12;
-        let prefix: &[u8] = if flexible {
-            &[MARKER_BYTES as u8 + 1]
-        } else {
-            &[0, 0, 0, MARKER_BYTES as u8]
-        };
-        let total: usize = self.records.iter().map(|r| r.len).sum();
-        let mut out = BytesMut::with_capacity(frame.len() + total);
-        let mut pos = 0;
-        for (i, records) in self.records.iter().enumerate() {
-            let index = (i as u64).to_be_bytes();
-            let is_marker = |w: &[u8]| w[..8] == self.tag && w[8..] == index;
-            let Some(found) = frame[pos..].windows(MARKER_BYTES).position(is_marker) else {
-                tracing::error!(i, "fetch record marker missing from the encoded response");
-                return None;
-            };
-            let at = pos + found;
-            let Some(len_at) = at
-                .checked_sub(prefix.len())
-                .filter(|&l| &frame[l..at] == prefix)
-            else {
-                tracing::error!(i, "fetch record marker without its length prefix");
-                return None;
-            };
-            out.extend_from_slice(&frame[pos..len_at]);
-            if flexible {
-                put_uvarint(&mut out, records.len as u64 + 1);
-            } else {
-                out.put_i32(records.len as i32);
-            }
-            records.write_to(&mut out);
-            pos = at + MARKER_BYTES;
-        }
-        out.extend_from_slice(&frame[pos..]);
-        let size = (out.len() - 4) as i32;
-        out[..4].copy_from_slice(&size.to_be_bytes());
-        Some(out.freeze())
-    }
-}
-
-fn put_uvarint(out: &mut BytesMut, mut v: u64) {
-    while v >= 0x80 {
-        out.put_u8((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    out.put_u8(v as u8);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use kafka_protocol::protocol::StrBytes;
-
-    fn batch(n: u8, len: usize) -> bytes::Bytes {
-        let mut b = vec![n; len];
-        b[..8].copy_from_slice(&0i64.to_be_bytes());
-        bytes::Bytes::from(b)
-    }
-
-    /// The spliced frame equals kafka-protocol's encoding of the same
-    /// response with the records in place, at every served version.
-    #[test]
-    fn spliced_records_encode_like_the_library() {
-        let tag = *b"tagtagta";
-        let sets = [
-            vec![(5i64, batch(1, 70)), (9, batch(2, 200))],
-            vec![(100, batch(3, 130))],
-        ];
-        for version in 4..=18 {
-            let mut records = Vec::new();
-            let mut direct = Vec::new();
-            let mut spliced = Vec::new();
-            for (p, set) in sets.iter().enumerate() {
-                let mut r = Records::default();
-                let mut bytes = BytesMut::new();
-                for (base, b) in set {
-                    r.push(*base, b.clone());
-                    crate::records::put_with_base_offset(&mut bytes, b, *base);
-                }
-                let data = PartitionData::default()
-                    .with_partition_index(p as i32)
-                    .with_high_watermark(200);
-                direct.push(data.clone().with_records(Some(bytes.freeze())));
-                records.push(r);
-                spliced.push(data.with_records(Some(marker(&tag, p))));
-            }
-            // A partition without data stays as it is.
-            let empty = PartitionData::default()
-                .with_partition_index(7)
-                .with_records(Some(bytes::Bytes::new()));
-            direct.push(empty.clone());
-            spliced.push(empty);
-            let topic = |parts| {
-                vec![FetchableTopicResponse::default()
-                    .with_topic(TopicName(StrBytes::from_static_str("t")))
-                    .with_topic_id(Uuid::from_u128(7))
-                    .with_partitions(parts)]
-            };
-            let want = super::super::encode(
-                3,
-                version,
-                &FetchResponse::default().with_responses(topic(direct)),
-            )
-            .unwrap();
-            let got = FetchReply::new(topic(spliced), records, tag)
-                .encode(3, version)
-                .unwrap();
-            assert_eq!(got, want, "version {version}");
-        }
-    }
 }

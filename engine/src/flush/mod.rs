@@ -1,0 +1,60 @@
+//! The flush window: how a produced batch becomes durable.
+//!
+//! In the order a batch travels: the Produce handler appends it to its
+//! shard's open buffer ([`buffer`]); when the buffer's window ends on the
+//! agent's clock grid ([`clock`]), or it reaches `flush_bytes`, the buffer
+//! is sealed and queued to the pipeline ([`pipeline`]), which gathers the
+//! buffers of every shard in that window ([`members`] says how many to wait
+//! for) into one object, uploads it (storage), commits it in window order
+//! (meta), and answers the buffer's outcome, which every produce request in
+//! it awaits. [`stages`] times each step for `/metrics`.
+
+pub mod buffer;
+pub mod clock;
+pub mod members;
+pub mod pipeline;
+pub mod stages;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use buffer::{BufferDone, ShardBuffer};
+pub use clock::WindowClock;
+pub use members::WindowMembers;
+pub use pipeline::{NewSpan, PartOutcome, Pipeline, Sealed, SealedPart, WindowOutcome};
+pub use stages::WindowStages;
+
+use crate::limits::SEALED_QUEUE_MAX;
+
+/// The agent-wide half of the flush window, shared by every shard's buffer
+/// and the pipeline.
+pub struct Flush {
+    pub clock: WindowClock,
+    /// A shard buffer this large is sealed before its window ends.
+    pub flush_bytes: usize,
+    /// Which shards will seal a buffer in each window.
+    pub members: WindowMembers,
+    /// Time spent per flush-window stage.
+    pub stages: WindowStages,
+    /// Sealed buffers of all shards towards the pipeline.
+    sealed_tx: tokio::sync::mpsc::Sender<Sealed>,
+}
+
+impl Flush {
+    /// The shared window state, and the receiving end of the sealed queue
+    /// for [`Pipeline::run`].
+    pub fn new(
+        flush_interval: Duration,
+        flush_bytes: usize,
+    ) -> (Arc<Flush>, tokio::sync::mpsc::Receiver<Sealed>) {
+        let (sealed_tx, sealed_rx) = tokio::sync::mpsc::channel(SEALED_QUEUE_MAX);
+        let flush = Flush {
+            clock: WindowClock::new(flush_interval),
+            flush_bytes,
+            members: WindowMembers::default(),
+            stages: WindowStages::default(),
+            sealed_tx,
+        };
+        (Arc::new(flush), sealed_rx)
+    }
+}

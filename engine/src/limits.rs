@@ -1,0 +1,94 @@
+//! Every bound of the engine, in one place: queues, caches, in-flight sets
+//! and request sizes. Counts end in `_MAX` (or `_MIN`) after the noun they
+//! count, sizes carry `_BYTES`, times in milliseconds `_MS`; a
+//! `std::time::Duration` carries its unit in its type. Relations between
+//! them are checked at compile time at the bottom.
+//!
+//! Limits that belong to one protocol concept stay beside it and are named
+//! here only when another limit depends on them: topic names and partition
+//! counts (`topics`), record batches (`records`), the group coordinator
+//! (`groups`), object collection (`gc`).
+
+use std::time::Duration;
+
+// ---- agent ---------------------------------------------------------------
+
+/// Agent lease in PostgreSQL, renewed every third of it.
+pub const AGENT_LEASE: Duration = Duration::from_secs(10);
+/// Watermark messages queued per shard; past it a change is dropped and the
+/// affected long polls end at their `max_wait_ms` instead.
+pub const HUB_MESSAGES_QUEUED_MAX: usize = 4096;
+
+// ---- shards (runtime) --------------------------------------------------------
+
+/// The smallest admission budget per shard (`--shard-memory-bytes`).
+pub const SHARD_MEMORY_BYTES_MIN: usize = 1 << 20;
+/// Requests admitted but not yet answered, per connection.
+pub const INFLIGHT_REQUESTS_PER_CONNECTION_MAX: usize = 32;
+/// Connections per shard; past it new connections are closed at once.
+pub const CONNECTIONS_PER_SHARD_MAX: usize = 10_000;
+/// Memory glommio registers for io_uring buffers, per shard.
+pub const SHARD_IO_MEMORY_BYTES: usize = 1 << 20;
+
+// ---- flush window ----------------------------------------------------------
+
+/// Uploads in flight at once; past it the pipeline stops taking sealed
+/// buffers, the sealed queue fills and shards stop reading sockets.
+pub const UPLOADS_INFLIGHT_MAX: usize = 64;
+/// Sealed buffers queued towards the pipeline (all shards).
+pub const SEALED_QUEUE_MAX: usize = 256;
+/// Grid windows whose membership is tracked at once (a ring; windows
+/// further apart than this never overlap in the pipeline's gather).
+pub const WINDOW_SLOTS: usize = 64;
+
+// ---- shard caches ------------------------------------------------------------
+
+/// Topic metadata cached per shard; refreshed after this long.
+pub const TOPIC_CACHE_TTL: Duration = Duration::from_secs(5);
+/// Topics cached per shard at most.
+pub const TOPIC_CACHE_ENTRIES_MAX: usize = 100_000;
+/// A high watermark learned from PostgreSQL or a notification is trusted
+/// this long without asking PostgreSQL again.
+pub const HW_CACHE_TTL: Duration = Duration::from_secs(5);
+/// Long-poll waiter list length at which finished waiters are pruned.
+pub const WAITERS_PRUNE_AT: usize = 1024;
+/// Partitions whose spans a shard caches.
+pub const SPAN_CACHE_PARTITIONS_MAX: usize = 1024;
+/// Spans kept per partition (the oldest half goes when it is full).
+pub const SPANS_CACHED_PER_PARTITION_MAX: usize = 256;
+/// A cached log start offset is trusted this long: notifications of new
+/// log starts can be dropped (full queue, LISTEN reconnecting), and a
+/// retired object is deleted only `file.delete.delay.ms` (60 s) later.
+pub const LOG_START_CACHE_TTL: Duration = Duration::from_secs(10);
+
+// ---- fetch -------------------------------------------------------------------
+
+/// Record bytes all fetches of one shard may hold while assembling
+/// responses; past it fetches answer with less (or no) data.
+pub const FETCH_BYTES_INFLIGHT_MAX: usize = 256 << 20;
+/// Largest response assembled, whatever the client asks.
+pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 << 20;
+/// Longest long poll honoured.
+pub const FETCH_WAIT_MS_MAX: i32 = 60_000;
+/// Spans asked of PostgreSQL per partition read; what is not needed now is
+/// cached by the shard for the consumer's next fetches.
+pub const FETCH_SPANS_READ_MAX: i64 = 64;
+/// Spans past a fetch whose objects are read ahead into the read cache: at
+/// most this many, and only as far as [`READ_AHEAD_FETCHES_MAX`] more
+/// fetches of the same size would reach (large spans: one or two).
+pub const READ_AHEAD_SPANS_MAX: usize = 8;
+pub const READ_AHEAD_FETCHES_MAX: usize = 4;
+
+// ---- http --------------------------------------------------------------------
+
+/// Largest HTTP request head read on the health/metrics endpoint.
+pub const HTTP_REQUEST_BYTES_MAX: usize = 8 << 10;
+
+// ---- relations -----------------------------------------------------------------
+
+// One PostgreSQL read of a partition's spans fits its cache entry whole.
+const _: () = assert!(FETCH_SPANS_READ_MAX as usize <= SPANS_CACHED_PER_PARTITION_MAX);
+// Read-ahead reaches past what a fetch reads, within what one read returns.
+const _: () = assert!(READ_AHEAD_SPANS_MAX < FETCH_SPANS_READ_MAX as usize);
+// One largest response fits the shard's fetch budget.
+const _: () = assert!(FETCH_RESPONSE_BYTES_MAX <= FETCH_BYTES_INFLIGHT_MAX);

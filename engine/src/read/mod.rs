@@ -1,0 +1,219 @@
+//! Reading committed records back: spans → exact byte ranges → batches with
+//! their base offsets patched. Shared by Fetch and ListOffsets. A shard's
+//! [`Reader`] owns what it knows of committed partitions (high watermarks
+//! with their long-poll waiters, cached spans) and is fed by the hub.
+
+mod spans;
+mod watermarks;
+
+use std::time::Instant;
+
+use bytes::BytesMut;
+use rutomq_meta::{Meta, SpanRecord};
+use rutomq_storage::Storage;
+use uuid::Uuid;
+
+pub use spans::SpanCache;
+pub use watermarks::Watermarks;
+
+use crate::error::ErrorCode;
+use crate::hub::HubNews;
+use crate::limits::{FETCH_SPANS_READ_MAX, READ_AHEAD_FETCHES_MAX, READ_AHEAD_SPANS_MAX};
+use crate::records::{put_with_base_offset, walk_batches, StoredBatch};
+
+/// A batch read back, with its assigned base offset.
+pub struct ReadBatch {
+    pub base_offset: i64,
+    pub batch: StoredBatch,
+}
+
+/// Records of one partition from `fetch_offset`, at most about `bytes_max`
+/// (always at least one batch when any is available, so consumers progress).
+pub struct PartitionRead {
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub records: Records,
+}
+
+/// Stored batches (shared, not copied) with the base offsets they get on
+/// the wire: copied once, straight into the response frame.
+#[derive(Default)]
+pub struct Records {
+    pub batches: Vec<(i64, bytes::Bytes)>,
+    pub len: usize,
+}
+
+impl Records {
+    pub fn push(&mut self, base_offset: i64, batch: bytes::Bytes) {
+        self.len += batch.len();
+        self.batches.push((base_offset, batch));
+    }
+
+    /// Writes the batches with their base offsets set.
+    pub fn write_to(&self, out: &mut BytesMut) {
+        for (base, batch) in &self.batches {
+            put_with_base_offset(out, batch, *base);
+        }
+    }
+}
+
+/// One shard's read side.
+pub struct Reader {
+    meta: Meta,
+    storage: Storage,
+    pub watermarks: Watermarks,
+    pub spans: SpanCache,
+}
+
+impl Reader {
+    pub fn new(meta: Meta, storage: Storage) -> Reader {
+        Reader {
+            meta,
+            storage,
+            watermarks: Watermarks::default(),
+            spans: SpanCache::default(),
+        }
+    }
+
+    /// What the hub said was committed or retired.
+    pub fn learn(&self, news: &HubNews) {
+        self.spans.extend(&news.spans);
+        self.watermarks.learn(&news.marks);
+        self.spans.advance_log_starts(&news.log_starts);
+    }
+
+    /// Reads the batches of `span` (checked: CRC again, offsets add up).
+    pub async fn read_span(&self, span: &SpanRecord) -> Result<Vec<ReadBatch>, ErrorCode> {
+        let (bytes, origin) = self
+            .storage
+            .get_range(
+                span.object_key.clone(),
+                span.byte_start..span.byte_start + span.byte_len as u64,
+                span.object_size,
+            )
+            .await
+            .map_err(|e| {
+                tracing::error!(error = %e, key = span.object_key, "reading a committed span failed");
+                ErrorCode::from(&e)
+            })?;
+        let mut out = Vec::with_capacity(span.batch_count.max(0) as usize);
+        let mut next = span.base_offset;
+        for b in walk_batches(bytes, origin == rutomq_storage::Origin::Stored) {
+            let b = b.map_err(|invalid| {
+                tracing::error!(
+                    key = span.object_key,
+                    message = invalid.message,
+                    "committed span is corrupt"
+                );
+                ErrorCode::KafkaStorageError
+            })?;
+            let base = next;
+            next += b.last_offset_delta as i64 + 1;
+            out.push(ReadBatch {
+                base_offset: base,
+                batch: b,
+            });
+        }
+        if next != span.last_offset + 1 || out.len() != span.batch_count as usize {
+            tracing::error!(
+                key = span.object_key,
+                "span offsets do not match its batches"
+            );
+            return Err(ErrorCode::KafkaStorageError);
+        }
+        Ok(out)
+    }
+
+    pub async fn read_partition(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        fetch_offset: i64,
+        bytes_max: usize,
+    ) -> Result<PartitionRead, ErrorCode> {
+        let cached = self.watermarks.known(topic_id, partition).and_then(|hw| {
+            self.spans
+                .get(topic_id, partition, fetch_offset, hw, bytes_max)
+                .map(|(log_start, spans)| (hw, log_start, spans))
+        });
+        let (high_watermark, log_start_offset, spans) = match cached {
+            Some(c) => c,
+            None => {
+                let asked_at = Instant::now();
+                let (offsets, spans) = self
+                    .meta
+                    .fetch_spans(topic_id, partition, fetch_offset, FETCH_SPANS_READ_MAX)
+                    .await
+                    .map_err(|e| ErrorCode::from(&e))?;
+                let offsets = offsets.ok_or(ErrorCode::UnknownTopicOrPartition)?;
+                self.watermarks
+                    .set(topic_id, partition, offsets.high_watermark);
+                self.spans.remember(
+                    topic_id,
+                    partition,
+                    offsets.log_start_offset,
+                    fetch_offset,
+                    &spans,
+                    asked_at,
+                );
+                (offsets.high_watermark, offsets.log_start_offset, spans)
+            }
+        };
+        let mut out = PartitionRead {
+            high_watermark,
+            log_start_offset,
+            records: Records::default(),
+        };
+        if fetch_offset < log_start_offset || fetch_offset > high_watermark {
+            return Err(ErrorCode::OffsetOutOfRange);
+        }
+        // The spans that can fill `bytes_max`, read concurrently (each is one
+        // GET, or a share of one whole-object GET).
+        let mut chosen = Vec::new();
+        let mut planned = 0usize;
+        let mut spans = spans.into_iter();
+        for span in spans.by_ref() {
+            if span.base_offset >= high_watermark {
+                break;
+            }
+            if span.last_offset < fetch_offset {
+                continue;
+            }
+            planned += span.byte_len as usize;
+            chosen.push(span);
+            if planned >= bytes_max {
+                break;
+            }
+        }
+        // Read ahead: the objects of the next spans, which this consumer's
+        // next fetch will want (a no-op for objects already cached).
+        let mut ahead = 0usize;
+        for span in spans.take(READ_AHEAD_SPANS_MAX) {
+            if ahead >= READ_AHEAD_FETCHES_MAX * bytes_max {
+                break;
+            }
+            ahead += span.byte_len as usize;
+            self.storage.prefetch(&span.object_key, span.object_size);
+        }
+        let reads = futures::future::join_all(chosen.iter().map(|s| self.read_span(s))).await;
+        'spans: for read in reads {
+            for rb in read? {
+                let last = rb.base_offset + rb.batch.last_offset_delta as i64;
+                if last < fetch_offset {
+                    continue;
+                }
+                if rb.base_offset >= high_watermark {
+                    break 'spans;
+                }
+                if out.records.len > 0 && out.records.len + rb.batch.bytes.len() > bytes_max {
+                    break 'spans;
+                }
+                out.records.push(rb.base_offset, rb.batch.bytes);
+                if out.records.len >= bytes_max {
+                    break 'spans;
+                }
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,265 @@
+//! Process wiring: starts the metadata thread, the storage thread, the
+//! flush pipeline, the coordinators, the collector, the shards and the HTTP
+//! endpoint of one agent, heartbeats its lease, and stops them in order.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use rutomq_meta::{Meta, Notice};
+use rutomq_storage::{S3Options, Storage};
+
+use crate::agent::{Agent, AgentConfig};
+use crate::config::ServeArgs;
+use crate::embedded_pg::EmbeddedPg;
+use crate::flush::{Flush, Pipeline};
+use crate::hub::Hub;
+use crate::limits::{
+    AGENT_LEASE, CONNECTIONS_PER_SHARD_MAX, INFLIGHT_REQUESTS_PER_CONNECTION_MAX,
+    LOG_START_CACHE_TTL, SHARD_IO_MEMORY_BYTES, SHARD_MEMORY_BYTES_MIN,
+};
+use crate::shard::Shard;
+
+pub fn serve(args: ServeArgs) -> Result<()> {
+    let embedded = match &args.postgres_url {
+        Some(_) => None,
+        None => Some(EmbeddedPg::start(&args.data_dir)?),
+    };
+    let url = args
+        .postgres_url
+        .clone()
+        .or_else(|| embedded.as_ref().map(|e| e.url.clone()))
+        .expect("one of them is set");
+    let result = serve_with(args, url);
+    if let Some(pg) = embedded {
+        pg.stop();
+    }
+    result
+}
+
+fn serve_with(args: ServeArgs, url: String) -> Result<()> {
+    let object_store_url = match &args.object_store {
+        Some(u) => u.clone(),
+        None => {
+            let dir = args.data_dir.join("objects");
+            std::fs::create_dir_all(&dir)?;
+            format!("file://{}", std::fs::canonicalize(&dir)?.display())
+        }
+    };
+    let shards_n = args
+        .shards
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let flush_interval = Duration::from_millis(args.flush_interval_ms(&object_store_url).max(1));
+    anyhow::ensure!(
+        args.shard_memory_bytes >= SHARD_MEMORY_BYTES_MIN,
+        "--shard-memory-bytes must be at least {SHARD_MEMORY_BYTES_MIN}, got {}",
+        args.shard_memory_bytes
+    );
+    let advertise = args
+        .advertise
+        .clone()
+        .unwrap_or_else(|| args.listen.to_string());
+    let (adv_host, adv_port) = advertise
+        .rsplit_once(':')
+        .and_then(|(h, p)| Some((h.to_owned(), p.parse::<i32>().ok()?)))
+        .with_context(|| format!("--advertise must be HOST:PORT, got {advertise:?}"))?;
+
+    // Watermark hub: created first, because the metadata thread's LISTEN
+    // feeds it.
+    let (hub, hub_rxs) = Hub::new(shards_n);
+    let hub = Arc::new(hub);
+    let listen_hub = hub.clone();
+    let (meta, meta_join) = Meta::start(
+        url,
+        Box::new(move |kind, offsets| match kind {
+            Notice::Watermarks => listen_hub.notify(offsets.to_vec(), Vec::new()),
+            Notice::LogStarts => listen_hub.notify_log_starts(offsets.to_vec()),
+        }),
+    )
+    .context("cannot reach PostgreSQL")?;
+
+    let (store, prefix) = rutomq_storage::open_store(
+        &object_store_url,
+        &S3Options {
+            endpoint: args.s3_endpoint.clone(),
+            region: args.s3_region.clone(),
+            access_key_id: args.s3_access_key_id.clone(),
+            secret_access_key: args.s3_secret_access_key.clone(),
+            allow_http: args.s3_allow_http,
+        },
+    )?;
+    let store = if args.inject_object_latency_ms > 0 || args.inject_object_jitter_ms > 0 {
+        let latency = rutomq_storage::InjectedLatency {
+            base: Duration::from_millis(args.inject_object_latency_ms),
+            jitter: Duration::from_millis(args.inject_object_jitter_ms),
+        };
+        tracing::warn!(?latency, "injecting object-store latency (benchmarking)");
+        rutomq_storage::with_injected_latency(store, latency)
+    } else {
+        store
+    };
+    let (storage, storage_thread) =
+        Storage::start(store, prefix, args.tail_cache_bytes, args.read_cache_bytes)?;
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let agent_id = rt
+        .block_on(meta.register_agent(adv_host.clone(), adv_port, args.rack.clone(), AGENT_LEASE))
+        .context("cannot register the agent")?;
+    tracing::info!(agent_id, %object_store_url, shards = shards_n, flush_interval_ms = flush_interval.as_millis() as u64, "agent registered");
+
+    let (flush, sealed_rx) = Flush::new(flush_interval, args.flush_bytes);
+    let gc_grace = Duration::from_millis(args.gc_grace_ms.max(1000));
+    let commit_hub = hub.clone();
+    let pipeline = Pipeline {
+        storage: storage.clone(),
+        meta: meta.clone(),
+        agent_id,
+        gather: (flush_interval / 2).clamp(Duration::from_micros(200), Duration::from_millis(5)),
+        on_commit: Arc::new(move |w, spans| {
+            commit_hub.notify(
+                w.iter().map(|(&(t, p), &(hw, _))| (t, p, hw)).collect(),
+                spans,
+            )
+        }),
+        commit_age_max: gc_grace / 2,
+        flush: flush.clone(),
+    };
+    storage.spawn(pipeline.run(sealed_rx));
+
+    let agent = Arc::new(Agent {
+        cfg: AgentConfig {
+            auto_create_topics: args.auto_create_topics,
+            default_partitions: args.default_partitions.max(1),
+            advertised_host: adv_host,
+            advertised_port: adv_port,
+            rack: args.rack.clone(),
+        },
+        meta: meta.clone(),
+        storage: storage.clone(),
+        agent_id,
+        cluster_id: "rutomq".into(),
+        cluster: RwLock::new(Vec::new()),
+        flush,
+        stopping: Default::default(),
+        shard_metrics: Mutex::new(Vec::new()),
+        groups: std::sync::OnceLock::new(),
+    });
+    refresh_cluster(&rt, &agent);
+    let weak = Arc::downgrade(&agent);
+    let (groups, groups_thread) = crate::groups::Groups::start(
+        meta.clone(),
+        agent_id,
+        Arc::new(move |group_id: &str| weak.upgrade().is_some_and(|a| a.owns_group(group_id))),
+        args.groups_config(),
+    )?;
+    let _ = agent.groups.set(groups.clone());
+
+    if Duration::from_millis(args.file_delete_delay_ms) < LOG_START_CACHE_TTL {
+        tracing::warn!(
+            file_delete_delay_ms = args.file_delete_delay_ms,
+            "objects are deleted sooner than shards refresh cached log starts: a fetch below a \
+             fresh log start may fail with KAFKA_STORAGE_ERROR (retriable) instead of \
+             OFFSET_OUT_OF_RANGE for a few seconds"
+        );
+    }
+    // Retention of a topic is worked out by one live agent (hashed, like
+    // partition leadership); the rest of the collector is shared safely.
+    let owner = agent.clone();
+    storage.spawn(crate::gc::run(
+        meta.clone(),
+        storage.clone(),
+        crate::gc::GcConfig::new(
+            Duration::from_millis(args.retention_check_interval_ms.max(100)),
+            Duration::from_millis(args.gc_interval_ms.max(100)),
+            gc_grace,
+            Duration::from_millis(args.file_delete_delay_ms),
+        ),
+        Box::new(move |topic_id| owner.retains(topic_id)),
+    ));
+
+    let hub_rxs = Mutex::new(hub_rxs.into_iter().map(Some).collect::<Vec<_>>());
+    let shard_agent = agent.clone();
+    let shards = rutomq_shards::Shards::start(
+        rutomq_shards::ShardConfig {
+            shards: shards_n,
+            listen: args.listen,
+            pin: shards_n <= std::thread::available_parallelism().map_or(1, |n| n.get()),
+            frame_bytes_max: args.max_request_bytes,
+            inflight_requests_per_connection_max: INFLIGHT_REQUESTS_PER_CONNECTION_MAX,
+            shard_memory_bytes_max: args.shard_memory_bytes,
+            connections_per_shard_max: CONNECTIONS_PER_SHARD_MAX,
+            io_memory_bytes: SHARD_IO_MEMORY_BYTES,
+            frame_io_timeout: Duration::from_millis(args.frame_io_timeout_ms.max(100)),
+        },
+        move |i| {
+            let rx = hub_rxs.lock().expect("hub lock")[i]
+                .take()
+                .expect("one shard per index");
+            crate::api::Service::new(Shard::new(i, shard_agent.clone(), rx))
+        },
+    )
+    .with_context(|| format!("cannot listen on {}", args.listen))?;
+    tracing::info!(listen = %shards.listen, "serving Kafka");
+
+    let http = crate::http::start(&rt, args.http, agent.clone(), shards.stats.clone())
+        .with_context(|| format!("cannot listen on {} (http)", args.http))?;
+    tracing::info!(http = %http, "serving health and metrics");
+
+    // Heartbeat until SIGTERM/SIGINT.
+    rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut tick = tokio::time::interval(AGENT_LEASE / 3);
+        loop {
+            tokio::select! {
+                _ = term.recv() => break,
+                _ = tokio::signal::ctrl_c() => break,
+                _ = tick.tick() => {
+                    match meta.renew_agent(agent_id, AGENT_LEASE).await {
+                        Ok(true) => {}
+                        Ok(false) => tracing::warn!("agent lease row is gone; clients may not see this agent"),
+                        Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
+                    }
+                    if let Ok(list) = meta.live_agents().await {
+                        *agent.cluster.write().expect("cluster lock") = list;
+                    }
+                }
+            }
+        }
+        Ok::<_, std::io::Error>(())
+    })?;
+
+    tracing::info!("stopping: no new connections; finishing in-flight produce");
+    agent.stopping.store(true, Ordering::Relaxed);
+    // Leave the live list first, so the other agents route groups (and
+    // clients) elsewhere.
+    let _ = rt.block_on(meta.deregister_agent(agent_id));
+    // Members waiting in JoinGroup/SyncGroup are answered NOT_COORDINATOR
+    // now (they move to the group's next coordinator) instead of holding
+    // the shards' drain.
+    groups.shutdown();
+    let _ = groups_thread.join();
+    shards.stop(Duration::from_secs(30));
+    // Every admitted produce request has been answered by now: its window
+    // was committed (or failed) before the shards let go.
+    drop(agent);
+    let _ = rt.block_on(meta.deregister_agent(agent_id));
+    // The HTTP tasks hold the last agent handles; end them with their runtime.
+    rt.shutdown_timeout(Duration::from_secs(1));
+    drop(storage_thread);
+    // The metadata thread ends when its last handle is gone; nothing is left
+    // for it to commit, so it is not waited for.
+    drop(meta);
+    drop(meta_join);
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn refresh_cluster(rt: &tokio::runtime::Runtime, agent: &Agent) {
+    if let Ok(list) = rt.block_on(agent.meta.live_agents()) {
+        *agent.cluster.write().expect("cluster lock") = list;
+    }
+}
