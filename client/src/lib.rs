@@ -24,6 +24,7 @@ mod producer;
 mod rdk;
 #[cfg(feature = "rdkafka")]
 mod rdk_consumer;
+mod record;
 mod settings;
 mod sink;
 mod source;
@@ -33,7 +34,8 @@ pub use error::{Error, Result};
 pub use native::connect;
 pub use native::sasl::SaslMechanism;
 pub use native::tls::{Pem, TlsSettings};
-pub use producer::{Delivery, KafkaProducer, ProducerRecord, RecordMetadata};
+pub use producer::KafkaProducer;
+pub use record::{Delivery, ProducerRecord, RecordMetadata};
 pub use settings::{
     Acks, AutoOffsetReset, GroupProtocol, KafkaConsumerSettings, KafkaProducerSettings,
     RebalanceEvent, RebalanceListener, Security,

@@ -13,7 +13,7 @@ use rdkafka::producer::{BaseRecord, Producer, ProducerContext, ThreadedProducer}
 use tokio::sync::oneshot;
 
 use crate::error::{Error, Result};
-use crate::producer::{Delivery, ProducerRecord, RecordMetadata};
+use crate::record::{Delivery, ProducerRecord, RecordMetadata};
 use crate::settings::{KafkaProducerSettings, Security};
 use crate::Compression;
 use crate::Pem;

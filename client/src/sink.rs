@@ -1,7 +1,8 @@
 //! KafkaSink: records in, delivery confirmations out.
 
 use crate::error::Result;
-use crate::producer::{Delivery, KafkaProducer, ProducerRecord};
+use crate::producer::KafkaProducer;
+use crate::record::{Delivery, ProducerRecord};
 use crate::settings::KafkaProducerSettings;
 
 /// Writes records to Kafka. [`KafkaSink::send`] returns a [`Delivery`]

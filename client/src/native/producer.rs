@@ -33,7 +33,7 @@ use super::{bootstrap_addrs, connect, fetch_metadata, Cluster};
 use crate::batch::{BatchBuilder, ProducerIds};
 use crate::error::{Error, Result};
 use crate::partitioner::{partition_for_key, Sticky};
-use crate::producer::{ProducerRecord, RecordMetadata};
+use crate::record::{ProducerRecord, RecordMetadata};
 use crate::settings::KafkaProducerSettings;
 
 /// Produce versions used (v13 names topics by id).
