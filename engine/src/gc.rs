@@ -29,22 +29,11 @@ use futures::FutureExt;
 use rutomq_meta::Meta;
 use rutomq_storage::Storage;
 
+use crate::limits::{
+    GC_DELETE_CHUNK_OBJECTS, GC_DELETE_CHUNK_PACE_MAX, GC_DELETE_SPREAD_FRACTION,
+    GC_OBJECTS_PER_ROUND_MAX, GC_STEP_REPEATS_MAX, RETIRED_SPANS_PER_TX_MAX,
+};
 use crate::topics::{config_i64, RETENTION_BYTES, RETENTION_MS};
-
-/// Objects handled per step at most (each kind); a step that hits it runs
-/// again in the same round.
-pub const GC_OBJECTS_PER_ROUND_MAX: usize = 10_000;
-/// Spans dropped per PostgreSQL transaction at most.
-pub const RETIRED_SPANS_PER_TX_MAX: i64 = 20_000;
-/// Objects deleted together; chunks are paced so that one round's
-/// deletions spread over `DELETE_SPREAD` of the round interval.
-pub const DELETE_CHUNK: usize = 32;
-pub const DELETE_SPREAD: f64 = 0.8;
-/// The longest pause between chunks (at least 320 objects/s).
-pub const DELETE_CHUNK_PACE_MAX: Duration = Duration::from_millis(100);
-/// Repeats of a step in one round at most (so a huge backlog cannot keep a
-/// round from ever ending; the next round goes on with it).
-pub const GC_STEP_REPEATS_MAX: usize = 100;
 
 #[derive(Clone, Copy, Debug)]
 pub struct GcConfig {
@@ -190,15 +179,16 @@ pub async fn round(
         // Spread over most of the interval: a burst of deletions (each
         // freeing blocks the writers' allocations wait on) stalled object
         // writes for most of a second. A backlog (a full step) goes
-        // unpaced, and so does any pace slower than DELETE_CHUNK_PACE_MAX,
+        // unpaced, and so does any pace slower than GC_DELETE_CHUNK_PACE_MAX,
         // so deletion keeps up with any ingest rate.
         let pace = if n == GC_OBJECTS_PER_ROUND_MAX {
             Duration::ZERO
         } else {
-            (cfg.interval.mul_f64(DELETE_SPREAD) / n.div_ceil(DELETE_CHUNK) as u32)
-                .min(DELETE_CHUNK_PACE_MAX)
+            (cfg.interval.mul_f64(GC_DELETE_SPREAD_FRACTION)
+                / n.div_ceil(GC_DELETE_CHUNK_OBJECTS) as u32)
+                .min(GC_DELETE_CHUNK_PACE_MAX)
         };
-        for chunk in due.chunks(DELETE_CHUNK) {
+        for chunk in due.chunks(GC_DELETE_CHUNK_OBJECTS) {
             let started = tokio::time::Instant::now();
             let (deleted, failed) = storage.delete_many(chunk.to_vec()).await;
             // Rows go only for objects known deleted (a failure leaves the

@@ -4,10 +4,8 @@
 //! `std::time::Duration` carries its unit in its type. Relations between
 //! them are checked at compile time at the bottom.
 //!
-//! Limits that belong to one protocol concept stay beside it and are named
-//! here only when another limit depends on them: topic names and partition
-//! counts (`topics`), record batches (`records`), the group coordinator
-//! (`groups`), object collection (`gc`).
+//! The coordinators' own bounds (group calls, loaded groups, writes queued)
+//! are in `coordinator`/`groups`, beside the loop they bound.
 
 use std::time::Duration;
 
@@ -79,6 +77,32 @@ pub const FETCH_SPANS_READ_MAX: i64 = 64;
 pub const READ_AHEAD_SPANS_MAX: usize = 8;
 pub const READ_AHEAD_FETCHES_MAX: usize = 4;
 
+// ---- topics and records ------------------------------------------------
+
+/// Kafka's limit on topic name length.
+pub const TOPIC_NAME_BYTES_MAX: usize = 249;
+/// Partitions per topic at most.
+pub const PARTITIONS_MAX: i32 = 10_000;
+/// Decompressed records of one batch may not exceed this (bomb guard).
+pub const DECOMPRESSED_BATCH_BYTES_MAX: u64 = 64 << 20;
+
+// ---- object collection (gc) ----------------------------------------------
+
+/// Objects handled per step at most (each kind); a step that hits it runs
+/// again in the same round.
+pub const GC_OBJECTS_PER_ROUND_MAX: usize = 10_000;
+/// Spans dropped per PostgreSQL transaction at most.
+pub const RETIRED_SPANS_PER_TX_MAX: i64 = 20_000;
+/// Objects deleted together; chunks are paced so that one round's
+/// deletions spread over `GC_DELETE_SPREAD_FRACTION` of the round interval.
+pub const GC_DELETE_CHUNK_OBJECTS: usize = 32;
+pub const GC_DELETE_SPREAD_FRACTION: f64 = 0.8;
+/// The longest pause between chunks (at least 320 objects/s).
+pub const GC_DELETE_CHUNK_PACE_MAX: Duration = Duration::from_millis(100);
+/// Repeats of a step in one round at most (so a huge backlog cannot keep a
+/// round from ever ending; the next round goes on with it).
+pub const GC_STEP_REPEATS_MAX: usize = 100;
+
 // ---- http --------------------------------------------------------------------
 
 /// Largest HTTP request head read on the health/metrics endpoint.
@@ -92,3 +116,8 @@ const _: () = assert!(FETCH_SPANS_READ_MAX as usize <= SPANS_CACHED_PER_PARTITIO
 const _: () = assert!(READ_AHEAD_SPANS_MAX < FETCH_SPANS_READ_MAX as usize);
 // One largest response fits the shard's fetch budget.
 const _: () = assert!(FETCH_RESPONSE_BYTES_MAX <= FETCH_BYTES_INFLIGHT_MAX);
+// A round deletes its objects in whole chunks.
+const _: () = assert!(GC_DELETE_CHUNK_OBJECTS <= GC_OBJECTS_PER_ROUND_MAX);
+// Deletions spread over part of a round, never past its end.
+const _: () = assert!(GC_DELETE_SPREAD_FRACTION > 0.0);
+const _: () = assert!(GC_DELETE_SPREAD_FRACTION <= 1.0);

@@ -16,10 +16,9 @@ use std::io::Read;
 use bytes::Bytes;
 
 use crate::error::ErrorCode;
+use crate::limits::DECOMPRESSED_BATCH_BYTES_MAX;
 
 pub const BATCH_HEADER_BYTES: usize = 61;
-/// Decompressed records of one batch may not exceed this (bomb guard).
-pub const DECOMPRESSED_BATCH_BYTES_MAX: u64 = 64 << 20;
 
 const ATTR_COMPRESSION_MASK: i16 = 0x07;
 const ATTR_TRANSACTIONAL: i16 = 0x10;

@@ -3,12 +3,8 @@
 use rutomq_meta::{CreateTopicError, TopicRecord};
 
 use crate::error::ErrorCode;
+use crate::limits::TOPIC_NAME_BYTES_MAX;
 use crate::shard::Shard;
-
-/// Kafka's limit on topic name length.
-pub const TOPIC_NAME_BYTES_MAX: usize = 249;
-/// Partitions per topic at most.
-pub const PARTITIONS_MAX: i32 = 10_000;
 
 /// Kafka's default `max.message.bytes` (the default in [`TOPIC_CONFIGS`]).
 pub const MAX_MESSAGE_BYTES_DEFAULT: usize = 1_048_588;

@@ -46,6 +46,10 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const SESSION_OPTIONS: &str = "-c statement_timeout=60000 -c lock_timeout=30000";
 /// Spans returned by one fetch lookup at most.
 pub const FETCH_SPANS_MAX: i64 = 256;
+/// Notifications received but not yet handed to the listener callback;
+/// past it the LISTEN connection is not read, and PostgreSQL holds the
+/// rest in its notification queue.
+pub const NOTICES_QUEUED_MAX: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetaError {
@@ -918,7 +922,7 @@ async fn run_listener(url: String, on_notice: Arc<NoticeListener>) {
 async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), MetaError> {
     let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
     type Received = Result<(Notice, String), tokio_postgres::Error>;
-    let (ntx, mut nrx) = mpsc::unbounded_channel::<Received>();
+    let (ntx, mut nrx) = mpsc::channel::<Received>(NOTICES_QUEUED_MAX);
     let pump = tokio::spawn(async move {
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(m) = messages.next().await {
@@ -928,13 +932,13 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
                         "rutomq_log_starts" => Notice::LogStarts,
                         _ => Notice::Watermarks,
                     };
-                    if ntx.send(Ok((kind, n.payload().to_owned()))).is_err() {
+                    if ntx.send(Ok((kind, n.payload().to_owned()))).await.is_err() {
                         return;
                     }
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    let _ = ntx.send(Err(e));
+                    let _ = ntx.send(Err(e)).await;
                     return;
                 }
             }

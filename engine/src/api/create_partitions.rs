@@ -6,7 +6,7 @@ use kafka_protocol::messages::{ApiKey, CreatePartitionsRequest, CreatePartitions
 use super::{Api, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
-use crate::topics::PARTITIONS_MAX;
+use crate::limits::PARTITIONS_MAX;
 
 /// CreatePartitions, versions 0–3.
 pub const API: Api<CreatePartitionsRequest> = Api::new(ApiKey::CreatePartitions, 0, 3);

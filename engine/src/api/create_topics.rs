@@ -9,7 +9,8 @@ use rutomq_meta::CreateTopicError;
 use super::{Api, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
-use crate::topics::{self, PARTITIONS_MAX};
+use crate::limits::PARTITIONS_MAX;
+use crate::topics;
 
 /// CreateTopics, versions 2–7.
 pub const API: Api<CreateTopicsRequest> = Api::new(ApiKey::CreateTopics, 2, 7);
