@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use rutomq_meta::{Meta, Notice};
-use rutomq_storage::{S3Options, Storage};
+use rutomq_storage::{S3Options, Storage, StorageThread};
 
 use crate::agent::{Agent, AgentConfig};
 use crate::config::ServeArgs;
@@ -80,28 +80,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     )
     .context("cannot reach PostgreSQL")?;
 
-    let (store, prefix) = rutomq_storage::open_store(
-        &object_store_url,
-        &S3Options {
-            endpoint: args.s3_endpoint.clone(),
-            region: args.s3_region.clone(),
-            access_key_id: args.s3_access_key_id.clone(),
-            secret_access_key: args.s3_secret_access_key.clone(),
-            allow_http: args.s3_allow_http,
-        },
-    )?;
-    let store = if args.inject_object_latency_ms > 0 || args.inject_object_jitter_ms > 0 {
-        let latency = rutomq_storage::InjectedLatency {
-            base: Duration::from_millis(args.inject_object_latency_ms),
-            jitter: Duration::from_millis(args.inject_object_jitter_ms),
-        };
-        tracing::warn!(?latency, "injecting object-store latency (benchmarking)");
-        rutomq_storage::with_injected_latency(store, latency)
-    } else {
-        store
-    };
-    let (storage, storage_thread) =
-        Storage::start(store, prefix, args.tail_cache_bytes, args.read_cache_bytes)?;
+    let (storage, storage_thread) = start_storage(&args, &object_store_url)?;
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -209,28 +188,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         .with_context(|| format!("cannot listen on {} (http)", args.http))?;
     tracing::info!(http = %http, "serving health and metrics");
 
-    // Heartbeat until SIGTERM/SIGINT.
-    rt.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        let mut tick = tokio::time::interval(AGENT_LEASE / 3);
-        loop {
-            tokio::select! {
-                _ = term.recv() => break,
-                _ = tokio::signal::ctrl_c() => break,
-                _ = tick.tick() => {
-                    match meta.renew_agent(agent_id, AGENT_LEASE).await {
-                        Ok(true) => {}
-                        Ok(false) => tracing::warn!("agent lease row is gone; clients may not see this agent"),
-                        Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
-                    }
-                    if let Ok(list) = meta.live_agents().await {
-                        *agent.cluster.write().expect("cluster lock") = list;
-                    }
-                }
-            }
-        }
-        Ok::<_, std::io::Error>(())
-    })?;
+    heartbeat_until_signal(&rt, &agent)?;
 
     tracing::info!("stopping: no new connections; finishing in-flight produce");
     agent.stopping.store(true, Ordering::Relaxed);
@@ -256,6 +214,58 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     drop(meta_join);
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The storage thread over the object store the URL names, with injected
+/// latency when asked for (benchmarks).
+fn start_storage(args: &ServeArgs, url: &str) -> Result<(Storage, StorageThread)> {
+    let (store, prefix) = rutomq_storage::open_store(
+        url,
+        &S3Options {
+            endpoint: args.s3_endpoint.clone(),
+            region: args.s3_region.clone(),
+            access_key_id: args.s3_access_key_id.clone(),
+            secret_access_key: args.s3_secret_access_key.clone(),
+            allow_http: args.s3_allow_http,
+        },
+    )?;
+    let store = if args.inject_object_latency_ms > 0 || args.inject_object_jitter_ms > 0 {
+        let latency = rutomq_storage::InjectedLatency {
+            base: Duration::from_millis(args.inject_object_latency_ms),
+            jitter: Duration::from_millis(args.inject_object_jitter_ms),
+        };
+        tracing::warn!(?latency, "injecting object-store latency (benchmarking)");
+        rutomq_storage::with_injected_latency(store, latency)
+    } else {
+        store
+    };
+    let started = Storage::start(store, prefix, args.tail_cache_bytes, args.read_cache_bytes)?;
+    Ok(started)
+}
+
+/// Renews the agent's lease and refreshes its view of the live agents
+/// until SIGTERM or SIGINT.
+fn heartbeat_until_signal(rt: &tokio::runtime::Runtime, agent: &Agent) -> std::io::Result<()> {
+    rt.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        let mut tick = tokio::time::interval(AGENT_LEASE / 3);
+        loop {
+            tokio::select! {
+                _ = term.recv() => return Ok(()),
+                _ = tokio::signal::ctrl_c() => return Ok(()),
+                _ = tick.tick() => {
+                    match agent.meta.renew_agent(agent.agent_id, AGENT_LEASE).await {
+                        Ok(true) => {}
+                        Ok(false) => tracing::warn!("agent lease row is gone; clients may not see this agent"),
+                        Err(e) => tracing::warn!(error = %e, "lease renewal failed"),
+                    }
+                    if let Ok(list) = agent.meta.live_agents().await {
+                        *agent.cluster.write().expect("cluster lock") = list;
+                    }
+                }
+            }
+        }
+    })
 }
 
 fn refresh_cluster(rt: &tokio::runtime::Runtime, agent: &Agent) {
