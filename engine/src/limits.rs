@@ -121,3 +121,5 @@ const _: () = assert!(GC_DELETE_CHUNK_OBJECTS <= GC_OBJECTS_PER_ROUND_MAX);
 // Deletions spread over part of a round, never past its end.
 const _: () = assert!(GC_DELETE_SPREAD_FRACTION > 0.0);
 const _: () = assert!(GC_DELETE_SPREAD_FRACTION <= 1.0);
+// A partition read asks PostgreSQL for no more spans than it returns.
+const _: () = assert!(FETCH_SPANS_READ_MAX <= rutomq_meta::FETCH_SPANS_MAX);

@@ -11,6 +11,7 @@ use std::fmt::Write;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
+use crate::limits::SPAN_BYTES_MAX;
 use crate::producer::{last_seq, BatchSeq, ProducerState, SeqCheck};
 use crate::{sql, MetaError};
 
@@ -114,9 +115,6 @@ pub struct Plan {
     pub advanced: HashMap<(Uuid, i32), (i64, i64, i64)>,
     pub producer_updates: HashMap<(i64, Uuid, i32), ProducerState>,
 }
-
-/// Largest span the planner builds; keeps `byte_len` in an `int` column.
-const SPAN_BYTES_MAX: u64 = 1 << 30;
 
 /// Assigns offsets in object order, then append order, then batch order.
 /// `partitions` holds the locked (next offset, log start) of every partition

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
+use crate::limits::ORPHANED_GROUPS_MAX;
 use crate::{sql, Meta, MetaError};
 
 /// A group as stored: the generation its coordinator last completed (or
@@ -71,9 +72,6 @@ pub struct GroupListing {
     pub protocol_type: String,
     pub state: String,
 }
-
-/// Groups returned by one orphan lookup at most.
-pub const ORPHANED_GROUPS_MAX: i64 = 10_000;
 
 impl Meta {
     /// Takes over `group_id` for `agent_id`: bumps its coordinator epoch and

@@ -12,8 +12,11 @@
 
 pub mod commit;
 pub mod groups;
+pub mod limits;
 pub mod producer;
 mod sql;
+
+pub use limits::*;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,24 +35,10 @@ pub use commit::{
     BatchOutcome, BatchRef, CommitResult, ObjectCommit, PartitionAppend, ProducerFields,
 };
 
-/// Commits queued but not yet started; submitters wait when it is full.
-pub const COMMIT_QUEUE_MAX: usize = 1024;
-/// Windows merged into one transaction at most.
-pub const GROUP_COMMIT_WINDOWS_MAX: usize = 64;
-/// Other queries queued at most.
-pub const QUERY_QUEUE_MAX: usize = 4096;
-/// Connecting to PostgreSQL gives up after this.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Session settings of every connection: no statement or lock wait is
 /// unbounded (a commit blocked on another agent's dead transaction fails
 /// and is retried by its client instead of stalling the agent).
 pub const SESSION_OPTIONS: &str = "-c statement_timeout=60000 -c lock_timeout=30000";
-/// Spans returned by one fetch lookup at most.
-pub const FETCH_SPANS_MAX: i64 = 256;
-/// Notifications received but not yet handed to the listener callback;
-/// past it the LISTEN connection is not read, and PostgreSQL holds the
-/// rest in its notification queue.
-pub const NOTICES_QUEUED_MAX: usize = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum MetaError {

@@ -3,9 +3,7 @@
 //! The state remembers the last [`HISTORY_BATCHES_MAX`] batches so that a
 //! retried batch is answered with the offsets it got the first time.
 
-/// How many batches per producer and partition are remembered for dedup
-/// (Kafka's `max.in.flight.requests.per.connection` bound for idempotence).
-pub const HISTORY_BATCHES_MAX: usize = 5;
+use crate::limits::HISTORY_BATCHES_MAX;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchSeq {

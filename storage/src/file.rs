@@ -31,6 +31,7 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use crate::limits::{CREATE_ATTEMPTS_MAX, WRITE_BUFFERS_MAX, WRITE_BUFFER_BYTES};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt};
@@ -46,16 +47,6 @@ use object_store::{
 /// multiples of this (the largest logical block size in use; 512-byte
 /// devices accept it too).
 pub const DIRECT_ALIGN: usize = 4096;
-/// An object is written in pieces of at most this many bytes, through one
-/// aligned buffer.
-pub const WRITE_BUFFER_BYTES: usize = 4 << 20;
-/// Aligned write buffers, made on first need and kept; an upload waits for a
-/// free one. So the data writes in progress at once, and their memory, are
-/// bounded (8 × 4 MiB) whatever the uploads in flight: when the disk stalls,
-/// uploads queue here instead of each faulting in a fresh buffer (64 uploads
-/// in flight once took 250 MiB of RSS for a second). Syncs are not bounded
-/// by it: a buffer goes back as soon as its data is written.
-pub const WRITE_BUFFERS_MAX: usize = 8;
 
 #[derive(Debug)]
 pub struct FileStore {
@@ -309,10 +300,6 @@ fn write_buffered(mut file: &File, payload: &PutPayload) -> io::Result<()> {
     }
     Ok(())
 }
-
-/// Tries to create a file this many times more when its directory is
-/// missing.
-const CREATE_ATTEMPTS_MAX: u32 = 3;
 
 /// After a delete: removes the object's time-bucket directory if it is
 /// empty and at least two buckets old (no writer creates files there any

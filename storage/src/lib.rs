@@ -9,6 +9,7 @@
 mod cache;
 mod file;
 mod latency;
+pub mod limits;
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -24,6 +25,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 pub use cache::TailCache;
 pub use file::FileStore;
 pub use latency::{with_injected_latency, InjectedLatency, LatencyStore};
+pub use limits::*;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StorageError {
@@ -64,12 +66,6 @@ pub struct S3Options {
     pub allow_http: bool,
 }
 
-/// Objects up to this size are read whole on a miss and kept in the read
-/// cache: the partitions of a window share one object, so their consumers
-/// then cost one GET per object instead of one per span.
-pub const WHOLE_OBJECT_READ_BYTES_MAX: u64 = 16 << 20;
-/// Whole-object reads in flight at once; past it, misses use ranged GETs.
-pub const WHOLE_OBJECT_READS_INFLIGHT_MAX: usize = 32;
 /// Read-ahead may fill at most 1/N of the read cache: objects read ahead
 /// and not read from yet, plus read-ahead in flight. Without the bound,
 /// read-ahead of large spans evicted objects that consumers had not reached
@@ -84,9 +80,6 @@ type ObjectRead = Shared<BoxFuture<'static, Result<Bytes, Arc<object_store::Erro
 /// time (unlinks in the directory that new files are created and synced
 /// in stalled the writers).
 pub const OBJECT_DIR_SPAN_MS: u128 = 10_000;
-
-/// Object deletions in flight at once (retention and orphan collection).
-pub const DELETES_CONCURRENT: usize = 2;
 
 #[derive(Default, Debug)]
 pub struct StorageStats {
@@ -527,7 +520,7 @@ impl Storage {
         }
     }
 
-    /// Deletes many objects, `DELETES_CONCURRENT` at a time. Returns the
+    /// Deletes many objects, `DELETES_INFLIGHT_MAX` at a time. Returns the
     /// keys known deleted (objects already gone count) and the first
     /// failure; keys not returned are left for a later attempt.
     pub async fn delete_many(&self, keys: Vec<String>) -> (Vec<String>, Option<StorageError>) {
@@ -555,7 +548,7 @@ impl Storage {
                             (key, r)
                         }
                     })
-                    .buffer_unordered(DELETES_CONCURRENT);
+                    .buffer_unordered(DELETES_INFLIGHT_MAX);
                 let mut deleted = Vec::new();
                 let mut failed = None;
                 while let Some((key, r)) = results.next().await {

@@ -1,0 +1,27 @@
+//! Every bound of the metadata crate: queues towards the metadata thread,
+//! what one query may return, what one commit may hold. Re-exported at the
+//! crate root.
+
+use std::time::Duration;
+
+/// Commits queued but not yet started; submitters wait when it is full.
+pub const COMMIT_QUEUE_MAX: usize = 1024;
+/// Windows merged into one transaction at most.
+pub const GROUP_COMMIT_WINDOWS_MAX: usize = 64;
+/// Other queries queued at most.
+pub const QUERY_QUEUE_MAX: usize = 4096;
+/// Connecting to PostgreSQL gives up after this.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Spans returned by one fetch lookup at most.
+pub const FETCH_SPANS_MAX: i64 = 256;
+/// Notifications received but not yet handed to the listener callback;
+/// past it the LISTEN connection is not read, and PostgreSQL holds the
+/// rest in its notification queue.
+pub const NOTICES_QUEUED_MAX: usize = 4096;
+/// Largest span the planner builds; keeps `byte_len` in an `int` column.
+pub const SPAN_BYTES_MAX: u64 = 1 << 30;
+/// Groups returned by one orphan lookup at most.
+pub const ORPHANED_GROUPS_MAX: i64 = 10_000;
+/// How many batches per producer and partition are remembered for dedup
+/// (Kafka's `max.in.flight.requests.per.connection` bound for idempotence).
+pub const HISTORY_BATCHES_MAX: usize = 5;

@@ -1,0 +1,24 @@
+//! Every bound of the storage crate: reads, deletes and write buffers in
+//! flight. Re-exported at the crate root.
+
+/// Objects up to this size are read whole on a miss and kept in the read
+/// cache: the partitions of a window share one object, so their consumers
+/// then cost one GET per object instead of one per span.
+pub const WHOLE_OBJECT_READ_BYTES_MAX: u64 = 16 << 20;
+/// Whole-object reads in flight at once; past it, misses use ranged GETs.
+pub const WHOLE_OBJECT_READS_INFLIGHT_MAX: usize = 32;
+/// Object deletions in flight at once (retention and orphan collection).
+pub const DELETES_INFLIGHT_MAX: usize = 2;
+/// An object is written in pieces of at most this many bytes, through one
+/// aligned buffer.
+pub const WRITE_BUFFER_BYTES: usize = 4 << 20;
+/// Aligned write buffers, made on first need and kept; an upload waits for a
+/// free one. So the data writes in progress at once, and their memory, are
+/// bounded (8 × 4 MiB) whatever the uploads in flight: when the disk stalls,
+/// uploads queue here instead of each faulting in a fresh buffer (64 uploads
+/// in flight once took 250 MiB of RSS for a second). Syncs are not bounded
+/// by it: a buffer goes back as soon as its data is written.
+pub const WRITE_BUFFERS_MAX: usize = 8;
+/// Tries to create a file this many times more when its directory is
+/// missing.
+pub const CREATE_ATTEMPTS_MAX: u32 = 3;
