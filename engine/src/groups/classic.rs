@@ -12,8 +12,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use futures::channel::oneshot;
-use rutomq_meta::groups::{StoredGroup, StoredMember};
+use rutomq_meta::groups::StoredGroup;
 
+use super::stored::{GroupType, Member as StoredMember, Stored};
 use super::{
     GroupsConfig, JoinArgs, JoinResult, JoinedMember, LeaveMember, MemberDescription, SyncArgs,
     SyncResult,
@@ -167,15 +168,15 @@ impl ClassicGroup {
     /// A group as it was stored; every member's session starts now, so a
     /// member that died with the previous coordinator expires here.
     pub fn load(stored: StoredGroup, cfg: GroupsConfig, now: Instant) -> ClassicGroup {
+        let stored = Stored::from(stored);
         let mut g = ClassicGroup::new(stored.group_id, cfg);
         g.generation = stored.generation;
-        g.protocol_type = Some(stored.protocol_type).filter(|p| !p.is_empty());
+        g.protocol_type = stored.protocol_type;
         g.protocol_name = stored.protocol_name.clone();
         g.leader = stored.leader_id;
         g.state_since_ms = stored.state_since_ms;
         let protocol = stored.protocol_name.unwrap_or_default();
         for m in stored.members {
-            let session_timeout = Duration::from_millis(m.session_timeout_ms.max(0) as u64);
             if let Some(i) = &m.instance_id {
                 g.statics.insert(i.clone(), m.member_id.clone());
             }
@@ -186,13 +187,13 @@ impl ClassicGroup {
                     instance_id: m.instance_id,
                     client_id: m.client_id,
                     client_host: m.client_host,
-                    session_timeout,
-                    rebalance_timeout: Duration::from_millis(m.rebalance_timeout_ms.max(0) as u64),
+                    session_timeout: m.session_timeout,
+                    rebalance_timeout: m.rebalance_timeout,
                     protocols: vec![(protocol.clone(), Bytes::from(m.subscription))],
                     assignment: Bytes::from(m.assignment),
                     join: None,
                     sync: None,
-                    session_deadline: now + session_timeout,
+                    session_deadline: now + m.session_timeout,
                 },
             );
         }
@@ -204,23 +205,18 @@ impl ClassicGroup {
         g
     }
 
-    /// The group as stored now, in `state` ("Empty" or "Stable"), with
-    /// `assignments` where given (the members' current ones otherwise).
+    /// The group as stored now ("Empty" or "Stable"), with `assignments`
+    /// where given (the members' current ones otherwise).
     pub fn snapshot(&self, assignments: Option<&HashMap<String, Bytes>>) -> StoredGroup {
         let protocol = self.protocol_name.clone().unwrap_or_default();
-        StoredGroup {
+        Stored {
+            group_type: GroupType::Classic,
             group_id: self.group_id.clone(),
-            group_type: "classic".into(),
-            protocol_type: self.protocol_type.clone().unwrap_or_default(),
+            protocol_type: self.protocol_type.clone(),
             protocol_name: self.protocol_name.clone(),
             generation: self.generation,
             assignment_epoch: 0,
             leader_id: self.leader.clone(),
-            state: if self.members.is_empty() {
-                "Empty".into()
-            } else {
-                "Stable".into()
-            },
             state_since_ms: self.state_since_ms,
             members: self
                 .members
@@ -230,8 +226,8 @@ impl ClassicGroup {
                     instance_id: m.instance_id.clone(),
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
-                    session_timeout_ms: m.session_timeout.as_millis() as i32,
-                    rebalance_timeout_ms: m.rebalance_timeout.as_millis() as i32,
+                    session_timeout: m.session_timeout,
+                    rebalance_timeout: m.rebalance_timeout,
                     subscription: m.metadata(&protocol).to_vec(),
                     assignment: assignments
                         .and_then(|a| a.get(&m.member_id))
@@ -240,6 +236,7 @@ impl ClassicGroup {
                 })
                 .collect(),
         }
+        .into()
     }
 
     /// Stores the group as it is (after it became Empty, or a static

@@ -15,10 +15,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant, SystemTime};
 
-use bytes::{Buf, BufMut, BytesMut};
-use rutomq_meta::groups::{StoredGroup, StoredMember};
+use rutomq_meta::groups::StoredGroup;
 use uuid::Uuid;
 
+use super::stored::{
+    decode_assignment, decode_subscription, encode_assignment, encode_subscription, GroupType,
+    Member as StoredMember, Stored,
+};
 use super::GroupsConfig;
 use crate::error::ErrorCode;
 
@@ -699,19 +702,14 @@ impl ConsumerGroup {
     // ---- storage -------------------------------------------------------------
 
     pub fn snapshot(&self) -> StoredGroup {
-        StoredGroup {
+        Stored {
+            group_type: GroupType::Consumer,
             group_id: self.group_id.clone(),
-            group_type: "consumer".into(),
-            protocol_type: "consumer".into(),
+            protocol_type: Some("consumer".into()),
             protocol_name: Some(self.assignor.clone()),
             generation: self.group_epoch,
             assignment_epoch: self.assignment_epoch,
             leader_id: None,
-            state: if self.members.is_empty() {
-                "Empty".into()
-            } else {
-                "Stable".into()
-            },
             state_since_ms: self.state_since_ms,
             members: self
                 .members
@@ -721,8 +719,8 @@ impl ConsumerGroup {
                     instance_id: m.instance_id.clone(),
                     client_id: m.client_id.clone(),
                     client_host: m.client_host.clone(),
-                    session_timeout_ms: self.cfg.consumer_session_timeout.as_millis() as i32,
-                    rebalance_timeout_ms: m.rebalance_timeout.as_millis() as i32,
+                    session_timeout: self.cfg.consumer_session_timeout,
+                    rebalance_timeout: m.rebalance_timeout,
                     subscription: encode_subscription(m),
                     assignment: encode_assignment(
                         m,
@@ -731,9 +729,11 @@ impl ConsumerGroup {
                 })
                 .collect(),
         }
+        .into()
     }
 
     pub fn load(stored: StoredGroup, cfg: GroupsConfig, now: Instant) -> ConsumerGroup {
+        let stored = Stored::from(stored);
         let mut g = ConsumerGroup::new(stored.group_id, cfg);
         g.group_epoch = stored.generation;
         g.assignment_epoch = stored.assignment_epoch;
@@ -754,7 +754,7 @@ impl ConsumerGroup {
                 g.statics.insert(i.clone(), s.member_id.clone());
             }
             g.target.insert(s.member_id.clone(), target);
-            let rebalance_timeout = Duration::from_millis(s.rebalance_timeout_ms.max(0) as u64);
+            let rebalance_timeout = s.rebalance_timeout;
             g.members.insert(
                 s.member_id.clone(),
                 Member {
@@ -913,120 +913,6 @@ fn uniform_assign(
             .insert(p);
     }
     out
-}
-
-// Member state is stored in the groups row's byte arrays, version 1.
-
-fn put_str(b: &mut BytesMut, s: &str) {
-    b.put_u32(s.len() as u32);
-    b.put_slice(s.as_bytes());
-}
-
-fn get_str(b: &mut &[u8]) -> Option<String> {
-    if b.remaining() < 4 {
-        return None;
-    }
-    let n = b.get_u32() as usize;
-    if b.remaining() < n {
-        return None;
-    }
-    let s = String::from_utf8(b[..n].to_vec()).ok()?;
-    b.advance(n);
-    Some(s)
-}
-
-fn encode_subscription(m: &Member) -> Vec<u8> {
-    let mut b = BytesMut::new();
-    b.put_u8(1);
-    b.put_u32(m.subscribed.len() as u32);
-    for t in &m.subscribed {
-        put_str(&mut b, t);
-    }
-    put_str(&mut b, m.assignor.as_deref().unwrap_or(""));
-    put_str(&mut b, m.rack_id.as_deref().unwrap_or(""));
-    put_str(&mut b, m.regex.as_ref().map_or("", |r| r.0.as_str()));
-    b.to_vec()
-}
-
-/// (topic names, assignor, rack, regex) of a stored member.
-type StoredSubscription = (Vec<String>, Option<String>, Option<String>, String);
-
-fn decode_subscription(mut b: &[u8]) -> StoredSubscription {
-    let mut go = || -> Option<_> {
-        if b.remaining() < 5 || b.get_u8() != 1 {
-            return None;
-        }
-        let n = b.get_u32() as usize;
-        let mut topics = Vec::with_capacity(n.min(1024));
-        for _ in 0..n {
-            topics.push(get_str(&mut b)?);
-        }
-        let assignor = Some(get_str(&mut b)?).filter(|s| !s.is_empty());
-        let rack = Some(get_str(&mut b)?).filter(|s| !s.is_empty());
-        let regex = get_str(&mut b).unwrap_or_default();
-        Some((topics, assignor, rack, regex))
-    };
-    go().unwrap_or_default()
-}
-
-fn put_partitions(b: &mut BytesMut, p: &Partitions) {
-    b.put_u32(p.len() as u32);
-    for (t, ps) in p {
-        b.put_slice(t.as_bytes());
-        b.put_u32(ps.len() as u32);
-        for &x in ps {
-            b.put_i32(x);
-        }
-    }
-}
-
-fn get_partitions(b: &mut &[u8]) -> Option<Partitions> {
-    if b.remaining() < 4 {
-        return None;
-    }
-    let n = b.get_u32();
-    let mut out = Partitions::new();
-    for _ in 0..n {
-        if b.remaining() < 20 {
-            return None;
-        }
-        let t = Uuid::from_slice(&b[..16]).ok()?;
-        b.advance(16);
-        let k = b.get_u32() as usize;
-        if b.remaining() < k * 4 {
-            return None;
-        }
-        out.insert(t, (0..k).map(|_| b.get_i32()).collect());
-    }
-    Some(out)
-}
-
-fn encode_assignment(m: &Member, target: &Partitions) -> Vec<u8> {
-    let mut b = BytesMut::new();
-    b.put_u8(1);
-    b.put_i32(m.epoch);
-    b.put_i32(m.previous_epoch);
-    put_partitions(&mut b, &m.assigned);
-    put_partitions(&mut b, &m.revoking);
-    put_partitions(&mut b, target);
-    b.to_vec()
-}
-
-type StoredAssignment = (i32, i32, Partitions, Partitions, Partitions);
-
-fn decode_assignment(mut b: &[u8]) -> Option<StoredAssignment> {
-    if b.remaining() < 9 || b.get_u8() != 1 {
-        return None;
-    }
-    let epoch = b.get_i32();
-    let previous = b.get_i32();
-    Some((
-        epoch,
-        previous,
-        get_partitions(&mut b)?,
-        get_partitions(&mut b)?,
-        get_partitions(&mut b)?,
-    ))
 }
 
 /// The answer as the wire wants it: partitions by topic id.

@@ -23,6 +23,7 @@
 
 pub mod classic;
 pub mod consumer;
+mod stored;
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet, VecDeque};
@@ -40,6 +41,7 @@ use uuid::Uuid;
 use crate::error::ErrorCode;
 use classic::{AfterStore, ClassicGroup, Effects, State};
 use consumer::{ConsumerGroup, HeartbeatArgs, HeartbeatResult, TopicsView};
+use stored::GroupType;
 
 /// Calls queued to the coordinator thread at most; senders wait beyond.
 pub const GROUP_CALLS_QUEUE_MAX: usize = 4096;
@@ -1314,7 +1316,7 @@ impl Coordinator {
             Ok(Some((stored, epoch))) => {
                 self.stats.groups_loaded.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(group = %group_id, epoch, members = stored.members.len(), "group loaded");
-                if stored.group_type == "consumer" {
+                if GroupType::of(&stored) == GroupType::Consumer {
                     let c = ConsumerGroup::load(stored, self.cfg.clone(), now);
                     (
                         (
@@ -1674,10 +1676,10 @@ impl Coordinator {
 /// join the newer one's: at most one store waits per group, however many
 /// heartbeats change it.
 fn queue_store(l: &mut Loaded, stored: StoredGroup, after: AfterStore) {
-    if stored.group_type == "consumer" {
+    if GroupType::of(&stored) == GroupType::Consumer {
         for w in l.writes.iter_mut() {
             if let Write::Group(queued, afters) = w {
-                if queued.group_type == "consumer" {
+                if GroupType::of(queued) == GroupType::Consumer {
                     **queued = stored;
                     afters.push(after);
                     return;
