@@ -1,22 +1,18 @@
 //! Applying a call to a loaded group: the protocol switch of an empty
-//! group, then the classic or the KIP-848 group's answer; and
+//! group, the calls both kinds answer alike (DescribeGroups, DeleteGroups,
+//! OffsetDelete), then the classic or the KIP-848 group's own answer; and
 //! [`Coordinator::after`], which queues the writes a call decided.
 
-use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
-
-use bytes::Bytes;
 
 use super::calls::Call;
 use super::classic::{AfterStore, Effects, State};
 use super::consumer::{ConsumerGroup, HeartbeatResult};
 use super::coordinator::Coordinator;
+use super::state::split_deletable;
 use super::writes::{enqueue_offsets, queue_store, Write};
-use super::{
-    ConsumerDescription, GroupDescription, JoinResult, MemberDescription, SyncResult,
-    TOPICS_REFRESH,
-};
+use super::{ConsumerDescription, JoinResult, SyncResult, TOPICS_REFRESH};
 use crate::error::ErrorCode;
 
 impl Coordinator {
@@ -28,8 +24,10 @@ impl Coordinator {
             return;
         };
         l.last_used = now;
+        // The group exists: it was stored, or has members or writes. (A
+        // loaded consumer group always does: one never stored and left
+        // empty is dropped by `after`.)
         let known = l.epoch > 0 || !l.state.empty() || !l.writes.is_idle();
-        let mut fx = Effects::default();
         // A call of the other protocol: an empty group switches protocol
         // (Kafka converts empty groups), a group with members refuses it.
         let classic_call = matches!(
@@ -47,7 +45,7 @@ impl Coordinator {
                     }
                     other => other.fail(ErrorCode::UnknownMemberId),
                 }
-                return self.after(group_id, fx);
+                return self.after(group_id, Effects::default());
             }
             l.state.consumer = None;
         }
@@ -59,17 +57,67 @@ impl Coordinator {
                         format!("group {group_id} is a classic group with members"),
                     ));
                 }
-                return self.after(group_id, fx);
+                return self.after(group_id, Effects::default());
             }
             let mut c = ConsumerGroup::new(group_id.to_owned(), self.cfg.clone());
             c.group_epoch = l.state.group.generation;
             c.assignment_epoch = l.state.group.generation;
             l.state.consumer = Some(c);
         }
+        let call = match call {
+            Call::Describe { reply, .. } => {
+                let _ = reply.send(l.state.describe(known));
+                return self.after(group_id, Effects::default());
+            }
+            Call::Delete { reply, .. } => {
+                match l.state.deletable(known) {
+                    Err(e) => {
+                        let _ = reply.send(e);
+                    }
+                    Ok(()) if l.epoch == 0 && l.writes.is_idle() => {
+                        // Never stored: nothing to delete but the memory.
+                        l.state.group.kill(ErrorCode::GroupIdNotFound);
+                        let _ = reply.send(ErrorCode::None);
+                    }
+                    Ok(()) => l.writes.push(Write::Delete(reply)),
+                }
+                return self.after(group_id, Effects::default());
+            }
+            Call::DeleteOffsets {
+                partitions, reply, ..
+            } => {
+                match l.state.offsets_deletable(known, &self.topics) {
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                    Ok(subscribed) => {
+                        let (codes, deletable) = split_deletable(partitions, &subscribed);
+                        if l.state.consumer.is_none() && l.epoch == 0 {
+                            // A classic group never stored has no offsets
+                            // to delete.
+                            let _ = reply.send(Ok(codes));
+                        } else {
+                            l.writes.push(Write::DeleteOffsets(deletable, codes, reply));
+                        }
+                    }
+                }
+                return self.after(group_id, Effects::default());
+            }
+            other => other,
+        };
         if l.state.consumer.is_some() {
             self.apply_consumer(group_id, call, known, now);
-            return;
+        } else {
+            self.apply_classic(group_id, call, known, now);
         }
+    }
+
+    /// Applies a call to a classic group.
+    fn apply_classic(&mut self, group_id: &str, call: Call, known: bool, now: Instant) {
+        let Some(l) = self.slots.get_mut(group_id) else {
+            return call.fail(ErrorCode::CoordinatorNotAvailable);
+        };
+        let mut fx = Effects::default();
         let g = &mut l.state.group;
         match call {
             Call::Join(args, reply) => {
@@ -142,67 +190,6 @@ impl Coordinator {
                     }
                 }
             }
-            Call::Describe { reply, .. } => {
-                let d = if known {
-                    let (protocol, members) = g.describe();
-                    GroupDescription {
-                        error: ErrorCode::None,
-                        exists: true,
-                        state: g.state.name(),
-                        protocol_type: g.protocol_type.clone().unwrap_or_default(),
-                        protocol,
-                        members,
-                    }
-                } else {
-                    GroupDescription::error(ErrorCode::None)
-                };
-                let _ = reply.send(d);
-            }
-            Call::Delete { reply, .. } => {
-                if !known || g.state == State::Dead {
-                    let _ = reply.send(ErrorCode::GroupIdNotFound);
-                } else if !g.is_empty() || g.state != State::Empty {
-                    let _ = reply.send(ErrorCode::NonEmptyGroup);
-                } else if l.epoch == 0 && l.writes.is_idle() {
-                    // Never stored: nothing to delete but the memory.
-                    g.kill(ErrorCode::GroupIdNotFound);
-                    let _ = reply.send(ErrorCode::None);
-                } else {
-                    l.writes.push(Write::Delete(reply));
-                }
-            }
-            Call::DeleteOffsets {
-                partitions, reply, ..
-            } => {
-                if !known || g.state == State::Dead {
-                    let _ = reply.send(Err(ErrorCode::GroupIdNotFound));
-                } else if g.state != State::Empty && g.protocol_type.as_deref() != Some("consumer")
-                {
-                    let _ = reply.send(Err(ErrorCode::NonEmptyGroup));
-                } else {
-                    let subscribed = if g.state == State::Empty {
-                        HashSet::new()
-                    } else {
-                        g.subscribed_topics().unwrap_or_default()
-                    };
-                    let mut codes = Vec::with_capacity(partitions.len());
-                    let mut deletable = Vec::new();
-                    for (topic, id, p) in partitions {
-                        if subscribed.contains(&topic) {
-                            codes.push(ErrorCode::GroupSubscribedToTopic);
-                        } else {
-                            codes.push(ErrorCode::None);
-                            deletable.push((id, p));
-                        }
-                    }
-                    if l.epoch == 0 {
-                        // Never stored: it has no offsets to delete.
-                        let _ = reply.send(Ok(codes));
-                    } else {
-                        l.writes.push(Write::DeleteOffsets(deletable, codes, reply));
-                    }
-                }
-            }
             Call::ConsumerDescribe { reply, .. } => {
                 let _ = reply.send(ConsumerDescription::error(
                     ErrorCode::GroupIdNotFound,
@@ -218,6 +205,9 @@ impl Coordinator {
                 });
             }
             Call::ConsumerHeartbeat(..) => unreachable!("routed to apply_consumer"),
+            Call::Describe { .. } | Call::Delete { .. } | Call::DeleteOffsets { .. } => {
+                unreachable!("answered by apply")
+            }
             Call::Adopt { .. } => {}
         }
         self.after(group_id, fx);
@@ -297,50 +287,6 @@ impl Coordinator {
                     }
                     Ok(()) => enqueue_offsets(l, args.offsets, reply, &self.stats),
                 }
-            }
-            Call::Describe { reply, .. } => {
-                let _ = reply.send(GroupDescription {
-                    error: ErrorCode::None,
-                    exists: true,
-                    state: c.state(),
-                    protocol_type: "consumer".into(),
-                    protocol: c.assignor.clone(),
-                    members: c
-                        .members
-                        .values()
-                        .map(|m| MemberDescription {
-                            member_id: m.member_id.clone(),
-                            instance_id: m.instance_id.clone(),
-                            client_id: m.client_id.clone(),
-                            client_host: m.client_host.clone(),
-                            metadata: Bytes::new(),
-                            assignment: Bytes::new(),
-                        })
-                        .collect(),
-                });
-            }
-            Call::Delete { reply, .. } => {
-                if !c.is_empty() {
-                    let _ = reply.send(ErrorCode::NonEmptyGroup);
-                } else {
-                    l.writes.push(Write::Delete(reply));
-                }
-            }
-            Call::DeleteOffsets {
-                partitions, reply, ..
-            } => {
-                let subscribed = c.consumed_topics(&self.topics);
-                let mut codes = Vec::with_capacity(partitions.len());
-                let mut deletable = Vec::new();
-                for (topic, id, p) in partitions {
-                    if subscribed.contains(&topic) {
-                        codes.push(ErrorCode::GroupSubscribedToTopic);
-                    } else {
-                        codes.push(ErrorCode::None);
-                        deletable.push((id, p));
-                    }
-                }
-                l.writes.push(Write::DeleteOffsets(deletable, codes, reply));
             }
             Call::ValidateFetch {
                 member_id,
