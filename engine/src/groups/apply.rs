@@ -1,0 +1,336 @@
+//! Applying a call to a loaded group: the protocol switch of an empty
+//! group, the calls both kinds answer alike (DescribeGroups, DeleteGroups,
+//! OffsetDelete), then the classic or the KIP-848 group's own answer; and
+//! [`Coordinator::after`], which queues the writes a call decided.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::calls::Call;
+use super::classic::{AfterStore, Effects, State};
+use super::consumer::{ConsumerGroup, HeartbeatResult};
+use super::coordinator::Coordinator;
+use super::state::split_deletable;
+use super::writes::{enqueue_offsets, queue_store, Write};
+use super::{ConsumerDescription, JoinResult, SyncResult, TOPICS_REFRESH};
+use crate::error::ErrorCode;
+
+impl Coordinator {
+    /// Applies a call to a loaded group.
+    pub(super) fn apply(&mut self, group_id: &str, call: Call) {
+        let now = Instant::now();
+        let Some(l) = self.slots.get_mut(group_id) else {
+            call.fail(ErrorCode::CoordinatorNotAvailable);
+            return;
+        };
+        l.last_used = now;
+        // The group exists: it was stored, or has members or writes. (A
+        // loaded consumer group always does: one never stored and left
+        // empty is dropped by `after`.)
+        let known = l.epoch > 0 || !l.state.empty() || !l.writes.is_idle();
+        // A call of the other protocol: an empty group switches protocol
+        // (Kafka converts empty groups), a group with members refuses it.
+        let classic_call = matches!(
+            call,
+            Call::Join(..) | Call::Sync(..) | Call::Heartbeat { .. } | Call::Leave { .. }
+        );
+        if classic_call && l.state.consumer.is_some() {
+            if !l.state.empty() || !matches!(call, Call::Join(..)) {
+                match call {
+                    Call::Join(a, r) => {
+                        let _ = r.send(JoinResult::error(
+                            ErrorCode::InconsistentGroupProtocol,
+                            &a.member_id,
+                        ));
+                    }
+                    other => other.fail(ErrorCode::UnknownMemberId),
+                }
+                return self.after(group_id, Effects::default());
+            }
+            l.state.consumer = None;
+        }
+        if matches!(call, Call::ConsumerHeartbeat(..)) && l.state.consumer.is_none() {
+            if !l.state.group.idle() {
+                if let Call::ConsumerHeartbeat(_, _, r) = call {
+                    let _ = r.send(HeartbeatResult::error(
+                        ErrorCode::GroupIdNotFound,
+                        format!("group {group_id} is a classic group with members"),
+                    ));
+                }
+                return self.after(group_id, Effects::default());
+            }
+            let mut c = ConsumerGroup::new(group_id.to_owned(), self.cfg.clone());
+            c.group_epoch = l.state.group.generation;
+            c.assignment_epoch = l.state.group.generation;
+            l.state.consumer = Some(c);
+        }
+        let call = match call {
+            Call::Describe { reply, .. } => {
+                let _ = reply.send(l.state.describe(known));
+                return self.after(group_id, Effects::default());
+            }
+            Call::Delete { reply, .. } => {
+                match l.state.deletable(known) {
+                    Err(e) => {
+                        let _ = reply.send(e);
+                    }
+                    Ok(()) if l.epoch == 0 && l.writes.is_idle() => {
+                        // Never stored: nothing to delete but the memory.
+                        l.state.group.kill(ErrorCode::GroupIdNotFound);
+                        let _ = reply.send(ErrorCode::None);
+                    }
+                    Ok(()) => l.writes.push(Write::Delete(reply)),
+                }
+                return self.after(group_id, Effects::default());
+            }
+            Call::DeleteOffsets {
+                partitions, reply, ..
+            } => {
+                match l.state.offsets_deletable(known, &self.topics) {
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                    Ok(subscribed) => {
+                        let (codes, deletable) = split_deletable(partitions, &subscribed);
+                        if l.state.consumer.is_none() && l.epoch == 0 {
+                            // A classic group never stored has no offsets
+                            // to delete.
+                            let _ = reply.send(Ok(codes));
+                        } else {
+                            l.writes.push(Write::DeleteOffsets(deletable, codes, reply));
+                        }
+                    }
+                }
+                return self.after(group_id, Effects::default());
+            }
+            other => other,
+        };
+        if l.state.consumer.is_some() {
+            self.apply_consumer(group_id, call, known, now);
+        } else {
+            self.apply_classic(group_id, call, known, now);
+        }
+    }
+
+    /// Applies a call to a classic group.
+    fn apply_classic(&mut self, group_id: &str, call: Call, known: bool, now: Instant) {
+        let Some(l) = self.slots.get_mut(group_id) else {
+            return call.fail(ErrorCode::CoordinatorNotAvailable);
+        };
+        let mut fx = Effects::default();
+        let g = &mut l.state.group;
+        match call {
+            Call::Join(args, reply) => {
+                if !known && !args.member_id.is_empty() {
+                    let _ = reply.send(JoinResult::error(
+                        ErrorCode::UnknownMemberId,
+                        &args.member_id,
+                    ));
+                } else {
+                    g.join(args, reply, now, &mut fx);
+                }
+            }
+            Call::Sync(args, reply) => {
+                if known {
+                    g.sync(args, reply, now, &mut fx);
+                } else {
+                    let _ = reply.send(SyncResult::error(ErrorCode::UnknownMemberId));
+                }
+            }
+            Call::Heartbeat {
+                member_id,
+                instance_id,
+                generation,
+                reply,
+                ..
+            } => {
+                let code = if known {
+                    g.heartbeat(&member_id, instance_id.as_deref(), generation, now)
+                } else {
+                    ErrorCode::UnknownMemberId
+                };
+                let _ = reply.send(code);
+            }
+            Call::Leave { members, reply, .. } => {
+                let codes = if known {
+                    if g.state == State::Dead {
+                        Err(ErrorCode::CoordinatorNotAvailable)
+                    } else {
+                        Ok(g.leave(&members, now, &mut fx))
+                    }
+                } else {
+                    Ok(vec![ErrorCode::UnknownMemberId; members.len()])
+                };
+                let _ = reply.send(codes);
+            }
+            Call::Commit(args, reply) => {
+                let verdict = if !known && args.generation >= 0 {
+                    Err(if args.group_must_exist {
+                        ErrorCode::GroupIdNotFound
+                    } else {
+                        ErrorCode::IllegalGeneration
+                    })
+                } else {
+                    g.validate_commit(
+                        &args.member_id,
+                        args.instance_id.as_deref(),
+                        args.generation,
+                        now,
+                    )
+                };
+                match verdict {
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                    Ok(()) => {
+                        for (stored, after) in fx.stores.drain(..) {
+                            queue_store(l, stored, after);
+                        }
+                        enqueue_offsets(l, args.offsets, reply, &self.stats);
+                    }
+                }
+            }
+            Call::ConsumerDescribe { reply, .. } => {
+                let _ = reply.send(ConsumerDescription::error(
+                    ErrorCode::GroupIdNotFound,
+                    Some(format!("group {group_id} is not a consumer group")),
+                ));
+            }
+            Call::ValidateFetch { reply, .. } => {
+                // Classic groups do not check who fetches (as in Kafka).
+                let _ = reply.send(if known && g.state != State::Dead {
+                    ErrorCode::None
+                } else {
+                    ErrorCode::GroupIdNotFound
+                });
+            }
+            Call::ConsumerHeartbeat(..) => unreachable!("routed to apply_consumer"),
+            Call::Describe { .. } | Call::Delete { .. } | Call::DeleteOffsets { .. } => {
+                unreachable!("answered by apply")
+            }
+            Call::Adopt { .. } => {}
+        }
+        self.after(group_id, fx);
+    }
+
+    /// Applies a call to a KIP-848 consumer group.
+    fn apply_consumer(&mut self, group_id: &str, call: Call, known: bool, now: Instant) {
+        let Some(l) = self.slots.get_mut(group_id) else {
+            return call.fail(ErrorCode::CoordinatorNotAvailable);
+        };
+        let mut fx = Effects::default();
+        let c = l.state.consumer.as_mut().expect("a consumer group");
+        match call {
+            Call::ConsumerHeartbeat(args, resolved, reply) => {
+                // Shards' topic caches may be older than this view: they
+                // only fill in topics it does not know yet.
+                for (name, id, partitions) in resolved {
+                    self.topics.entry(name).or_insert((id, partitions));
+                }
+                if args
+                    .subscribed_topic_regex
+                    .as_ref()
+                    .is_some_and(|r| !r.is_empty())
+                {
+                    // Learn every topic soon (the next sweep).
+                    self.topics_refreshed = now.checked_sub(TOPICS_REFRESH).unwrap_or(now);
+                }
+                let mut changed = false;
+                let result = c.heartbeat(args, &self.topics, now, &mut changed);
+                if changed && result.error == ErrorCode::None {
+                    fx.stores.push((
+                        c.snapshot(),
+                        AfterStore::ConsumerHeartbeat { reply, result },
+                    ));
+                } else {
+                    if changed {
+                        fx.stores.push((c.snapshot(), AfterStore::Nothing));
+                    }
+                    let _ = reply.send(result);
+                }
+            }
+            Call::ConsumerDescribe { reply, .. } => {
+                let d = if known {
+                    ConsumerDescription {
+                        error: ErrorCode::None,
+                        error_message: None,
+                        state: c.state(),
+                        group_epoch: c.group_epoch,
+                        assignment_epoch: c.assignment_epoch,
+                        assignor: c.assignor.clone(),
+                        members: c
+                            .members
+                            .values()
+                            .map(|m| {
+                                let target =
+                                    c.target.get(&m.member_id).cloned().unwrap_or_default();
+                                (m.clone(), target)
+                            })
+                            .collect(),
+                    }
+                } else {
+                    ConsumerDescription::error(
+                        ErrorCode::GroupIdNotFound,
+                        Some(format!("group {group_id} not found")),
+                    )
+                };
+                let _ = reply.send(d);
+            }
+            Call::Commit(args, reply) if !args.group_must_exist && !args.member_id.is_empty() => {
+                // A KIP-848 member commits with OffsetCommit v9+ (member epochs).
+                let _ = reply.send(Err(ErrorCode::UnsupportedVersion));
+            }
+            Call::Commit(args, reply) => {
+                match c.validate_commit(&args.member_id, args.generation) {
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                    Ok(()) => enqueue_offsets(l, args.offsets, reply, &self.stats),
+                }
+            }
+            Call::ValidateFetch {
+                member_id,
+                member_epoch,
+                reply,
+                ..
+            } => {
+                let _ = reply.send(match c.members.get(&member_id) {
+                    None => ErrorCode::UnknownMemberId,
+                    Some(m) if m.epoch != member_epoch => ErrorCode::StaleMemberEpoch,
+                    Some(_) => ErrorCode::None,
+                });
+            }
+            Call::Adopt { .. } => {}
+            other => other.fail(ErrorCode::UnknownMemberId),
+        }
+        self.after(group_id, fx);
+    }
+
+    /// Queues a group's writes, starts the next, re-arms its timer, and
+    /// forgets a group that does not exist.
+    pub(super) fn after(&mut self, group_id: &str, mut fx: Effects) {
+        self.stats
+            .rebalances
+            .fetch_add(fx.rebalances, Ordering::Relaxed);
+        self.stats
+            .members_expired
+            .fetch_add(fx.expired, Ordering::Relaxed);
+        let Some(l) = self.slots.get_mut(group_id) else {
+            return;
+        };
+        for (stored, after) in fx.stores.drain(..) {
+            queue_store(l, stored, after);
+        }
+        if l.state.group.state == State::Dead && l.writes.is_idle() {
+            self.slots.remove(group_id);
+            return;
+        }
+        if l.epoch == 0 && l.unloadable() {
+            // Asked about, never created: nothing to keep.
+            self.slots.remove(group_id);
+            return;
+        }
+        self.start_write(group_id);
+        self.slots.schedule(group_id);
+    }
+}

@@ -1,0 +1,290 @@
+//! What the group coordinator is asked and answers: the calls the
+//! [`super::Groups`] handle sends to its thread, their arguments and
+//! results, and [`Failed`], the answer of a call no group looked at.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::channel::oneshot;
+use rutomq_meta::groups::OffsetCommit;
+use uuid::Uuid;
+
+use super::classic::State;
+use super::consumer::{self, HeartbeatArgs, HeartbeatResult};
+use crate::error::ErrorCode;
+
+pub struct JoinArgs {
+    pub group_id: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout: Duration,
+    pub rebalance_timeout: Duration,
+    pub protocol_type: String,
+    pub protocols: Vec<(String, Bytes)>,
+    /// JoinGroup v4+: a new dynamic member first gets MEMBER_ID_REQUIRED.
+    pub require_known_member_id: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct JoinedMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub metadata: Bytes,
+}
+
+#[derive(Clone, Debug)]
+pub struct JoinResult {
+    pub error: ErrorCode,
+    pub member_id: String,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub leader: String,
+    pub skip_assignment: bool,
+    /// The members and their metadata, for the leader only.
+    pub members: Vec<JoinedMember>,
+}
+
+pub struct SyncArgs {
+    pub group_id: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub generation: i32,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignments: Vec<(String, Bytes)>,
+}
+
+#[derive(Debug)]
+pub struct SyncResult {
+    pub error: ErrorCode,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignment: Bytes,
+}
+
+pub struct LeaveMember {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub reason: Option<String>,
+}
+
+pub struct MemberDescription {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub metadata: Bytes,
+    pub assignment: Bytes,
+}
+
+pub struct GroupDescription {
+    pub error: ErrorCode,
+    /// False when no such group exists (Kafka describes it as Dead).
+    pub exists: bool,
+    pub state: &'static str,
+    pub protocol_type: String,
+    pub protocol: String,
+    pub members: Vec<MemberDescription>,
+}
+
+impl GroupDescription {
+    pub(super) fn error(error: ErrorCode) -> GroupDescription {
+        GroupDescription {
+            error,
+            exists: false,
+            state: State::Dead.name(),
+            protocol_type: String::new(),
+            protocol: String::new(),
+            members: Vec::new(),
+        }
+    }
+}
+
+pub struct CommitArgs {
+    pub group_id: String,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    /// -1: a commit from outside group management.
+    pub generation: i32,
+    /// OffsetCommit v9+ answers GROUP_ID_NOT_FOUND for an unknown group.
+    pub group_must_exist: bool,
+    /// Each (topic, partition) once.
+    pub offsets: Vec<OffsetCommit>,
+}
+
+/// A listed group: (group id, protocol type, state, group type).
+pub type Listed = (String, String, String, String);
+
+/// The (topic, partition) pairs written by an offset commit.
+pub type Written = Result<Vec<(Uuid, i32)>, ErrorCode>;
+
+pub(super) enum Call {
+    Join(JoinArgs, oneshot::Sender<JoinResult>),
+    Sync(SyncArgs, oneshot::Sender<SyncResult>),
+    Heartbeat {
+        group_id: String,
+        member_id: String,
+        instance_id: Option<String>,
+        generation: i32,
+        reply: oneshot::Sender<ErrorCode>,
+    },
+    Leave {
+        group_id: String,
+        members: Vec<LeaveMember>,
+        reply: oneshot::Sender<Result<Vec<ErrorCode>, ErrorCode>>,
+    },
+    Commit(CommitArgs, oneshot::Sender<Written>),
+    Describe {
+        group_id: String,
+        reply: oneshot::Sender<GroupDescription>,
+    },
+    Delete {
+        group_id: String,
+        reply: oneshot::Sender<ErrorCode>,
+    },
+    DeleteOffsets {
+        group_id: String,
+        /// (topic name, topic id, partition)
+        partitions: Vec<(String, Uuid, i32)>,
+        reply: oneshot::Sender<Result<Vec<ErrorCode>, ErrorCode>>,
+    },
+    /// KIP-848 heartbeat, with the subscribed topics the handler resolved
+    /// (name, id, partitions).
+    ConsumerHeartbeat(
+        HeartbeatArgs,
+        Vec<(String, Uuid, i32)>,
+        oneshot::Sender<HeartbeatResult>,
+    ),
+    ConsumerDescribe {
+        group_id: String,
+        reply: oneshot::Sender<ConsumerDescription>,
+    },
+    /// OffsetFetch v9 from a member: is (member, epoch) current?
+    ValidateFetch {
+        group_id: String,
+        member_id: String,
+        member_epoch: i32,
+        reply: oneshot::Sender<ErrorCode>,
+    },
+    /// Load the group if this agent coordinates it (orphan adoption).
+    Adopt {
+        group_id: String,
+    },
+}
+
+/// ConsumerGroupDescribe's view of a KIP-848 group.
+pub struct ConsumerDescription {
+    pub error: ErrorCode,
+    pub error_message: Option<String>,
+    pub state: &'static str,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub assignor: String,
+    pub members: Vec<(consumer::Member, consumer::Partitions)>,
+}
+
+impl ConsumerDescription {
+    pub(super) fn error(error: ErrorCode, message: Option<String>) -> ConsumerDescription {
+        ConsumerDescription {
+            error,
+            error_message: message,
+            state: "Dead",
+            group_epoch: -1,
+            assignment_epoch: -1,
+            assignor: String::new(),
+            members: Vec::new(),
+        }
+    }
+}
+
+impl Call {
+    pub(super) fn group_id(&self) -> &str {
+        match self {
+            Call::Join(a, _) => &a.group_id,
+            Call::Sync(a, _) => &a.group_id,
+            Call::Commit(a, _) => &a.group_id,
+            Call::ConsumerHeartbeat(a, _, _) => &a.group_id,
+            Call::ConsumerDescribe { group_id, .. } => group_id,
+            Call::ValidateFetch { group_id, .. } => group_id,
+            Call::Heartbeat { group_id, .. }
+            | Call::Leave { group_id, .. }
+            | Call::Describe { group_id, .. }
+            | Call::Delete { group_id, .. }
+            | Call::DeleteOffsets { group_id, .. }
+            | Call::Adopt { group_id } => group_id,
+        }
+    }
+
+    /// Answers the call with `error` without touching any group.
+    pub(super) fn fail(self, error: ErrorCode) {
+        fn answer<T: Failed>(reply: oneshot::Sender<T>, error: ErrorCode) {
+            let _ = reply.send(T::failed(error));
+        }
+        match self {
+            Call::Join(a, r) => {
+                let _ = r.send(JoinResult::error(error, &a.member_id));
+            }
+            Call::Sync(_, r) => answer(r, error),
+            Call::Heartbeat { reply, .. }
+            | Call::Delete { reply, .. }
+            | Call::ValidateFetch { reply, .. } => answer(reply, error),
+            Call::Leave { reply, .. } | Call::DeleteOffsets { reply, .. } => answer(reply, error),
+            Call::Commit(_, r) => answer(r, error),
+            Call::Describe { reply, .. } => answer(reply, error),
+            Call::ConsumerHeartbeat(_, _, r) => answer(r, error),
+            Call::ConsumerDescribe { reply, .. } => answer(reply, error),
+            Call::Adopt { .. } => {}
+        }
+    }
+}
+
+/// An answer that carries only an error: the call failed before a group
+/// looked at it (the coordinator is gone, or the group moved).
+pub trait Failed {
+    fn failed(error: ErrorCode) -> Self;
+}
+
+impl Failed for ErrorCode {
+    fn failed(error: ErrorCode) -> Self {
+        error
+    }
+}
+
+impl<T> Failed for Result<T, ErrorCode> {
+    fn failed(error: ErrorCode) -> Self {
+        Err(error)
+    }
+}
+
+impl Failed for SyncResult {
+    fn failed(error: ErrorCode) -> Self {
+        SyncResult::error(error)
+    }
+}
+
+impl Failed for GroupDescription {
+    fn failed(error: ErrorCode) -> Self {
+        GroupDescription::error(error)
+    }
+}
+
+impl Failed for HeartbeatResult {
+    fn failed(error: ErrorCode) -> Self {
+        HeartbeatResult::error(error, None)
+    }
+}
+
+impl Failed for ConsumerDescription {
+    fn failed(error: ErrorCode) -> Self {
+        ConsumerDescription::error(error, None)
+    }
+}
+
+pub(super) enum Msg {
+    Call(Box<Call>),
+    List(oneshot::Sender<Result<Vec<Listed>, ErrorCode>>),
+    Shutdown,
+}

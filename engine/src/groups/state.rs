@@ -1,0 +1,171 @@
+//! A loaded group, of either kind, and what the calls both kinds answer
+//! the same way (DescribeGroups, DeleteGroups, OffsetDelete) ask of it.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use bytes::Bytes;
+use uuid::Uuid;
+
+use super::classic::{ClassicGroup, State};
+use super::consumer::{ConsumerGroup, TopicsView};
+use super::{GroupDescription, MemberDescription};
+use crate::coordinator::KeyState;
+use crate::error::ErrorCode;
+
+/// The state of one loaded group.
+pub(super) struct Group {
+    pub group: ClassicGroup,
+    /// Set when the group is a KIP-848 consumer group (`group` is then an
+    /// unused empty classic group).
+    pub consumer: Option<ConsumerGroup>,
+}
+
+impl KeyState for Group {
+    fn is_idle(&self) -> bool {
+        self.empty()
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        match &self.consumer {
+            Some(c) => c.next_wake(),
+            None => self.group.next_wake(),
+        }
+    }
+}
+
+impl Group {
+    /// No member (of either kind) and nobody waiting.
+    pub fn empty(&self) -> bool {
+        match &self.consumer {
+            Some(c) => c.is_empty(),
+            None => self.group.idle(),
+        }
+    }
+
+    pub fn state_name(&self) -> &'static str {
+        match &self.consumer {
+            Some(c) => c.state(),
+            None => self.group.state.name(),
+        }
+    }
+
+    pub fn protocol_type(&self) -> String {
+        match &self.consumer {
+            Some(_) => "consumer".into(),
+            None => self.group.protocol_type.clone().unwrap_or_default(),
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        if self.consumer.is_some() {
+            "consumer"
+        } else {
+            "classic"
+        }
+    }
+
+    /// DescribeGroups' answer. `known`: the group exists (stored, or with
+    /// members or writes); a loaded consumer group always does.
+    pub fn describe(&self, known: bool) -> GroupDescription {
+        match &self.consumer {
+            Some(c) => GroupDescription {
+                error: ErrorCode::None,
+                exists: true,
+                state: c.state(),
+                protocol_type: "consumer".into(),
+                protocol: c.assignor.clone(),
+                members: c
+                    .members
+                    .values()
+                    .map(|m| MemberDescription {
+                        member_id: m.member_id.clone(),
+                        instance_id: m.instance_id.clone(),
+                        client_id: m.client_id.clone(),
+                        client_host: m.client_host.clone(),
+                        metadata: Bytes::new(),
+                        assignment: Bytes::new(),
+                    })
+                    .collect(),
+            },
+            None if known => {
+                let g = &self.group;
+                let (protocol, members) = g.describe();
+                GroupDescription {
+                    error: ErrorCode::None,
+                    exists: true,
+                    state: g.state.name(),
+                    protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                    protocol,
+                    members,
+                }
+            }
+            None => GroupDescription::error(ErrorCode::None),
+        }
+    }
+
+    /// Whether DeleteGroups may delete the group.
+    pub fn deletable(&self, known: bool) -> Result<(), ErrorCode> {
+        match &self.consumer {
+            Some(c) if !c.is_empty() => Err(ErrorCode::NonEmptyGroup),
+            Some(_) => Ok(()),
+            None => {
+                let g = &self.group;
+                if !known || g.state == State::Dead {
+                    Err(ErrorCode::GroupIdNotFound)
+                } else if !g.is_empty() || g.state != State::Empty {
+                    Err(ErrorCode::NonEmptyGroup)
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// Whether OffsetDelete may delete offsets of the group: the topics
+    /// whose offsets it must keep (the ones consumed now).
+    pub fn offsets_deletable(
+        &self,
+        known: bool,
+        topics: &TopicsView,
+    ) -> Result<BTreeSet<String>, ErrorCode> {
+        match &self.consumer {
+            Some(c) => Ok(c.consumed_topics(topics)),
+            None => {
+                let g = &self.group;
+                if !known || g.state == State::Dead {
+                    Err(ErrorCode::GroupIdNotFound)
+                } else if g.state != State::Empty && g.protocol_type.as_deref() != Some("consumer")
+                {
+                    Err(ErrorCode::NonEmptyGroup)
+                } else if g.state == State::Empty {
+                    Ok(BTreeSet::new())
+                } else {
+                    Ok(g.subscribed_topics()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .collect())
+                }
+            }
+        }
+    }
+}
+
+/// OffsetDelete's per-partition answers, and the partitions whose offsets
+/// go: a topic the group consumes keeps its offsets.
+pub(super) fn split_deletable(
+    partitions: Vec<(String, Uuid, i32)>,
+    subscribed: &BTreeSet<String>,
+) -> (Vec<ErrorCode>, Vec<(Uuid, i32)>) {
+    let mut codes = Vec::with_capacity(partitions.len());
+    let mut deletable = Vec::new();
+    for (topic, id, p) in partitions {
+        if subscribed.contains(&topic) {
+            codes.push(ErrorCode::GroupSubscribedToTopic);
+        } else {
+            codes.push(ErrorCode::None);
+            deletable.push((id, p));
+        }
+    }
+    (codes, deletable)
+}

@@ -1,0 +1,317 @@
+//! How a group is stored in PostgreSQL ([`StoredGroup`]), for both kinds:
+//! each kind fills a [`Stored`] (typed: durations, absent strings) and
+//! this module alone turns it into the row and back — the group type's
+//! name, the stored state ("Empty" or "Stable"), timeouts in
+//! milliseconds. Below, the byte format of a KIP-848 member's
+//! subscription and assignment.
+
+use std::time::Duration;
+
+use bytes::{Buf, BufMut, BytesMut};
+use rutomq_meta::groups::{StoredGroup, StoredMember};
+use uuid::Uuid;
+
+use super::consumer::{Member as ConsumerMember, Partitions};
+
+/// The kinds of group, as `StoredGroup::group_type` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupType {
+    /// JoinGroup/SyncGroup.
+    Classic,
+    /// KIP-848 (ConsumerGroupHeartbeat).
+    Consumer,
+}
+
+impl GroupType {
+    pub fn name(self) -> &'static str {
+        match self {
+            GroupType::Classic => "classic",
+            GroupType::Consumer => "consumer",
+        }
+    }
+
+    /// The kind of a stored group (classic unless it says consumer).
+    pub fn of(stored: &StoredGroup) -> GroupType {
+        if stored.group_type == GroupType::Consumer.name() {
+            GroupType::Consumer
+        } else {
+            GroupType::Classic
+        }
+    }
+}
+
+/// A group as stored, typed.
+pub struct Stored {
+    pub group_type: GroupType,
+    pub group_id: String,
+    /// `None` is stored as "".
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    /// The generation (classic) or group epoch (consumer).
+    pub generation: i32,
+    /// Consumer groups: the epoch of the stored target assignment.
+    pub assignment_epoch: i32,
+    pub leader_id: Option<String>,
+    /// When the group entered its state (ms since the Unix epoch).
+    pub state_since_ms: i64,
+    pub members: Vec<Member>,
+}
+
+/// A member as stored, typed.
+pub struct Member {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub client_host: String,
+    pub session_timeout: Duration,
+    pub rebalance_timeout: Duration,
+    /// The kind's own bytes: the protocol metadata (classic) or
+    /// [`encode_subscription`] (consumer).
+    pub subscription: Vec<u8>,
+    /// The assignment (classic) or [`encode_assignment`] (consumer).
+    pub assignment: Vec<u8>,
+}
+
+fn timeout_ms(d: Duration) -> i32 {
+    d.as_millis() as i32
+}
+
+/// A stored timeout; a negative one is zero.
+fn timeout(ms: i32) -> Duration {
+    Duration::from_millis(ms.max(0) as u64)
+}
+
+impl From<Stored> for StoredGroup {
+    fn from(g: Stored) -> StoredGroup {
+        StoredGroup {
+            group_id: g.group_id,
+            group_type: g.group_type.name().into(),
+            protocol_type: g.protocol_type.unwrap_or_default(),
+            protocol_name: g.protocol_name,
+            generation: g.generation,
+            assignment_epoch: g.assignment_epoch,
+            leader_id: g.leader_id,
+            // A rebalance in progress is not stored: a group with members
+            // is stored Stable.
+            state: if g.members.is_empty() {
+                "Empty".into()
+            } else {
+                "Stable".into()
+            },
+            state_since_ms: g.state_since_ms,
+            members: g
+                .members
+                .into_iter()
+                .map(|m| StoredMember {
+                    member_id: m.member_id,
+                    instance_id: m.instance_id,
+                    client_id: m.client_id,
+                    client_host: m.client_host,
+                    session_timeout_ms: timeout_ms(m.session_timeout),
+                    rebalance_timeout_ms: timeout_ms(m.rebalance_timeout),
+                    subscription: m.subscription,
+                    assignment: m.assignment,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<StoredGroup> for Stored {
+    fn from(g: StoredGroup) -> Stored {
+        Stored {
+            group_type: GroupType::of(&g),
+            group_id: g.group_id,
+            protocol_type: Some(g.protocol_type).filter(|p| !p.is_empty()),
+            protocol_name: g.protocol_name,
+            generation: g.generation,
+            assignment_epoch: g.assignment_epoch,
+            leader_id: g.leader_id,
+            state_since_ms: g.state_since_ms,
+            members: g
+                .members
+                .into_iter()
+                .map(|m| Member {
+                    member_id: m.member_id,
+                    instance_id: m.instance_id,
+                    client_id: m.client_id,
+                    client_host: m.client_host,
+                    session_timeout: timeout(m.session_timeout_ms),
+                    rebalance_timeout: timeout(m.rebalance_timeout_ms),
+                    subscription: m.subscription,
+                    assignment: m.assignment,
+                })
+                .collect(),
+        }
+    }
+}
+
+// A KIP-848 member's state is stored in the groups row's byte arrays,
+// version 1.
+
+fn put_str(b: &mut BytesMut, s: &str) {
+    b.put_u32(s.len() as u32);
+    b.put_slice(s.as_bytes());
+}
+
+fn get_str(b: &mut &[u8]) -> Option<String> {
+    if b.remaining() < 4 {
+        return None;
+    }
+    let n = b.get_u32() as usize;
+    if b.remaining() < n {
+        return None;
+    }
+    let s = String::from_utf8(b[..n].to_vec()).ok()?;
+    b.advance(n);
+    Some(s)
+}
+
+pub fn encode_subscription(m: &ConsumerMember) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    b.put_u8(1);
+    b.put_u32(m.subscribed.len() as u32);
+    for t in &m.subscribed {
+        put_str(&mut b, t);
+    }
+    put_str(&mut b, m.assignor.as_deref().unwrap_or(""));
+    put_str(&mut b, m.rack_id.as_deref().unwrap_or(""));
+    put_str(&mut b, m.regex.as_ref().map_or("", |r| r.0.as_str()));
+    b.to_vec()
+}
+
+/// (topic names, assignor, rack, regex) of a stored member.
+pub type StoredSubscription = (Vec<String>, Option<String>, Option<String>, String);
+
+pub fn decode_subscription(mut b: &[u8]) -> StoredSubscription {
+    let mut go = || -> Option<_> {
+        if b.remaining() < 5 || b.get_u8() != 1 {
+            return None;
+        }
+        let n = b.get_u32() as usize;
+        let mut topics = Vec::with_capacity(n.min(1024));
+        for _ in 0..n {
+            topics.push(get_str(&mut b)?);
+        }
+        let assignor = Some(get_str(&mut b)?).filter(|s| !s.is_empty());
+        let rack = Some(get_str(&mut b)?).filter(|s| !s.is_empty());
+        let regex = get_str(&mut b).unwrap_or_default();
+        Some((topics, assignor, rack, regex))
+    };
+    go().unwrap_or_default()
+}
+
+fn put_partitions(b: &mut BytesMut, p: &Partitions) {
+    b.put_u32(p.len() as u32);
+    for (t, ps) in p {
+        b.put_slice(t.as_bytes());
+        b.put_u32(ps.len() as u32);
+        for &x in ps {
+            b.put_i32(x);
+        }
+    }
+}
+
+fn get_partitions(b: &mut &[u8]) -> Option<Partitions> {
+    if b.remaining() < 4 {
+        return None;
+    }
+    let n = b.get_u32();
+    let mut out = Partitions::new();
+    for _ in 0..n {
+        if b.remaining() < 20 {
+            return None;
+        }
+        let t = Uuid::from_slice(&b[..16]).ok()?;
+        b.advance(16);
+        let k = b.get_u32() as usize;
+        if b.remaining() < k * 4 {
+            return None;
+        }
+        out.insert(t, (0..k).map(|_| b.get_i32()).collect());
+    }
+    Some(out)
+}
+
+pub fn encode_assignment(m: &ConsumerMember, target: &Partitions) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    b.put_u8(1);
+    b.put_i32(m.epoch);
+    b.put_i32(m.previous_epoch);
+    put_partitions(&mut b, &m.assigned);
+    put_partitions(&mut b, &m.revoking);
+    put_partitions(&mut b, target);
+    b.to_vec()
+}
+
+/// (epoch, previous epoch, assigned, revoking, target) of a stored member.
+pub type StoredAssignment = (i32, i32, Partitions, Partitions, Partitions);
+
+pub fn decode_assignment(mut b: &[u8]) -> Option<StoredAssignment> {
+    if b.remaining() < 9 || b.get_u8() != 1 {
+        return None;
+    }
+    let epoch = b.get_i32();
+    let previous = b.get_i32();
+    Some((
+        epoch,
+        previous,
+        get_partitions(&mut b)?,
+        get_partitions(&mut b)?,
+        get_partitions(&mut b)?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_group_round_trips() {
+        let row = StoredGroup {
+            group_id: "g".into(),
+            group_type: "consumer".into(),
+            protocol_type: String::new(),
+            protocol_name: Some("range".into()),
+            generation: 3,
+            assignment_epoch: 2,
+            leader_id: None,
+            state: "Stable".into(),
+            state_since_ms: 1_700_000_000_000,
+            members: vec![StoredMember {
+                member_id: "m".into(),
+                instance_id: Some("i".into()),
+                client_id: "c".into(),
+                client_host: "/127.0.0.1".into(),
+                session_timeout_ms: 45_000,
+                rebalance_timeout_ms: 30_000,
+                subscription: vec![1, 2],
+                assignment: vec![3],
+            }],
+        };
+        let typed = Stored::from(row.clone());
+        assert_eq!(typed.group_type, GroupType::Consumer);
+        assert_eq!(typed.protocol_type, None);
+        assert_eq!(typed.members[0].session_timeout, Duration::from_secs(45));
+        assert_eq!(StoredGroup::from(typed), row);
+    }
+
+    #[test]
+    fn a_group_without_members_is_stored_empty() {
+        let g = Stored {
+            group_type: GroupType::Classic,
+            group_id: "g".into(),
+            protocol_type: Some("consumer".into()),
+            protocol_name: None,
+            generation: 1,
+            assignment_epoch: 0,
+            leader_id: None,
+            state_since_ms: 0,
+            members: Vec::new(),
+        };
+        let row = StoredGroup::from(g);
+        assert_eq!(row.state, "Empty");
+        assert_eq!(row.group_type, "classic");
+        assert_eq!(row.protocol_type, "consumer");
+    }
+}
