@@ -10,6 +10,7 @@ use rutomq_meta::{AgentRecord, Meta};
 use rutomq_storage::Storage;
 use uuid::Uuid;
 
+use crate::coordinator::owner_of;
 use crate::flush::Flush;
 use crate::groups::Groups;
 use crate::metrics::ShardMetrics;
@@ -71,10 +72,7 @@ impl Agent {
     /// `key`: rendezvous hashing, so only the keys of an agent that comes
     /// or goes move.
     pub fn coordinator_for(&self, key: &str) -> AgentRecord {
-        let agents = self.live_agents();
-        agents
-            .iter()
-            .max_by_key(|a| (crate::groups::rendezvous_score(key, a.agent_id), a.agent_id))
+        owner_of(key, &self.live_agents())
             .cloned()
             .unwrap_or_else(|| self.me())
     }

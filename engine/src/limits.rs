@@ -4,8 +4,6 @@
 //! `std::time::Duration` carries its unit in its type. Relations between
 //! them are checked at compile time at the bottom.
 //!
-//! The coordinators' own bounds (group calls, loaded groups, writes queued)
-//! are in `coordinator`/`groups`, beside the loop they bound.
 
 use std::time::Duration;
 
@@ -102,6 +100,29 @@ pub const GC_DELETE_CHUNK_PACE_MAX: Duration = Duration::from_millis(100);
 /// Repeats of a step in one round at most (so a huge backlog cannot keep a
 /// round from ever ending; the next round goes on with it).
 pub const GC_STEP_REPEATS_MAX: usize = 100;
+
+// ---- coordinators ------------------------------------------------------------
+
+/// Results of spawned work waiting for the loop at most; the tasks that
+/// finish beyond wait for room (they hold their results meanwhile).
+pub const RESULTS_QUEUED_MAX: usize = 1024;
+/// Stale timers (of keys unloaded or re-armed earlier) tolerated per loaded
+/// key before the heap is pruned...
+pub const TIMERS_STALE_PER_KEY_MAX: usize = 4;
+/// ...plus this many.
+pub const TIMERS_STALE_SLACK_MAX: usize = 1024;
+
+// ---- group coordinator ---------------------------------------------------------
+
+/// Calls queued to the coordinator thread at most; senders wait beyond.
+pub const GROUP_CALLS_QUEUE_MAX: usize = 4096;
+/// Groups held in memory at most; idle empty ones are dropped first.
+pub const GROUPS_LOADED_MAX: usize = 100_000;
+/// Calls waiting for one group to load at most.
+pub const LOAD_WAITERS_MAX: usize = 1024;
+/// Writes queued per group at most (offset commits beyond get
+/// COORDINATOR_LOAD_IN_PROGRESS, which clients retry).
+pub const GROUP_WRITES_QUEUED_MAX: usize = 256;
 
 // ---- http --------------------------------------------------------------------
 

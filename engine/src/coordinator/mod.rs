@@ -23,6 +23,6 @@ mod writes;
 
 pub use ownership::{owner_of, rendezvous_score, Owns};
 pub use slots::{Admit, KeyState, Limits, Loaded, Slot, Slots};
-pub use thread::{start_thread, Results, RESULTS_QUEUED_MAX};
-pub use timers::{Timers, TIMERS_STALE_PER_KEY_MAX, TIMERS_STALE_SLACK_MAX};
+pub use thread::{start_thread, Results};
+pub use timers::Timers;
 pub use writes::WriteQueue;

@@ -6,9 +6,7 @@ use std::future::Future;
 
 use tokio::sync::mpsc;
 
-/// Results of spawned work waiting for the loop at most; the tasks that
-/// finish beyond wait for room (they hold their results meanwhile).
-pub const RESULTS_QUEUED_MAX: usize = 1024;
+use crate::limits::RESULTS_QUEUED_MAX;
 
 /// Where spawned work sends its result to the coordinator's loop. Bounded;
 /// it cannot deadlock because only spawned tasks send on it, never the loop

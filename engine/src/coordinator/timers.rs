@@ -4,11 +4,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Instant;
 
-/// Stale timers (of keys unloaded or re-armed earlier) tolerated per loaded
-/// key before the heap is pruned...
-pub const TIMERS_STALE_PER_KEY_MAX: usize = 4;
-/// ...plus this many.
-pub const TIMERS_STALE_SLACK_MAX: usize = 1024;
+use crate::limits::{TIMERS_STALE_PER_KEY_MAX, TIMERS_STALE_SLACK_MAX};
 
 /// A min-heap of (wake-up time, key). A key re-armed earlier leaves its
 /// later entry behind; whoever pops an entry checks it is still the key's

@@ -24,11 +24,12 @@ use super::state::Group;
 use super::stored::GroupType;
 use super::writes::{fail_writes, Write, Wrote};
 use super::{
-    GroupStats, GroupsConfig, Listed, ADOPT_INTERVAL, GROUPS_LOADED_MAX, GROUP_WRITES_QUEUED_MAX,
-    IDLE_UNLOAD, LOAD_WAITERS_MAX, OFFSETS_RETENTION_CHECK, SWEEP_INTERVAL, TOPICS_REFRESH,
+    GroupStats, GroupsConfig, Listed, ADOPT_INTERVAL, IDLE_UNLOAD, OFFSETS_RETENTION_CHECK,
+    SWEEP_INTERVAL, TOPICS_REFRESH,
 };
 use crate::coordinator::{self, Admit, Limits, Owns, Results, Slot};
 use crate::error::ErrorCode;
+use crate::limits::{GROUPS_LOADED_MAX, GROUP_WRITES_QUEUED_MAX, LOAD_WAITERS_MAX};
 
 pub(super) type Slots = coordinator::Slots<Call, Group, Write>;
 pub(super) type Loaded = coordinator::Loaded<Group, Write>;

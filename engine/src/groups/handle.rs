@@ -13,10 +13,11 @@ use super::consumer::{HeartbeatArgs, HeartbeatResult};
 use super::coordinator::Coordinator;
 use super::{
     CommitArgs, ConsumerDescription, GroupDescription, GroupStats, GroupsConfig, JoinArgs,
-    JoinResult, LeaveMember, Listed, Owns, SyncArgs, SyncResult, Written, GROUP_CALLS_QUEUE_MAX,
+    JoinResult, LeaveMember, Listed, Owns, SyncArgs, SyncResult, Written,
 };
 use crate::coordinator::start_thread;
 use crate::error::ErrorCode;
+use crate::limits::GROUP_CALLS_QUEUE_MAX;
 
 /// Handle to the coordinator thread. Cheap to clone; `Send`.
 #[derive(Clone)]

@@ -43,22 +43,13 @@ mod writes;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-pub use crate::coordinator::{rendezvous_score, Owns};
+pub use crate::coordinator::Owns;
 pub use calls::{
     CommitArgs, ConsumerDescription, Failed, GroupDescription, JoinArgs, JoinResult, JoinedMember,
     LeaveMember, Listed, MemberDescription, SyncArgs, SyncResult, Written,
 };
 pub use handle::Groups;
 
-/// Calls queued to the coordinator thread at most; senders wait beyond.
-pub const GROUP_CALLS_QUEUE_MAX: usize = 4096;
-/// Groups held in memory at most; idle empty ones are dropped first.
-pub const GROUPS_LOADED_MAX: usize = 100_000;
-/// Calls waiting for one group to load at most.
-pub const LOAD_WAITERS_MAX: usize = 1024;
-/// Writes queued per group at most (offset commits beyond get
-/// COORDINATOR_LOAD_IN_PROGRESS, which clients retry).
-pub const GROUP_WRITES_QUEUED_MAX: usize = 256;
 /// An idle empty group stays in memory this long after its last call.
 pub const IDLE_UNLOAD: Duration = Duration::from_secs(30);
 /// How often ownership, idleness and orphaned groups are checked.
