@@ -11,7 +11,7 @@ use rutomq_storage::Storage;
 use uuid::Uuid;
 
 use crate::coordinator::owner_of;
-use crate::flush::Flush;
+use crate::flush::{Flush, SealedTx};
 use crate::groups::Groups;
 use crate::metrics::ShardMetrics;
 
@@ -31,8 +31,11 @@ pub struct Agent {
     pub agent_id: i32,
     pub cluster_id: String,
     pub cluster: RwLock<Vec<AgentRecord>>,
-    /// The flush windows: clock, membership, stage times, sealed queue.
+    /// The flush windows: clock, membership, stage times.
     pub flush: Arc<Flush>,
+    /// The sealed queue towards the pipeline; dropped with the agent, which
+    /// lets the pipeline finish.
+    pub sealed_tx: SealedTx,
     pub stopping: AtomicBool,
     /// Each shard's metrics, registered when the shard starts.
     pub shard_metrics: Mutex<Vec<Arc<ShardMetrics>>>,

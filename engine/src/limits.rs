@@ -2,8 +2,9 @@
 //! and request sizes. Counts end in `_MAX` (or `_MIN`) after the noun they
 //! count, sizes carry `_BYTES`, times in milliseconds `_MS`; a
 //! `std::time::Duration` carries its unit in its type. Relations between
-//! them are checked at compile time at the bottom.
-//!
+//! them are checked at compile time at the bottom. (Intervals that pace a
+//! loop rather than bound it, such as the group coordinator's sweeps, stay
+//! beside their loop.)
 
 use std::time::Duration;
 
@@ -123,6 +124,13 @@ pub const LOAD_WAITERS_MAX: usize = 1024;
 /// Writes queued per group at most (offset commits beyond get
 /// COORDINATOR_LOAD_IN_PROGRESS, which clients retry).
 pub const GROUP_WRITES_QUEUED_MAX: usize = 256;
+
+// ---- group coordinator: KIP-848 subscriptions ------------------------------
+
+/// Longest regular expression accepted in a subscription.
+pub const SUBSCRIPTION_REGEX_BYTES_MAX: usize = 4096;
+/// Memory one compiled subscription regex may take.
+pub const SUBSCRIPTION_REGEX_COMPILED_BYTES_MAX: usize = 1 << 20;
 
 // ---- http --------------------------------------------------------------------
 

@@ -90,7 +90,8 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         .context("cannot register the agent")?;
     tracing::info!(agent_id, %object_store_url, shards = shards_n, flush_interval_ms = flush_interval.as_millis() as u64, "agent registered");
 
-    let (flush, sealed_rx) = Flush::new(flush_interval, args.flush_bytes);
+    let flush = Flush::new(flush_interval, args.flush_bytes);
+    let (sealed_tx, sealed_rx) = crate::flush::sealed_queue();
     let gc_grace = Duration::from_millis(args.gc_grace_ms.max(1000));
     let commit_hub = hub.clone();
     let pipeline = Pipeline {
@@ -123,6 +124,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         cluster_id: "rutomq".into(),
         cluster: RwLock::new(Vec::new()),
         flush,
+        sealed_tx,
         stopping: Default::default(),
         shard_metrics: Mutex::new(Vec::new()),
         groups: std::sync::OnceLock::new(),

@@ -103,3 +103,17 @@ pub async fn auto_create(shard: &Shard, name: &str) -> Result<Option<TopicRecord
         Err(e) => Err(ErrorCode::from(&e)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_max_message_bytes_is_the_config_tables() {
+        let table = TOPIC_CONFIGS
+            .iter()
+            .find(|(k, _)| *k == "max.message.bytes")
+            .map(|(_, v)| v.parse::<usize>().expect("a number"));
+        assert_eq!(table, Some(MAX_MESSAGE_BYTES_DEFAULT));
+    }
+}

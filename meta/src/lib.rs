@@ -921,13 +921,24 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
                         "rutomq_log_starts" => Notice::LogStarts,
                         _ => Notice::Watermarks,
                     };
-                    if ntx.send(Ok((kind, n.payload().to_owned()))).await.is_err() {
-                        return;
+                    match ntx.try_send(Ok((kind, n.payload().to_owned()))) {
+                        Ok(()) => {}
+                        // A notification is a hint: the shards' cached
+                        // watermarks expire and long polls end at their
+                        // max_wait_ms. Blocking here instead would leave
+                        // the connection unread and fill PostgreSQL's
+                        // notification queue, which fails commits.
+                        Err(mpsc::error::TrySendError::Full(_)) => {
+                            tracing::debug!(
+                                "notification queue full; a watermark notice is dropped"
+                            );
+                        }
+                        Err(mpsc::error::TrySendError::Closed(_)) => return,
                     }
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    let _ = ntx.send(Err(e)).await;
+                    let _ = ntx.try_send(Err(e));
                     return;
                 }
             }

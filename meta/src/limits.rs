@@ -15,8 +15,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Spans returned by one fetch lookup at most.
 pub const FETCH_SPANS_MAX: i64 = 256;
 /// Notifications received but not yet handed to the listener callback;
-/// past it the LISTEN connection is not read, and PostgreSQL holds the
-/// rest in its notification queue.
+/// past it they are dropped (they are hints: cached watermarks expire).
 pub const NOTICES_QUEUED_MAX: usize = 4096;
 /// Largest span the planner builds; keeps `byte_len` in an `int` column.
 pub const SPAN_BYTES_MAX: u64 = 1 << 30;

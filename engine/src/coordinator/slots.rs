@@ -268,8 +268,8 @@ impl<C, T: KeyState, W> Slots<C, T, W> {
 
     /// The periodic check: drops loaded keys that are owned, unloadable and
     /// unused for `idle_after`; returns the loaded keys this agent no longer
-    /// owns (for the caller to unload with its own answer to their
-    /// waiters); prunes stale timers.
+    /// owns, for the caller to unload with its own answer to their waiters
+    /// (and then to call [`Slots::prune_timers`]).
     pub fn sweep(
         &mut self,
         now: Instant,
@@ -288,14 +288,17 @@ impl<C, T: KeyState, W> Slots<C, T, W> {
         for key in idle {
             self.map.remove(&key);
         }
-        // Timers of unloaded keys are skipped when they fire; keep the heap
-        // from holding many of them.
+        lost
+    }
+
+    /// Timers of unloaded keys are skipped when they fire; keeps the heap
+    /// from holding many of them.
+    pub fn prune_timers(&mut self) {
         let map = &self.map;
         self.timers.prune(
             map.len(),
             |t, key| matches!(map.get(key), Some(Slot::Loaded(l)) if l.scheduled == Some(*t)),
         );
-        lost
     }
 }
 

@@ -17,7 +17,7 @@ use rutomq_meta::{BatchRef, ProducerFields};
 use uuid::Uuid;
 
 use super::pipeline::{Sealed, SealedPart, WindowOutcome};
-use super::Flush;
+use super::{Flush, SealedTx};
 use crate::error::ErrorCode;
 use crate::records::BatchInfo;
 
@@ -66,11 +66,10 @@ pub struct ShardBuffer {
 }
 
 impl ShardBuffer {
-    pub fn new(flush: Arc<Flush>) -> Rc<ShardBuffer> {
+    pub fn new(flush: Arc<Flush>, sealed_tx: SealedTx) -> Rc<ShardBuffer> {
         let (seal_tx, mut seal_rx) = mpsc::unbounded::<Sealed>();
         // Forward sealed buffers in seal order; a full pipeline queue holds
         // them here, and the shard's memory budget stops the sockets.
-        let sealed_tx = flush.sealed_tx.clone();
         rutomq_shards::spawn(async move {
             while let Some(s) = seal_rx.next().await {
                 if let Err(e) = sealed_tx.send(s).await {

@@ -18,10 +18,6 @@ impl WindowClock {
         }
     }
 
-    pub fn interval(&self) -> Duration {
-        self.interval
-    }
-
     /// When grid window `window` ends.
     pub fn window_end(&self, window: u64) -> Instant {
         let nanos = self.interval.as_nanos().max(1) as u64;

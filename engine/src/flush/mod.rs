@@ -36,25 +36,25 @@ pub struct Flush {
     pub members: WindowMembers,
     /// Time spent per flush-window stage.
     pub stages: WindowStages,
-    /// Sealed buffers of all shards towards the pipeline.
-    sealed_tx: tokio::sync::mpsc::Sender<Sealed>,
 }
 
 impl Flush {
-    /// The shared window state, and the receiving end of the sealed queue
-    /// for [`Pipeline::run`].
-    pub fn new(
-        flush_interval: Duration,
-        flush_bytes: usize,
-    ) -> (Arc<Flush>, tokio::sync::mpsc::Receiver<Sealed>) {
-        let (sealed_tx, sealed_rx) = tokio::sync::mpsc::channel(SEALED_QUEUE_MAX);
-        let flush = Flush {
+    pub fn new(flush_interval: Duration, flush_bytes: usize) -> Arc<Flush> {
+        Arc::new(Flush {
             clock: WindowClock::new(flush_interval),
             flush_bytes,
             members: WindowMembers::default(),
             stages: WindowStages::default(),
-            sealed_tx,
-        };
-        (Arc::new(flush), sealed_rx)
+        })
     }
+}
+
+/// Sealed buffers of all shards towards the pipeline.
+pub type SealedTx = tokio::sync::mpsc::Sender<Sealed>;
+
+/// The sealed queue: every shard buffer holds a sender, [`Pipeline::run`]
+/// the receiver. The pipeline holds no sender, so it ends (after its
+/// uploads in flight) once the shards are gone.
+pub fn sealed_queue() -> (SealedTx, tokio::sync::mpsc::Receiver<Sealed>) {
+    tokio::sync::mpsc::channel(SEALED_QUEUE_MAX)
 }

@@ -74,8 +74,9 @@ impl Coordinator {
                     Err(e) => {
                         let _ = reply.send(e);
                     }
-                    Ok(()) if l.epoch == 0 && l.writes.is_idle() => {
-                        // Never stored: nothing to delete but the memory.
+                    Ok(()) if l.state.consumer.is_none() && l.epoch == 0 && l.writes.is_idle() => {
+                        // A classic group never stored: nothing to delete
+                        // but the memory.
                         l.state.group.kill(ErrorCode::GroupIdNotFound);
                         let _ = reply.send(ErrorCode::None);
                     }

@@ -381,6 +381,7 @@ impl Coordinator {
             tracing::info!(group = %id, "the group moved to another agent; dropping it here");
             self.unload(&id, ErrorCode::NotCoordinator);
         }
+        self.slots.prune_timers();
     }
 
     fn listing(

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::classic::{ClassicGroup, State};
 use super::consumer::{ConsumerGroup, TopicsView};
+use super::stored::GroupType;
 use super::{GroupDescription, MemberDescription};
 use crate::coordinator::KeyState;
 use crate::error::ErrorCode;
@@ -59,9 +60,9 @@ impl Group {
 
     pub fn kind(&self) -> &'static str {
         if self.consumer.is_some() {
-            "consumer"
+            GroupType::Consumer.name()
         } else {
-            "classic"
+            GroupType::Classic.name()
         }
     }
 

@@ -206,6 +206,7 @@ impl Coordinator {
     }
 }
 
+/// Queues a store of the group. A KIP-848 group's state is stored whole,
 /// so a store still queued is replaced by the newer one and its waiters
 /// join the newer one's: at most one store waits per group, however many
 /// heartbeats change it.

@@ -40,7 +40,7 @@ impl Shard {
         let shard = Rc::new(Shard {
             index,
             agent: agent.clone(),
-            buffer: ShardBuffer::new(agent.flush.clone()),
+            buffer: ShardBuffer::new(agent.flush.clone(), agent.sealed_tx.clone()),
             topics: TopicCache::new(agent.meta.clone()),
             reader: Reader::new(agent.meta.clone(), agent.storage.clone()),
             fetch_budget: FetchBudget::new(FETCH_BYTES_INFLIGHT_MAX),

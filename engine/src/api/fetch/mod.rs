@@ -5,10 +5,10 @@
 //! Fetch sessions are answered sessionless (session id 0, full responses
 //! holding every requested partition), which every client handles.
 
+mod splice;
+
 use std::rc::Rc;
 use std::time::{Duration, Instant};
-
-mod splice;
 
 use futures::future::{select, Either, FutureExt};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};

@@ -24,6 +24,7 @@ use super::stored::{
 };
 use super::GroupsConfig;
 use crate::error::ErrorCode;
+use crate::limits::{SUBSCRIPTION_REGEX_BYTES_MAX, SUBSCRIPTION_REGEX_COMPILED_BYTES_MAX};
 
 mod assign;
 mod heartbeat;
@@ -35,11 +36,6 @@ pub type Partitions = BTreeMap<Uuid, BTreeSet<i32>>;
 
 /// Subscribed topics as the coordinator knows them: name → (id, partitions).
 pub type TopicsView = HashMap<String, (Uuid, i32)>;
-
-/// Longest regular expression accepted in a subscription.
-pub const SUBSCRIPTION_REGEX_BYTES_MAX: usize = 4096;
-/// Memory one compiled subscription regex may take.
-pub const SUBSCRIPTION_REGEX_COMPILED_BYTES_MAX: usize = 1 << 20;
 
 /// Compiles a subscription regex to match whole topic names (as Kafka's
 /// RE2/J `matches()`); `None` for the empty pattern.
