@@ -241,8 +241,7 @@ fn start_storage(args: &ServeArgs, url: &str) -> Result<(Storage, StorageThread)
     } else {
         store
     };
-    let started = Storage::start(store, prefix, args.tail_cache_bytes, args.read_cache_bytes)?;
-    Ok(started)
+    Storage::start(store, prefix, args.tail_cache_bytes, args.read_cache_bytes).map_err(Into::into)
 }
 
 /// Renews the agent's lease and refreshes its view of the live agents

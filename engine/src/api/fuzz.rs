@@ -2,9 +2,8 @@
 //! shard does with untrusted bytes before touching state.
 
 use bytes::Bytes;
-use kafka_protocol::messages::{ApiKey, ProduceRequest};
+use kafka_protocol::messages::ApiKey;
 
-use super::codec::decode;
 use super::{decode_body, parse_request, Parsed};
 
 /// Feeds one arbitrary frame through everything a shard does with untrusted
@@ -18,7 +17,7 @@ pub fn fuzz_frame(data: &[u8]) {
         let _ = decode_body(&req, body);
         return;
     }
-    if let Ok(p) = decode::<ProduceRequest>(&mut body.clone(), req.version) {
+    if let Ok(p) = super::produce::API.decode(&mut body.clone(), req.version) {
         for t in p.topic_data {
             for d in t.partition_data {
                 if let Some(r) = d.records {

@@ -326,11 +326,16 @@ mod tests {
         writes_queued_max: 4,
     };
 
-    fn loaded(slots: &mut Slots<u32, State, ()>, key: &str, idle: bool, now: Instant) {
+    /// Loads `key` at `epoch` through admit → take_waiters → insert_loaded.
+    fn load<W>(slots: &mut Slots<u32, State, W>, key: &str, idle: bool, epoch: i64, now: Instant) {
         assert!(matches!(slots.admit(key, 0), Admit::Load));
         assert_eq!(slots.take_waiters(key), Some(vec![0]));
         let state = State { idle, wake: None };
-        slots.insert_loaded(key.into(), 1, state, now);
+        slots.insert_loaded(key.into(), epoch, state, now);
+    }
+
+    fn loaded(slots: &mut Slots<u32, State, ()>, key: &str, idle: bool, now: Instant) {
+        load(slots, key, idle, 1, now);
     }
 
     #[test]
@@ -359,32 +364,12 @@ mod tests {
     fn writes_of_an_earlier_load_touch_nothing() {
         let now = Instant::now();
         let mut slots: Slots<u32, State, u8> = Slots::new(LIMITS);
-        assert!(matches!(slots.admit("a", 0), Admit::Load));
-        slots.take_waiters("a");
-        slots.insert_loaded(
-            "a".into(),
-            7,
-            State {
-                idle: true,
-                wake: None,
-            },
-            now,
-        );
+        load(&mut slots, "a", true, 7, now);
         slots.get_mut("a").unwrap().writes.push(1);
         let (w, epoch, first) = slots.start_write("a").unwrap();
         assert_eq!((w, epoch), (1, 7));
         slots.remove("a");
-        assert!(matches!(slots.admit("a", 0), Admit::Load));
-        slots.take_waiters("a");
-        slots.insert_loaded(
-            "a".into(),
-            8,
-            State {
-                idle: true,
-                wake: None,
-            },
-            now,
-        );
+        load(&mut slots, "a", true, 8, now);
         assert!(slots.write_finished("a", first).is_none());
         let second = slots.get("a").unwrap().load_id;
         assert_ne!(first, second);
