@@ -491,6 +491,53 @@ pub fn walk_batches(
     })
 }
 
+/// A transaction marker: the control batch that ends a transaction in one
+/// partition, taking one offset there (Kafka's `EndTransactionMarker`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnMarker {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    /// COMMIT, or ABORT.
+    pub commit: bool,
+    pub coordinator_epoch: i32,
+    pub timestamp_ms: i64,
+}
+
+/// Bytes of a marker batch (header and its one control record).
+pub const TXN_MARKER_BATCH_BYTES: usize = BATCH_HEADER_BYTES + 17;
+
+/// The marker's record batch, base offset 0 (patched like any stored batch
+/// on the way out): magic 2, attributes transactional | control, no
+/// sequence, one record whose key is (version 0, type 0 ABORT / 1 COMMIT)
+/// and whose value is (version 0, coordinator epoch). A marker is fully
+/// determined by its fields, so it needs no object: Fetch makes it.
+pub fn txn_marker_batch(m: &TxnMarker) -> Bytes {
+    let mut b = Vec::with_capacity(TXN_MARKER_BATCH_BYTES);
+    b.extend_from_slice(&0i64.to_be_bytes()); // base offset
+    b.extend_from_slice(&((TXN_MARKER_BATCH_BYTES - 12) as i32).to_be_bytes());
+    b.extend_from_slice(&0i32.to_be_bytes()); // partition leader epoch
+    b.push(2); // magic
+    b.extend_from_slice(&[0; 4]); // CRC, below
+    b.extend_from_slice(&(ATTR_TRANSACTIONAL | ATTR_CONTROL).to_be_bytes());
+    b.extend_from_slice(&0i32.to_be_bytes()); // last offset delta
+    b.extend_from_slice(&m.timestamp_ms.to_be_bytes()); // base timestamp
+    b.extend_from_slice(&m.timestamp_ms.to_be_bytes()); // max timestamp
+    b.extend_from_slice(&m.producer_id.to_be_bytes());
+    b.extend_from_slice(&m.producer_epoch.to_be_bytes());
+    b.extend_from_slice(&(-1i32).to_be_bytes()); // base sequence
+    b.extend_from_slice(&1i32.to_be_bytes()); // records
+                                              // The record, its varints zigzag-encoded: length 16, attributes,
+                                              // timestamp delta 0, offset delta 0, key length 4, key, value length 6,
+                                              // value, no headers.
+    b.extend_from_slice(&[0x20, 0, 0, 0, 0x08, 0, 0, 0, u8::from(m.commit), 0x0c, 0, 0]);
+    b.extend_from_slice(&m.coordinator_epoch.to_be_bytes());
+    b.push(0);
+    debug_assert_eq!(b.len(), TXN_MARKER_BATCH_BYTES);
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(b)
+}
+
 /// Writes `batch` into `out` with its baseOffset set to `base_offset` (the
 /// field lies outside the CRC).
 pub fn put_with_base_offset(out: &mut bytes::BytesMut, batch: &[u8], base_offset: i64) {
@@ -690,5 +737,46 @@ pub mod tests {
             validate_produce_records(&out, 1 << 20).is_ok(),
             "CRC still holds"
         );
+    }
+
+    #[test]
+    fn txn_markers_decode_as_kafka_control_batches() {
+        use kafka_protocol::records::RecordBatchDecoder;
+        for commit in [false, true] {
+            let m = TxnMarker {
+                producer_id: 4242,
+                producer_epoch: 7,
+                commit,
+                coordinator_epoch: 3,
+                timestamp_ms: 1_700_000_000_123,
+            };
+            let bytes = txn_marker_batch(&m);
+            assert_eq!(bytes.len(), 78, "Kafka's marker batch is 78 bytes");
+            let mut out = bytes::BytesMut::new();
+            put_with_base_offset(&mut out, &bytes, 99);
+            let walked: Vec<_> = walk_batches(out.clone().freeze(), true).collect();
+            assert_eq!(walked.len(), 1);
+            let batch = walked
+                .into_iter()
+                .next()
+                .unwrap()
+                .expect("CRC and lengths valid");
+            assert_eq!(batch.last_offset_delta, 0);
+            assert_eq!(batch.max_timestamp, m.timestamp_ms);
+            let set =
+                RecordBatchDecoder::decode(&mut out.freeze()).expect("the library decodes it");
+            assert_eq!(set.records.len(), 1);
+            let r = &set.records[0];
+            assert!(r.control);
+            assert!(r.transactional);
+            assert_eq!(r.offset, 99);
+            assert_eq!(r.producer_id, 4242);
+            assert_eq!(r.producer_epoch, 7);
+            assert_eq!(r.sequence, -1);
+            assert_eq!(r.timestamp, m.timestamp_ms);
+            assert_eq!(r.key.as_deref(), Some(&[0u8, 0, 0, u8::from(commit)][..]));
+            assert_eq!(r.value.as_deref(), Some(&[0u8, 0, 0, 0, 0, 3][..]));
+            assert!(r.headers.is_empty());
+        }
     }
 }
