@@ -22,6 +22,8 @@ pub struct AgentConfig {
     pub advertised_host: String,
     pub advertised_port: i32,
     pub rack: Option<String>,
+    /// Kafka's `transaction.max.timeout.ms`.
+    pub transaction_max_timeout_ms: i32,
 }
 
 pub struct Agent {

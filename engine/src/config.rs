@@ -181,6 +181,16 @@ pub struct ServeArgs {
     /// Rack reported in Metadata.
     #[arg(long, env = "RUTOMQ_RACK")]
     pub rack: Option<String>,
+    /// Longest `transaction.timeout.ms` a transactional producer may ask
+    /// for (Kafka's `transaction.max.timeout.ms`). Flink's KafkaSink asks
+    /// 1 h (3600000) by default: raise this, or lower the sink's
+    /// `transaction.timeout.ms`.
+    #[arg(
+        long,
+        env = "RUTOMQ_TRANSACTION_MAX_TIMEOUT_MS",
+        default_value_t = crate::limits::TRANSACTION_MAX_TIMEOUT_MS_DEFAULT
+    )]
+    pub transaction_max_timeout_ms: i32,
 }
 
 impl ServeArgs {

@@ -33,7 +33,16 @@ pub enum ErrorCode {
     InvalidRequest = 42,
     OutOfOrderSequenceNumber = 45,
     InvalidProducerEpoch = 47,
+    InvalidTxnState = 48,
+    InvalidProducerIdMapping = 49,
+    InvalidTransactionTimeout = 50,
+    ConcurrentTransactions = 51,
     TransactionalIdAuthorizationFailed = 53,
+    OperationNotAttempted = 55,
+    UnstableOffsetCommit = 88,
+    ProducerFenced = 90,
+    TransactionalIdNotFound = 105,
+    TransactionAbortable = 120,
     KafkaStorageError = 56,
     UnknownServerError = -1,
     UnknownTopicId = 100,
@@ -84,6 +93,8 @@ impl From<rutomq_meta::BatchOutcome> for ErrorCode {
             B::UnknownTopicOrPartition => ErrorCode::UnknownTopicOrPartition,
             B::OutOfOrderSequence => ErrorCode::OutOfOrderSequenceNumber,
             B::InvalidProducerEpoch => ErrorCode::InvalidProducerEpoch,
+            B::InvalidProducerIdMapping => ErrorCode::InvalidProducerIdMapping,
+            B::InvalidTxnState => ErrorCode::InvalidTxnState,
         }
     }
 }

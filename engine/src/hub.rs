@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
+use rutomq_meta::MarksNews;
+
 use crate::flush::NewSpan;
 use crate::limits::HUB_MESSAGES_QUEUED_MAX;
 
@@ -13,7 +15,8 @@ use crate::limits::HUB_MESSAGES_QUEUED_MAX;
 pub type HubMessage = Arc<HubNews>;
 
 pub struct HubNews {
-    pub marks: Vec<(Uuid, i32, i64)>,
+    /// High watermarks, last stable offsets, aborts.
+    pub marks: Vec<MarksNews>,
     /// The spans behind `marks`, when this agent committed them.
     pub spans: Vec<NewSpan>,
     /// Log start offsets moved (retention, DeleteRecords).
@@ -34,7 +37,7 @@ impl Hub {
         (Hub { senders }, receivers)
     }
 
-    pub fn notify(&self, marks: Vec<(Uuid, i32, i64)>, spans: Vec<NewSpan>) {
+    pub fn notify(&self, marks: Vec<MarksNews>, spans: Vec<NewSpan>) {
         if !marks.is_empty() {
             self.send(HubNews {
                 marks,

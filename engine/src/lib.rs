@@ -23,3 +23,4 @@ pub mod records;
 pub mod serve;
 pub mod shard;
 pub mod topics;
+pub mod txns;

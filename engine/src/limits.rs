@@ -57,6 +57,37 @@ pub const SPANS_CACHED_PER_PARTITION_MAX: usize = 256;
 /// log starts can be dropped (full queue, LISTEN reconnecting), and a
 /// retired object is deleted only `file.delete.delay.ms` (60 s) later.
 pub const LOG_START_CACHE_TTL: Duration = Duration::from_secs(10);
+/// Partitions whose read_committed state (last stable offset, aborted
+/// transactions) a shard keeps.
+pub const STABLE_CACHE_PARTITIONS_MAX: usize = 1024;
+/// Aborted transactions kept per partition (the oldest markers go first;
+/// fetches from before them ask PostgreSQL).
+pub const ABORTED_TXNS_CACHED_MAX: usize = 1024;
+/// Aborted transactions one PostgreSQL read returns; a longer list is cut
+/// and reads stop where it was cut.
+pub const ABORTED_TXNS_LOADED_MAX: i64 = 512;
+/// A partition's read_committed state is trusted this long without a
+/// notification confirming it.
+pub const STABLE_CACHE_TTL: Duration = Duration::from_secs(5);
+
+// ---- transactions ------------------------------------------------------------
+
+/// Kafka's `transaction.max.timeout.ms` default: longer transaction
+/// timeouts are refused (INVALID_TRANSACTION_TIMEOUT).
+pub const TRANSACTION_MAX_TIMEOUT_MS_DEFAULT: i32 = 900_000;
+/// How often each agent looks for open transactions past their timeout
+/// (Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`).
+pub const TXN_TIMEOUT_SCAN_INTERVAL: Duration = Duration::from_secs(1);
+/// Timed-out transactions one scan looks at.
+pub const TXN_TIMEOUT_SCAN_MAX: i64 = 1000;
+/// Partitions one transaction may hold.
+pub const TXN_PARTITIONS_MAX: usize = 10_000;
+/// Longest transactional id accepted (bytes).
+pub const TRANSACTIONAL_ID_BYTES_MAX: usize = 65_536;
+/// Transactions one ListTransactions answer lists at most.
+pub const TXN_LIST_MAX: i64 = 100_000;
+/// Producers one DescribeProducers partition lists at most.
+pub const PRODUCERS_DESCRIBED_MAX: i64 = 10_000;
 
 // ---- fetch -------------------------------------------------------------------
 
@@ -150,5 +181,7 @@ const _: () = assert!(GC_DELETE_CHUNK_OBJECTS <= GC_OBJECTS_PER_ROUND_MAX);
 // Deletions spread over part of a round, never past its end.
 const _: () = assert!(GC_DELETE_SPREAD_FRACTION > 0.0);
 const _: () = assert!(GC_DELETE_SPREAD_FRACTION <= 1.0);
+// A loaded aborted list fits the per-partition cache.
+const _: () = assert!(ABORTED_TXNS_LOADED_MAX as usize <= ABORTED_TXNS_CACHED_MAX);
 // A partition read asks PostgreSQL for no more spans than it returns.
 const _: () = assert!(FETCH_SPANS_READ_MAX <= rutomq_meta::FETCH_SPANS_MAX);

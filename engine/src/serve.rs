@@ -73,9 +73,9 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     let listen_hub = hub.clone();
     let (meta, meta_join) = Meta::start(
         url,
-        Box::new(move |kind, offsets| match kind {
-            Notice::Watermarks => listen_hub.notify(offsets.to_vec(), Vec::new()),
-            Notice::LogStarts => listen_hub.notify_log_starts(offsets.to_vec()),
+        Box::new(move |notice| match notice {
+            Notice::Watermarks(marks) => listen_hub.notify(marks, Vec::new()),
+            Notice::LogStarts(offsets) => listen_hub.notify_log_starts(offsets),
         }),
     )
     .context("cannot reach PostgreSQL")?;
@@ -101,7 +101,14 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         gather: (flush_interval / 2).clamp(Duration::from_micros(200), Duration::from_millis(5)),
         on_commit: Arc::new(move |w, spans| {
             commit_hub.notify(
-                w.iter().map(|(&(t, p), &(hw, _))| (t, p, hw)).collect(),
+                w.iter()
+                    .map(|(&(topic_id, partition), &marks)| rutomq_meta::MarksNews {
+                        topic_id,
+                        partition,
+                        marks,
+                        aborted: None,
+                    })
+                    .collect(),
                 spans,
             )
         }),
@@ -117,6 +124,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             advertised_host: adv_host,
             advertised_port: adv_port,
             rack: args.rack.clone(),
+            transaction_max_timeout_ms: args.transaction_max_timeout_ms.max(1),
         },
         meta: meta.clone(),
         storage: storage.clone(),
@@ -161,6 +169,8 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         ),
         Box::new(move |topic_id| owner.retains(topic_id)),
     ));
+    // Open transactions past their timeout are aborted by their coordinator.
+    storage.spawn(crate::txns::run_timeouts(agent.clone()));
 
     let hub_rxs = Mutex::new(hub_rxs.into_iter().map(Some).collect::<Vec<_>>());
     let shard_agent = agent.clone();

@@ -1,11 +1,13 @@
 //! The window commit: one PostgreSQL transaction allocates offsets for every
-//! batch of one or more uploaded objects, checks producer sequences, inserts
-//! the spans and advances the high watermarks.
+//! batch of one or more uploaded objects, checks producer sequences (and,
+//! for transactional batches, that the transaction is open on the
+//! partition), inserts the spans and advances the high watermarks and last
+//! stable offsets.
 //!
 //! [`plan`] is the pure part (offsets, sequence checks, span building) so it
 //! can be tested without a database; [`execute`] runs it inside a transaction.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 use tokio_postgres::types::ToSql;
@@ -21,6 +23,8 @@ pub struct ProducerFields {
     pub producer_id: i64,
     pub producer_epoch: i16,
     pub base_sequence: i32,
+    /// The batch belongs to a transaction (attribute bit 4).
+    pub transactional: bool,
 }
 
 /// One validated record batch inside an uploaded object.
@@ -58,19 +62,71 @@ pub struct ObjectCommit {
 /// What happened to one batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BatchOutcome {
-    Appended { base_offset: i64 },
-    Duplicate { base_offset: i64 },
+    Appended {
+        base_offset: i64,
+    },
+    Duplicate {
+        base_offset: i64,
+    },
     UnknownTopicOrPartition,
     OutOfOrderSequence,
     InvalidProducerEpoch,
+    /// Transactional batch of a producer id no transactional id holds.
+    InvalidProducerIdMapping,
+    /// Transactional batch for a partition not in an open transaction.
+    InvalidTxnState,
+}
+
+/// A partition's offsets after a commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionMarks {
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    /// Below the first offset of every open transaction, at most the high
+    /// watermark.
+    pub last_stable_offset: i64,
+    /// Aborts with data in the partition so far (see `partitions.abort_seq`).
+    pub abort_seq: i64,
+}
+
+/// A locked partition row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LockedPartition {
+    pub next_offset: i64,
+    pub log_start_offset: i64,
+    pub lso_pin: Option<i64>,
+    pub abort_seq: i64,
+}
+
+impl LockedPartition {
+    pub fn marks(&self, next_offset: i64, pin: Option<i64>) -> PartitionMarks {
+        let pin = match (self.lso_pin, pin) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        PartitionMarks {
+            high_watermark: next_offset,
+            log_start_offset: self.log_start_offset,
+            last_stable_offset: pin.unwrap_or(next_offset).min(next_offset),
+            abort_seq: self.abort_seq,
+        }
+    }
+}
+
+/// What the window commit knows of a transactional producer id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TxnGate {
+    pub producer_epoch: i16,
+    pub ongoing: bool,
+    pub partitions: HashSet<(Uuid, i32)>,
 }
 
 /// Per object, per append, per batch outcome; plus the new watermarks.
 #[derive(Clone, Debug, Default)]
 pub struct CommitResult {
     pub outcomes: Vec<Vec<Vec<BatchOutcome>>>,
-    /// (topic, partition) → (high watermark, log start offset) after commit.
-    pub watermarks: HashMap<(Uuid, i32), (i64, i64)>,
+    /// The offsets of every partition touched, after the commit.
+    pub watermarks: HashMap<(Uuid, i32), PartitionMarks>,
     /// The spans inserted, for the agent's own span caches.
     pub spans: Vec<SpanRow>,
 }
@@ -101,6 +157,7 @@ impl SpanRow {
             batch_count: self.batch_count,
             max_timestamp: self.max_timestamp,
             object_size,
+            marker: None,
         }
     }
 }
@@ -114,15 +171,28 @@ pub struct Plan {
     /// touched partitions.
     pub advanced: HashMap<(Uuid, i32), (i64, i64, i64)>,
     pub producer_updates: HashMap<(i64, Uuid, i32), ProducerState>,
+    /// Transactions opened in a partition by this commit: (topic,
+    /// partition, producer id) → first offset.
+    pub opened: HashMap<(Uuid, i32, i64), i64>,
+}
+
+/// The transactional state a commit checks batches against.
+#[derive(Debug, Default)]
+pub struct TxnView {
+    pub gates: HashMap<i64, TxnGate>,
+    /// (producer id, topic, partition) → first offset of its open transaction.
+    pub open: HashMap<(i64, Uuid, i32), i64>,
 }
 
 /// Assigns offsets in object order, then append order, then batch order.
-/// `partitions` holds the locked (next offset, log start) of every partition
-/// that exists; `producers` the stored state of every producer touched.
+/// `partitions` holds the locked row of every partition that exists;
+/// `producers` the stored state of every producer touched, `txns` the
+/// transactions of the transactional ones.
 pub fn plan(
     objects: &[ObjectCommit],
-    partitions: &HashMap<(Uuid, i32), (i64, i64)>,
+    partitions: &HashMap<(Uuid, i32), LockedPartition>,
     producers: &HashMap<(i64, Uuid, i32), ProducerState>,
+    txns: &TxnView,
 ) -> Plan {
     let mut next: HashMap<(Uuid, i32), (i64, i64, i64)> = HashMap::new();
     let mut states: HashMap<(i64, Uuid, i32), Option<ProducerState>> = HashMap::new();
@@ -132,7 +202,10 @@ pub fn plan(
         for append in &object.appends {
             let tp = (append.topic_id, append.partition);
             let mut outcomes = Vec::with_capacity(append.batches.len());
-            let Some(&(hw, _)) = partitions.get(&tp) else {
+            let Some(&LockedPartition {
+                next_offset: hw, ..
+            }) = partitions.get(&tp)
+            else {
                 outcomes.resize(append.batches.len(), BatchOutcome::UnknownTopicOrPartition);
                 object_outcomes.push(outcomes);
                 continue;
@@ -144,6 +217,9 @@ pub fn plan(
                     None => BatchOutcome::Appended {
                         base_offset: cursor.0,
                     },
+                    Some(p) if p.transactional && txn_refusal(txns, p, tp).is_some() => {
+                        txn_refusal(txns, p, tp).expect("checked in the guard")
+                    }
                     Some(p) => {
                         let key = (p.producer_id, append.topic_id, append.partition);
                         let state = states
@@ -179,6 +255,14 @@ pub fn plan(
                     }
                 };
                 if let BatchOutcome::Appended { base_offset } = outcome {
+                    if let Some(p) = batch.producer.filter(|p| p.transactional) {
+                        let key = (p.producer_id, append.topic_id, append.partition);
+                        if !txns.open.contains_key(&key) {
+                            plan.opened
+                                .entry((append.topic_id, append.partition, p.producer_id))
+                                .or_insert(base_offset);
+                        }
+                    }
                     let last_offset = base_offset + batch.offset_count as i64 - 1;
                     cursor.0 = last_offset + 1;
                     cursor.1 = cursor.1.max(batch.max_timestamp);
@@ -217,11 +301,18 @@ pub fn plan(
         }
         plan.result.outcomes.push(object_outcomes);
     }
+    let mut pins: HashMap<(Uuid, i32), i64> = HashMap::new();
+    for (&(t, p, _), &first) in &plan.opened {
+        let pin = pins.entry((t, p)).or_insert(first);
+        *pin = (*pin).min(first);
+    }
     for (tp, (next_offset, max_ts, bytes)) in next {
-        let (hw, log_start) = partitions[&tp];
-        plan.result
-            .watermarks
-            .insert(tp, (next_offset.max(hw), log_start));
+        let locked = partitions[&tp];
+        let hw = locked.next_offset;
+        plan.result.watermarks.insert(
+            tp,
+            locked.marks(next_offset.max(hw), pins.get(&tp).copied()),
+        );
         if next_offset > hw {
             plan.advanced.insert(tp, (next_offset, max_ts, bytes));
         }
@@ -236,6 +327,25 @@ pub fn plan(
     plan
 }
 
+/// Why a transactional batch may not join its transaction here, as the
+/// partition leader of a Kafka 3.6+ cluster (KIP-890 verification) decides:
+/// no transactional id holds the producer id; the epoch is not the current
+/// one (a fenced producer); the transaction is not open or does not hold
+/// the partition (AddPartitionsToTxn missing, or a late batch of a
+/// transaction that already ended).
+fn txn_refusal(txns: &TxnView, p: ProducerFields, tp: (Uuid, i32)) -> Option<BatchOutcome> {
+    let Some(gate) = txns.gates.get(&p.producer_id) else {
+        return Some(BatchOutcome::InvalidProducerIdMapping);
+    };
+    if gate.producer_epoch != p.producer_epoch {
+        return Some(BatchOutcome::InvalidProducerEpoch);
+    }
+    if !gate.ongoing || !gate.partitions.contains(&tp) {
+        return Some(BatchOutcome::InvalidTxnState);
+    }
+    None
+}
+
 /// The commit's statements, prepared once per connection: each execution
 /// is then one round trip (no Parse/Describe) and PostgreSQL reuses its plans.
 pub struct Statements {
@@ -246,6 +356,9 @@ pub struct Statements {
     advance_partitions: tokio_postgres::Statement,
     upsert_producer_state: tokio_postgres::Statement,
     notify_watermarks: tokio_postgres::Statement,
+    load_txn_producers: tokio_postgres::Statement,
+    load_open_txns: tokio_postgres::Statement,
+    insert_open_txns: tokio_postgres::Statement,
 }
 
 impl Statements {
@@ -261,6 +374,11 @@ impl Statements {
             client.prepare(sql::UPSERT_PRODUCER_STATE),
             client.prepare(sql::NOTIFY_WATERMARKS),
         );
+        let (h, i, j) = futures::join!(
+            client.prepare(sql::LOAD_TXN_PRODUCERS),
+            client.prepare(sql::LOAD_OPEN_TXNS),
+            client.prepare(sql::INSERT_OPEN_TXNS),
+        );
         Ok(Statements {
             lock_partitions: a?,
             load_producer_state: b?,
@@ -269,6 +387,9 @@ impl Statements {
             advance_partitions: e?,
             upsert_producer_state: f?,
             notify_watermarks: g?,
+            load_txn_producers: h?,
+            load_open_txns: i?,
+            insert_open_txns: j?,
         })
     }
 }
@@ -330,17 +451,61 @@ async fn execute_pipelined(
                 .await
         }
     };
+    // 2b. Transactional producers only: their transactions, share-locked
+    // after the partitions, and where they are open.
+    let mut txn_pids: Vec<i64> = objects
+        .iter()
+        .flat_map(|o| o.appends.iter().flat_map(|a| a.batches.iter()))
+        .filter_map(|b| {
+            b.producer
+                .filter(|p| p.transactional)
+                .map(|p| p.producer_id)
+        })
+        .collect();
+    txn_pids.sort_unstable();
+    txn_pids.dedup();
+    let load_txns = async {
+        if txn_pids.is_empty() {
+            Ok((Vec::new(), Vec::new()))
+        } else {
+            let params: [&(dyn ToSql + Sync); 1] = [&txn_pids];
+            let (gates, open) = futures::join!(
+                tx.query(&st.load_txn_producers, &params),
+                tx.query(&st.load_open_txns, &params)
+            );
+            Ok::<_, tokio_postgres::Error>((gates?, open?))
+        }
+    };
     let lock_params: [&(dyn ToSql + Sync); 2] = [&topic_ids, &parts];
-    let (begun, locked, producer_rows) = futures::join!(
+    let (begun, locked, producer_rows, txn_rows) = futures::join!(
         tx.batch_execute("BEGIN"),
         tx.query(&st.lock_partitions, &lock_params),
-        load_producers
+        load_producers,
+        load_txns
     );
     begun?;
-    let partitions: HashMap<(Uuid, i32), (i64, i64)> = locked?
+    let partitions: HashMap<(Uuid, i32), LockedPartition> = locked?
         .iter()
-        .map(|r| ((r.get(0), r.get(1)), (r.get(2), r.get(3))))
+        .map(|r| ((r.get(0), r.get(1)), locked_from_row(r)))
         .collect();
+    let (gate_rows, open_rows) = txn_rows?;
+    let mut txns = TxnView::default();
+    for r in gate_rows {
+        let topics: Vec<Uuid> = r.get(3);
+        let parts: Vec<i32> = r.get(4);
+        let state: String = r.get(2);
+        txns.gates.insert(
+            r.get(0),
+            TxnGate {
+                producer_epoch: r.get(1),
+                ongoing: state == "Ongoing",
+                partitions: topics.into_iter().zip(parts).collect(),
+            },
+        );
+    }
+    for r in open_rows {
+        txns.open.insert((r.get(0), r.get(1), r.get(2)), r.get(3));
+    }
     let mut producers = HashMap::new();
     for r in producer_rows? {
         let history: Vec<i64> = r.get(4);
@@ -353,7 +518,7 @@ async fn execute_pipelined(
         );
     }
 
-    let plan = plan(objects, &partitions, &producers);
+    let plan = plan(objects, &partitions, &producers, &txns);
 
     // 3. Objects, spans, watermarks and producer state: pipelined statements.
     let keys: Vec<&str> = objects.iter().map(|o| o.object_key.as_str()).collect();
@@ -375,6 +540,21 @@ async fn execute_pipelined(
     let a_next: Vec<i64> = a.values().map(|v| v.0).collect();
     let a_ts: Vec<i64> = a.values().map(|v| v.1).collect();
     let a_bytes: Vec<i64> = a.values().map(|v| v.2).collect();
+    let a_pin: Vec<Option<i64>> = a
+        .keys()
+        .map(|tp| {
+            plan.opened
+                .iter()
+                .filter(|(k, _)| (k.0, k.1) == *tp)
+                .map(|(_, &first)| first)
+                .min()
+        })
+        .collect();
+    let o = &plan.opened;
+    let o_topic: Vec<Uuid> = o.keys().map(|k| k.0).collect();
+    let o_part: Vec<i32> = o.keys().map(|k| k.1).collect();
+    let o_pid: Vec<i64> = o.keys().map(|k| k.2).collect();
+    let o_first: Vec<i64> = o.values().copied().collect();
     let p = &plan.producer_updates;
     let p_id: Vec<i64> = p.keys().map(|k| k.0).collect();
     let p_topic: Vec<Uuid> = p.keys().map(|k| k.1).collect();
@@ -386,12 +566,14 @@ async fn execute_pipelined(
     let spans_params: [&(dyn ToSql + Sync); 9] = [
         &s_topic, &s_part, &s_base, &s_last, &s_key, &s_start, &s_len, &s_count, &s_ts,
     ];
-    let advance_params: [&(dyn ToSql + Sync); 5] = [&a_topic, &a_part, &a_next, &a_ts, &a_bytes];
+    let advance_params: [&(dyn ToSql + Sync); 6] =
+        [&a_topic, &a_part, &a_next, &a_ts, &a_bytes, &a_pin];
+    let opened_params: [&(dyn ToSql + Sync); 4] = [&o_topic, &o_part, &o_pid, &o_first];
     let producer_params: [&(dyn ToSql + Sync); 5] = [&p_id, &p_topic, &p_part, &p_epoch, &p_hist];
-    let notify_payloads = offset_payloads(
+    let notify_payloads = marks_payloads(
         plan.advanced
-            .iter()
-            .map(|(&(t, p), &(next_offset, _, _))| (t, p, next_offset)),
+            .keys()
+            .filter_map(|tp| plan.result.watermarks.get(tp).map(|m| (*tp, *m, None))),
     );
     let insert_objects = tx.execute(&st.insert_objects, &objects_params);
     let insert_spans = async {
@@ -416,6 +598,13 @@ async fn execute_pipelined(
                 .await
         }
     };
+    let open_insert = async {
+        if o.is_empty() {
+            Ok(0)
+        } else {
+            tx.execute(&st.insert_open_txns, &opened_params).await
+        }
+    };
     // Every NOTIFY is sent with the rest, before the COMMIT: awaiting them
     // one by one would send the second after the COMMIT, outside the
     // transaction, and a failure there would report a committed window as
@@ -427,11 +616,12 @@ async fn execute_pipelined(
             .iter()
             .map(|params| tx.execute(&st.notify_watermarks, params)),
     );
-    let (r1, r2, r3, r4, r5, committed) = futures::join!(
+    let (r1, r2, r3, r4, r6, r5, committed) = futures::join!(
         insert_objects,
         insert_spans,
         advance,
         producers_upsert,
+        open_insert,
         notify,
         tx.batch_execute("COMMIT")
     );
@@ -439,6 +629,7 @@ async fn execute_pipelined(
     r2?;
     let advanced_rows = r3?;
     r4?;
+    r6?;
     r5?;
     committed?;
     if advanced_rows as usize != a.len() {
@@ -455,26 +646,111 @@ async fn execute_pipelined(
     Ok(result)
 }
 
-/// NOTIFY payloads (each under PostgreSQL's 8000-byte limit) of
-/// `topic_uuid/partition/offset` entries separated by spaces: high
-/// watermarks on `rutomq_watermarks`, log start offsets on `rutomq_log_starts`.
-pub fn offset_payloads(entries: impl Iterator<Item = (Uuid, i32, i64)>) -> Vec<String> {
+/// A row of `LOCK_PARTITIONS` past its key columns.
+pub fn locked_from_row(r: &tokio_postgres::Row) -> LockedPartition {
+    LockedPartition {
+        next_offset: r.get(2),
+        log_start_offset: r.get(3),
+        lso_pin: r.get(4),
+        abort_seq: r.get(5),
+    }
+}
+
+/// What a watermark notification says of one partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MarksNews {
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub marks: PartitionMarks,
+    /// The marker just written at `high_watermark - 1` ended an aborted
+    /// transaction of this producer id whose data began at this offset.
+    pub aborted: Option<(i64, i64)>,
+}
+
+/// Watermark NOTIFY payloads: `topic/partition/hw` when the partition has
+/// no transaction state (last stable offset = high watermark, no abort
+/// ever), else `topic/partition/hw/lso/abort_seq`, plus `/pid/first` for
+/// the marker of an aborted transaction. The log start is not carried.
+pub fn marks_payloads(
+    entries: impl Iterator<Item = ((Uuid, i32), PartitionMarks, Option<(i64, i64)>)>,
+) -> Vec<String> {
+    chunked(entries.map(|((t, p), m, aborted)| {
+        let mut e = format!("{}/{}/{}", t.simple(), p, m.high_watermark);
+        if m.last_stable_offset != m.high_watermark || m.abort_seq != 0 || aborted.is_some() {
+            let _ = write!(e, "/{}/{}", m.last_stable_offset, m.abort_seq);
+            if let Some((pid, first)) = aborted {
+                let _ = write!(e, "/{pid}/{first}");
+            }
+        }
+        e
+    }))
+}
+
+/// Parses one watermark payload (see [`marks_payloads`]); the log start of
+/// each entry is unknown (-1).
+pub fn parse_marks_payload(payload: &str) -> Vec<MarksNews> {
+    payload
+        .split(' ')
+        .filter_map(|e| {
+            let f: Vec<&str> = e.split('/').collect();
+            let topic_id = Uuid::parse_str(f.first()?).ok()?;
+            let partition = f.get(1)?.parse().ok()?;
+            let hw: i64 = f.get(2)?.parse().ok()?;
+            let num = |i: usize| f.get(i).and_then(|v| v.parse::<i64>().ok());
+            let (lso, seq) = match f.len() {
+                3 => (hw, 0),
+                5 | 7 => (num(3)?, num(4)?),
+                _ => return None,
+            };
+            let aborted = if f.len() == 7 {
+                Some((num(5)?, num(6)?))
+            } else {
+                None
+            };
+            Some(MarksNews {
+                topic_id,
+                partition,
+                marks: PartitionMarks {
+                    high_watermark: hw,
+                    log_start_offset: -1,
+                    last_stable_offset: lso,
+                    abort_seq: seq,
+                },
+                aborted,
+            })
+        })
+        .collect()
+}
+
+/// Joins entries into payloads under PostgreSQL's 8000-byte limit.
+fn chunked(entries: impl Iterator<Item = String>) -> Vec<String> {
     const PAYLOAD_BYTES_MAX: usize = 7000;
     let mut out = Vec::new();
     let mut cur = String::new();
-    for (topic, partition, offset) in entries {
-        if cur.len() > PAYLOAD_BYTES_MAX {
+    for e in entries {
+        if cur.len() + e.len() > PAYLOAD_BYTES_MAX && !cur.is_empty() {
             out.push(std::mem::take(&mut cur));
         }
         if !cur.is_empty() {
             cur.push(' ');
         }
-        let _ = write!(cur, "{}/{}/{}", topic.simple(), partition, offset);
+        cur.push_str(&e);
     }
     if !cur.is_empty() {
         out.push(cur);
     }
     out
+}
+
+/// NOTIFY payloads (each under PostgreSQL's 8000-byte limit) of
+/// `topic_uuid/partition/offset` entries separated by spaces: high
+/// watermarks on `rutomq_watermarks`, log start offsets on `rutomq_log_starts`.
+pub fn offset_payloads(entries: impl Iterator<Item = (Uuid, i32, i64)>) -> Vec<String> {
+    chunked(
+        entries.map(|(topic, partition, offset)| {
+            format!("{}/{}/{}", topic.simple(), partition, offset)
+        }),
+    )
 }
 
 /// Parses one NOTIFY payload back into (topic, partition, offset).
@@ -494,6 +770,15 @@ pub fn parse_offset_payload(payload: &str) -> Vec<(Uuid, i32, i64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn locked(next_offset: i64, log_start_offset: i64) -> LockedPartition {
+        LockedPartition {
+            next_offset,
+            log_start_offset,
+            lso_pin: None,
+            abort_seq: 0,
+        }
+    }
 
     fn batch(start: u64, len: u32, count: u32, producer: Option<ProducerFields>) -> BatchRef {
         BatchRef {
@@ -538,8 +823,8 @@ mod tests {
             ),
             object("b", vec![(t, 0, vec![batch(0, 100, 4, None)])]),
         ];
-        let partitions = HashMap::from([((t, 0), (10, 0))]);
-        let p = plan(&objects, &partitions, &HashMap::new());
+        let partitions = HashMap::from([((t, 0), locked(10, 0))]);
+        let p = plan(&objects, &partitions, &HashMap::new(), &TxnView::default());
         assert_eq!(
             p.result.outcomes,
             vec![
@@ -558,7 +843,8 @@ mod tests {
         assert_eq!(p.advanced[&(t, 0)].0, 19);
         // The retained size grows by every appended batch.
         assert_eq!(p.advanced[&(t, 0)].2, 300);
-        assert_eq!(p.result.watermarks[&(t, 0)], (19, 0));
+        assert_eq!(p.result.watermarks[&(t, 0)].high_watermark, 19);
+        assert_eq!(p.result.watermarks[&(t, 0)].last_stable_offset, 19);
     }
 
     #[test]
@@ -569,6 +855,7 @@ mod tests {
                 producer_id: 7,
                 producer_epoch: 0,
                 base_sequence: seq,
+                transactional: false,
             })
         };
         let objects = vec![object(
@@ -584,8 +871,8 @@ mod tests {
                 ],
             )],
         )];
-        let partitions = HashMap::from([((t, 1), (0, 0))]);
-        let p = plan(&objects, &partitions, &HashMap::new());
+        let partitions = HashMap::from([((t, 1), locked(0, 0))]);
+        let p = plan(&objects, &partitions, &HashMap::new(), &TxnView::default());
         assert_eq!(
             p.result.outcomes[0][0],
             vec![
@@ -610,8 +897,8 @@ mod tests {
                 (t, 0, vec![batch(100, 100, 1, None)]),
             ],
         )];
-        let partitions = HashMap::from([((t, 0), (0, 0))]);
-        let p = plan(&objects, &partitions, &HashMap::new());
+        let partitions = HashMap::from([((t, 0), locked(0, 0))]);
+        let p = plan(&objects, &partitions, &HashMap::new(), &TxnView::default());
         assert_eq!(
             p.result.outcomes[0],
             vec![
@@ -619,6 +906,104 @@ mod tests {
                 vec![BatchOutcome::Appended { base_offset: 0 }]
             ]
         );
+    }
+
+    #[test]
+    fn transactional_batches_join_only_their_open_transaction() {
+        let t = Uuid::from_u128(5);
+        let pf = |pid, epoch, seq| {
+            Some(ProducerFields {
+                producer_id: pid,
+                producer_epoch: epoch,
+                base_sequence: seq,
+                transactional: true,
+            })
+        };
+        let objects = vec![object(
+            "a",
+            vec![
+                (
+                    t,
+                    0,
+                    vec![
+                        batch(0, 100, 2, pf(7, 1, 0)),
+                        batch(100, 100, 2, pf(7, 0, 2)),
+                        batch(200, 100, 1, pf(8, 0, 0)),
+                        batch(300, 100, 1, pf(9, 0, 0)),
+                    ],
+                ),
+                (t, 1, vec![batch(400, 100, 1, pf(7, 1, 0))]),
+            ],
+        )];
+        let mut partitions = HashMap::from([((t, 0), locked(10, 0)), ((t, 1), locked(5, 0))]);
+        partitions.get_mut(&(t, 0)).unwrap().lso_pin = Some(4);
+        let mut txns = TxnView::default();
+        txns.gates.insert(
+            7,
+            TxnGate {
+                producer_epoch: 1,
+                ongoing: true,
+                partitions: HashSet::from([(t, 0)]),
+            },
+        );
+        txns.gates.insert(
+            8,
+            TxnGate {
+                producer_epoch: 0,
+                ongoing: false,
+                partitions: HashSet::from([(t, 0)]),
+            },
+        );
+        let p = plan(&objects, &partitions, &HashMap::new(), &txns);
+        assert_eq!(
+            p.result.outcomes[0],
+            vec![
+                vec![
+                    BatchOutcome::Appended { base_offset: 10 },
+                    BatchOutcome::InvalidProducerEpoch,
+                    BatchOutcome::InvalidTxnState,
+                    BatchOutcome::InvalidProducerIdMapping,
+                ],
+                vec![BatchOutcome::InvalidTxnState],
+            ]
+        );
+        assert_eq!(p.opened, HashMap::from([((t, 0, 7), 10)]));
+        let m = p.result.watermarks[&(t, 0)];
+        assert_eq!((m.high_watermark, m.last_stable_offset), (12, 4));
+    }
+
+    #[test]
+    fn marks_payload_round_trip() {
+        let t = Uuid::from_u128(6);
+        let m = |hw, lso, seq| PartitionMarks {
+            high_watermark: hw,
+            log_start_offset: 0,
+            last_stable_offset: lso,
+            abort_seq: seq,
+        };
+        let payloads = marks_payloads(
+            [
+                ((t, 0), m(5, 5, 0), None),
+                ((t, 1), m(9, 3, 2), None),
+                ((t, 2), m(7, 7, 1), Some((42, 2))),
+            ]
+            .into_iter(),
+        );
+        let news = parse_marks_payload(&payloads[0]);
+        assert_eq!(news.len(), 3);
+        assert_eq!(
+            (
+                news[0].marks.high_watermark,
+                news[0].marks.last_stable_offset
+            ),
+            (5, 5)
+        );
+        assert_eq!(
+            (news[1].marks.last_stable_offset, news[1].marks.abort_seq),
+            (3, 2)
+        );
+        assert_eq!(news[2].aborted, Some((42, 2)));
+        assert!(parse_marks_payload("junk/1").is_empty());
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod groups;
 pub mod limits;
 pub mod producer;
 mod sql;
+pub mod txn;
 
 pub use limits::*;
 
@@ -32,7 +33,8 @@ use tokio_postgres::{AsyncMessage, NoTls};
 use uuid::Uuid;
 
 pub use commit::{
-    BatchOutcome, BatchRef, CommitResult, ObjectCommit, PartitionAppend, ProducerFields,
+    BatchOutcome, BatchRef, CommitResult, MarksNews, ObjectCommit, PartitionAppend, PartitionMarks,
+    ProducerFields,
 };
 
 /// Session settings of every connection: no statement or lock wait is
@@ -97,6 +99,8 @@ pub struct SpanRecord {
     /// Size of the whole object (0 if unknown): small objects are read
     /// whole once and cached, so the partitions sharing them cost one GET.
     pub object_size: u64,
+    /// A transaction marker (one offset, no object: `object_key` is empty).
+    pub marker: Option<crate::txn::MarkerRecord>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,16 +116,17 @@ pub enum CreateTopicError {
 }
 
 /// What a notification seen on `LISTEN` (from any agent) carries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Notice {
-    /// New high watermarks (window commits).
-    Watermarks,
+    /// New high watermarks and last stable offsets (window commits,
+    /// transaction markers).
+    Watermarks(Vec<MarksNews>),
     /// New log start offsets (retention, DeleteRecords).
-    LogStarts,
+    LogStarts(Vec<(Uuid, i32, i64)>),
 }
 
-/// Called with every (topic, partition, offset) notification.
-pub type NoticeListener = Box<dyn Fn(Notice, &[(Uuid, i32, i64)]) + Send + Sync>;
+/// Called with every notification.
+pub type NoticeListener = Box<dyn Fn(Notice) + Send + Sync>;
 
 /// Advisory lock held by the agent dropping retired spans (one at a time,
 /// so two agents never each leave an object's last span to the other).
@@ -200,6 +205,26 @@ struct Ctx {
     query: Arc<QueryConn>,
     /// Transactions for topic DDL, one at a time.
     ddl: Arc<tokio::sync::Mutex<tokio_postgres::Client>>,
+    /// Connections for transaction state changes, each serving the
+    /// transactional ids that hash to it, one change at a time; connected
+    /// on first use.
+    txn: Arc<[Arc<tokio::sync::Mutex<Option<tokio_postgres::Client>>>]>,
+    url: Arc<str>,
+}
+
+impl Ctx {
+    /// The transaction connection of `id`, (re)connected if needed.
+    async fn txn_conn(
+        &self,
+        id: &[u8],
+    ) -> Result<tokio::sync::OwnedMutexGuard<Option<tokio_postgres::Client>>, MetaError> {
+        let slot = self.txn[txn::txn_connection_index(id)].clone();
+        let mut c = slot.lock_owned().await;
+        if c.as_ref().is_none_or(|c| c.is_closed()) {
+            *c = Some(connect(&self.url).await?);
+        }
+        Ok(c)
+    }
 }
 
 type Job = Box<dyn FnOnce(Ctx) -> BoxFuture<'static, ()> + Send>;
@@ -223,8 +248,8 @@ pub type CommitAnswer = Result<
 /// Outcomes of one object's appends, in append order.
 pub type CommitResultForObject = Vec<Vec<BatchOutcome>>;
 
-/// Watermarks after a commit: (topic, partition) → (high watermark, log start).
-pub type Watermarks = HashMap<(Uuid, i32), (i64, i64)>;
+/// Watermarks after a commit, per (topic, partition).
+pub type Watermarks = HashMap<(Uuid, i32), PartitionMarks>;
 
 /// Answer to [`Meta::submit_commit`].
 pub type CommitReceiver = oneshot::Receiver<CommitAnswer>;
@@ -243,6 +268,7 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaErro
         (1, include_str!("../sql/0001_init.sql")),
         (2, include_str!("../sql/0002_retention.sql")),
         (3, include_str!("../sql/0003_groups.sql")),
+        (4, include_str!("../sql/0004_transactions.sql")),
     ];
     client
         .batch_execute(
@@ -322,6 +348,10 @@ impl Meta {
                         let ctx = Ctx {
                             query: Arc::new(connect_query(&url).await?),
                             ddl: Arc::new(tokio::sync::Mutex::new(connect(&url).await?)),
+                            txn: (0..TXN_CONNECTIONS)
+                                .map(|_| Arc::new(tokio::sync::Mutex::new(None)))
+                                .collect(),
+                            url: url.as_str().into(),
                         };
                         Ok::<_, MetaError>((commit_conn, ctx))
                     };
@@ -709,6 +739,7 @@ impl Meta {
                 return Ok(None);
             }
             let row = tx.query_one(sql::DROP_RETIRED_SPANS, &[&limit]).await?;
+            tx.execute(sql::DROP_RETIRED_MARKERS, &[]).await?;
             let dropped: i64 = row.get(0);
             let keys: Vec<String> = row.get(1);
             let marked = if keys.is_empty() {
@@ -807,6 +838,18 @@ fn span_from_row(r: &tokio_postgres::Row) -> SpanRecord {
         batch_count: r.get(5),
         max_timestamp: r.get(6),
         object_size: r.get::<_, i64>(7).max(0) as u64,
+        // Fetch queries add the marker columns; other span queries do not.
+        marker: if r.len() > 8 {
+            r.get::<_, Option<i64>>(8)
+                .map(|producer_id| crate::txn::MarkerRecord {
+                    producer_id,
+                    producer_epoch: r.get(9),
+                    commit: r.get(10),
+                    coordinator_epoch: r.get(11),
+                })
+        } else {
+            None
+        },
     }
 }
 
@@ -910,17 +953,14 @@ async fn run_listener(url: String, on_notice: Arc<NoticeListener>) {
 
 async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), MetaError> {
     let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
-    type Received = Result<(Notice, String), tokio_postgres::Error>;
+    type Received = Result<(bool, String), tokio_postgres::Error>;
     let (ntx, mut nrx) = mpsc::channel::<Received>(NOTICES_QUEUED_MAX);
     let pump = tokio::spawn(async move {
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(m) = messages.next().await {
             match m {
                 Ok(AsyncMessage::Notification(n)) => {
-                    let kind = match n.channel() {
-                        "rutomq_log_starts" => Notice::LogStarts,
-                        _ => Notice::Watermarks,
-                    };
+                    let kind = n.channel() == "rutomq_log_starts";
                     match ntx.try_send(Ok((kind, n.payload().to_owned()))) {
                         Ok(()) => {}
                         // A notification is a hint: the shards' cached
@@ -948,8 +988,12 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
         .batch_execute("LISTEN rutomq_watermarks; LISTEN rutomq_log_starts")
         .await?;
     while let Some(m) = nrx.recv().await {
-        let (kind, payload) = m?;
-        on_notice(kind, &commit::parse_offset_payload(&payload));
+        let (log_starts, payload) = m?;
+        on_notice(if log_starts {
+            Notice::LogStarts(commit::parse_offset_payload(&payload))
+        } else {
+            Notice::Watermarks(commit::parse_marks_payload(&payload))
+        });
     }
     pump.abort();
     Ok(())

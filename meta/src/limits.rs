@@ -24,3 +24,9 @@ pub const ORPHANED_GROUPS_MAX: i64 = 10_000;
 /// How many batches per producer and partition are remembered for dedup
 /// (Kafka's `max.in.flight.requests.per.connection` bound for idempotence).
 pub const HISTORY_BATCHES_MAX: usize = 5;
+/// Connections for transaction state changes per agent (transactional ids
+/// are spread over them; one id's changes run in order on one).
+pub const TXN_CONNECTIONS: usize = 4;
+/// A transaction change retried at most this often when its partition set
+/// changes under it (another agent adding partitions for the same id).
+pub const TXN_APPLY_ATTEMPTS_MAX: usize = 3;

@@ -2,8 +2,8 @@
 # Run one RoundTrip client program built by tests/clients/build.sh.
 #
 # Usage: tests/clients/run.sh CLIENT --bootstrap HOST:PORT --topic T --partitions P --records N
-#   CLIENT: java-4        kafka-clients $JAVA_CLIENT_4   (default 4.1.1)
-#           java-3.9      kafka-clients $JAVA_CLIENT_39  (default 3.9.1)
+#   CLIENT: java-4        kafka-clients $JAVA_CLIENT_4   (default 4.2.0)
+#           java-3.9      kafka-clients $JAVA_CLIENT_39  (default 3.9.2)
 #           java-X.Y.Z    kafka-clients X.Y.Z (build it with JAVA_CLIENT_VERSIONS=X.Y.Z build.sh java)
 #           go            franz-go
 # The last stdout line is "RESULT ok produced=N consumed=N" (exit 0) or

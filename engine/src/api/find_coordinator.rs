@@ -1,6 +1,7 @@
-//! FindCoordinator (key 10): the agent coordinating a group. Any agent can
-//! coordinate any group (its state is in PostgreSQL); the live agent with
-//! the highest rendezvous score for the group id does.
+//! FindCoordinator (key 10): the agent coordinating a group or a
+//! transactional id. Any agent can coordinate any of them (their state is
+//! in PostgreSQL); the live agent with the highest rendezvous score for the
+//! key does.
 
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
@@ -25,19 +26,15 @@ pub async fn handle(
     let find = |key: StrBytes| -> Coordinator {
         let base = Coordinator::default().with_node_id(BrokerId(-1));
         match body.key_type {
-            KEY_GROUP => {
+            // Groups and transactional ids are spread over the live agents
+            // the same way; each kind has its own coordinator.
+            KEY_GROUP | KEY_TRANSACTION => {
                 let a = shard.agent.coordinator_for(&key);
                 base.with_key(key)
                     .with_node_id(BrokerId(a.agent_id))
                     .with_host(str_bytes(&a.host))
                     .with_port(a.port)
             }
-            KEY_TRANSACTION => base
-                .with_key(key)
-                .with_error_code(ErrorCode::TransactionalIdAuthorizationFailed.code())
-                .with_error_message(Some(str_bytes(
-                    "transactions are not implemented by rutomq yet",
-                ))),
             other => base
                 .with_key(key)
                 .with_error_code(ErrorCode::InvalidRequest.code())

@@ -24,6 +24,8 @@ pub const API: Api<ListOffsetsRequest> = Api::new(ApiKey::ListOffsets, 1, 10);
 pub async fn handle(shard: &Shard, req: &Req, body: ListOffsetsRequest) -> ListOffsetsResponse {
     // leader_epoch exists from v4; setting it earlier fails the encoding.
     let leader_epoch = if req.version >= 4 { 0 } else { -1 };
+    // read_committed (v2+): the latest offset is the last stable offset.
+    let committed = body.isolation_level == 1;
     let mut topics = Vec::new();
     for t in body.topics {
         let topic = shard.topics.by_name(t.name.0.as_str()).await;
@@ -40,7 +42,9 @@ pub async fn handle(shard: &Shard, req: &Req, body: ListOffsetsRequest) -> ListO
                 Ok(Some(rec)) if p.partition_index < 0 || p.partition_index >= rec.partitions => {
                     Err(ErrorCode::UnknownTopicOrPartition)
                 }
-                Ok(Some(rec)) => lookup(shard, rec.topic_id, p.partition_index, p.timestamp).await,
+                Ok(Some(rec)) => {
+                    lookup(shard, rec.topic_id, p.partition_index, p.timestamp, committed).await
+                }
             };
             parts.push(match found {
                 Ok(Some((offset, ts))) => r.with_offset(offset).with_timestamp(ts),
@@ -64,7 +68,12 @@ async fn lookup(
     topic_id: Uuid,
     partition: i32,
     target: i64,
+    committed: bool,
 ) -> Result<Option<(i64, i64)>, ErrorCode> {
+    if committed && matches!(target, LATEST | LATEST_TIERED) {
+        let view = shard.reader.stable_view(topic_id, partition, 0).await?;
+        return Ok(Some((view.last_stable_offset, -1)));
+    }
     let meta = &shard.agent.meta;
     let offsets = meta
         .partition_offsets(topic_id, partition)

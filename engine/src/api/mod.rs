@@ -97,6 +97,10 @@ apis! {
     offset_delete,
     consumer_group_heartbeat,
     consumer_group_describe,
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    txn_offset_commit,
 }
 
 /// One implemented API and the versions served.

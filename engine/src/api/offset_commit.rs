@@ -86,6 +86,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetCommitRequest) -> Offs
                 generation: body.generation_id_or_member_epoch,
                 group_must_exist: req.version >= 9,
                 offsets: offsets.into_values().collect(),
+                txn: None,
             })
             .await
     };

@@ -16,8 +16,8 @@ use super::{Api, group_coordinator, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
 
-/// One partition's answer: (offset, leader epoch, metadata).
-type Answer = (i64, i32, String);
+/// One partition's answer: (offset, leader epoch, metadata, error).
+type Answer = (i64, i32, String, ErrorCode);
 /// The answer for one group: topics in order, each with its partitions.
 type GroupAnswer = Result<Vec<(String, Vec<(i32, Answer)>)>, ErrorCode>;
 
@@ -48,7 +48,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
                 },
             };
             let answer = if check == ErrorCode::None {
-                fetch(shard, g.group_id.to_string(), wanted).await
+                fetch(shard, g.group_id.to_string(), wanted, body.require_stable).await
             } else {
                 Err(check)
             };
@@ -64,12 +64,13 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
                                 .with_partitions(
                                     parts
                                         .into_iter()
-                                        .map(|(p, (o, e, m))| {
+                                        .map(|(p, (o, e, m, code))| {
                                             OffsetFetchResponsePartitions::default()
                                                 .with_partition_index(p)
                                                 .with_committed_offset(o)
                                                 .with_committed_leader_epoch(e)
                                                 .with_metadata(Some(str_bytes(&m)))
+                                                .with_error_code(code.code())
                                         })
                                         .collect(),
                                 )
@@ -87,7 +88,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
             .map(|t| (t.name.0.to_string(), t.partition_indexes))
             .collect()
     });
-    match fetch(shard, body.group_id.to_string(), wanted).await {
+    match fetch(shard, body.group_id.to_string(), wanted, body.require_stable).await {
         // v1 has no top-level error code: the client retries on an empty answer.
         Err(e) if req.version < 2 => {
             tracing::debug!(error = ?e, "offset fetch failed");
@@ -103,12 +104,13 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
                         .with_partitions(
                             parts
                                 .into_iter()
-                                .map(|(p, (o, e, m))| {
+                                .map(|(p, (o, e, m, code))| {
                                     OffsetFetchResponsePartition::default()
                                         .with_partition_index(p)
                                         .with_committed_offset(o)
                                         .with_committed_leader_epoch(e)
                                         .with_metadata(Some(str_bytes(&m)))
+                                        .with_error_code(code.code())
                                 })
                                 .collect(),
                         )
@@ -122,6 +124,36 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
 /// of every partition with one when `None`. A partition without a commit
 /// answers offset -1, as Kafka does.
 async fn fetch(
+    shard: &Shard,
+    group_id: String,
+    wanted: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
+) -> GroupAnswer {
+    let mut answer = fetch_committed(shard, group_id.clone(), wanted).await?;
+    if require_stable {
+        // KIP-447: a partition with offsets pending in an open transaction
+        // answers UNSTABLE_OFFSET_COMMIT (the client retries), so a new
+        // owner never starts from offsets that transaction may replace.
+        let pending = shard
+            .agent
+            .meta
+            .txn_pending_offsets(group_id)
+            .await
+            .map_err(|_| ErrorCode::CoordinatorLoadInProgress)?;
+        if !pending.is_empty() {
+            for (name, parts) in answer.iter_mut() {
+                for (p, a) in parts.iter_mut() {
+                    if pending.contains(&(name.clone(), *p)) {
+                        *a = (-1, -1, String::new(), ErrorCode::UnstableOffsetCommit);
+                    }
+                }
+            }
+        }
+    }
+    Ok(answer)
+}
+
+async fn fetch_committed(
     shard: &Shard,
     group_id: String,
     wanted: Option<Vec<(String, Vec<i32>)>>,
@@ -149,6 +181,7 @@ async fn fetch(
                 .as_deref()
                 .map(|m| String::from_utf8_lossy(m).into_owned())
                 .unwrap_or_default(),
+            ErrorCode::None,
         )
     };
     match wanted {
@@ -175,7 +208,7 @@ async fn fetch(
                         .map(|&p| {
                             let a = found
                                 .get(&(name.as_str(), p))
-                                .map_or((-1, -1, String::new()), |c| answer(c));
+                                .map_or((-1, -1, String::new(), ErrorCode::None), |c| answer(c));
                             (p, a)
                         })
                         .collect();

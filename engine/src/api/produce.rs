@@ -103,10 +103,12 @@ pub async fn handle(
                                     .fetch_add(1, Ordering::Relaxed);
                                 Pending::Done(invalid.code, Some(invalid.message))
                             }
-                            Ok(info) if info.transactional || body.transactional_id.is_some() => {
+                            // Kafka: transactional records need the request's
+                            // transactional id (and its authorization).
+                            Ok(info) if info.transactional && body.transactional_id.is_none() => {
                                 Pending::Done(
-                                    ErrorCode::InvalidRecord,
-                                    Some("transactional produce is not supported yet".into()),
+                                    ErrorCode::TransactionalIdAuthorizationFailed,
+                                    Some("transactional records without a transactional id".into()),
                                 )
                             }
                             Ok(info) => {
@@ -186,7 +188,7 @@ pub async fn handle(
                                 | rutomq_meta::BatchOutcome::Duplicate { base_offset } => {
                                     r.with_base_offset(base_offset)
                                 }
-                                other => r.with_error_code(ErrorCode::from(other).code()),
+                                other => r.with_error_code(produce_error(other, version).code()),
                             }
                         }
                         Some(Ok(Err(code))) => r.with_error_code(code.code()),
@@ -207,4 +209,14 @@ pub async fn handle(
     }
     .map(move |resp| resp.and_then(|r| encode(correlation_id, version, &r)));
     Later(answer.boxed_local())
+}
+
+/// A refused batch's error as Kafka answers it at this request version: a
+/// transactional batch outside its open transaction is INVALID_TXN_STATE
+/// for clients before KIP-890 (v10 and lower), TRANSACTION_ABORTABLE after.
+fn produce_error(outcome: rutomq_meta::BatchOutcome, version: i16) -> ErrorCode {
+    match ErrorCode::from(outcome) {
+        ErrorCode::InvalidTxnState if version >= 11 => ErrorCode::TransactionAbortable,
+        code => code,
+    }
 }

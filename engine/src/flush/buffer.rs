@@ -124,6 +124,7 @@ impl ShardBuffer {
                     producer_id: info.producer_id,
                     producer_epoch: info.producer_epoch,
                     base_sequence: info.base_sequence,
+                    transactional: info.transactional,
                 }),
             });
             part.chunks.push(bytes);

@@ -277,7 +277,7 @@ impl Pipeline {
                     .take(n)
                     .map(|(batches, tp)| PartOutcome {
                         batches,
-                        log_start_offset: watermarks.get(&tp).map_or(0, |w| w.1),
+                        log_start_offset: watermarks.get(&tp).map_or(0, |w| w.log_start_offset),
                     })
                     .collect();
                 let _ = s.reply.send(Ok(Arc::new(mine)));

@@ -176,6 +176,7 @@ impl Coordinator {
                         &args.member_id,
                         args.instance_id.as_deref(),
                         args.generation,
+                        args.txn.is_some(),
                         now,
                     )
                 };
@@ -187,7 +188,7 @@ impl Coordinator {
                         for (stored, after) in fx.stores.drain(..) {
                             queue_store(l, stored, after);
                         }
-                        enqueue_offsets(l, args.offsets, reply, &self.stats);
+                        enqueue_offsets(l, args.offsets, args.txn, reply, &self.stats);
                     }
                 }
             }
@@ -286,7 +287,7 @@ impl Coordinator {
                     Err(e) => {
                         let _ = reply.send(Err(e));
                     }
-                    Ok(()) => enqueue_offsets(l, args.offsets, reply, &self.stats),
+                    Ok(()) => enqueue_offsets(l, args.offsets, args.txn, reply, &self.stats),
                 }
             }
             Call::ValidateFetch {

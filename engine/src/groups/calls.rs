@@ -113,6 +113,16 @@ pub struct CommitArgs {
     pub group_must_exist: bool,
     /// Each (topic, partition) once.
     pub offsets: Vec<OffsetCommit>,
+    /// TxnOffsetCommit: the transaction the offsets are pending in.
+    pub txn: Option<TxnTarget>,
+}
+
+/// The transaction a TxnOffsetCommit's offsets join.
+#[derive(Clone, Debug)]
+pub struct TxnTarget {
+    pub transactional_id: Vec<u8>,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
 }
 
 /// A listed group: (group id, protocol type, state, group type).

@@ -46,7 +46,7 @@ use std::time::Duration;
 pub use crate::coordinator::Owns;
 pub use calls::{
     CommitArgs, ConsumerDescription, Failed, GroupDescription, JoinArgs, JoinResult, JoinedMember,
-    LeaveMember, Listed, MemberDescription, SyncArgs, SyncResult, Written,
+    LeaveMember, Listed, MemberDescription, SyncArgs, SyncResult, TxnTarget, Written,
 };
 pub use handle::Groups;
 

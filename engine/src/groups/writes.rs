@@ -15,14 +15,19 @@ use super::classic::{AfterStore, Effects};
 use super::consumer::HeartbeatResult;
 use super::coordinator::{Coordinator, Done, Loaded};
 use super::stored::GroupType;
-use super::{GroupStats, JoinResult, Written};
+use super::{GroupStats, JoinResult, TxnTarget, Written};
 use crate::coordinator::WriteQueue;
 use crate::error::ErrorCode;
+use rutomq_meta::txn::TxnOffsetCheck;
 
 pub(super) enum Write {
     /// The group's state, and what waits for it to be stored.
     Group(Box<StoredGroup>, Vec<AfterStore>),
-    Offsets(Vec<OffsetCommit>, oneshot::Sender<Written>),
+    Offsets(
+        Vec<OffsetCommit>,
+        Option<TxnTarget>,
+        oneshot::Sender<Written>,
+    ),
     DeleteOffsets(
         Vec<(Uuid, i32)>,
         Vec<ErrorCode>,
@@ -36,6 +41,10 @@ pub(super) enum Wrote {
     Offsets(
         oneshot::Sender<Written>,
         Result<Option<Vec<(Uuid, i32)>>, MetaError>,
+    ),
+    TxnOffsets(
+        oneshot::Sender<Written>,
+        Result<(TxnOffsetCheck, Vec<(Uuid, i32)>), MetaError>,
     ),
     DeleteOffsets(
         Vec<ErrorCode>,
@@ -59,9 +68,22 @@ impl Coordinator {
                 Write::Group(stored, afters) => {
                     Wrote::Group(afters, meta.store_group(*stored, epoch, agent_id).await)
                 }
-                Write::Offsets(offsets, reply) => {
+                Write::Offsets(offsets, None, reply) => {
                     Wrote::Offsets(reply, meta.commit_offsets(id.clone(), epoch, offsets).await)
                 }
+                // Pending in the transaction until it ends; the generation
+                // was checked when it was queued.
+                Write::Offsets(offsets, Some(t), reply) => Wrote::TxnOffsets(
+                    reply,
+                    meta.txn_commit_offsets(
+                        t.transactional_id,
+                        t.producer_id,
+                        t.producer_epoch,
+                        id.clone(),
+                        offsets,
+                    )
+                    .await,
+                ),
                 Write::DeleteOffsets(parts, codes, reply) => Wrote::DeleteOffsets(
                     codes,
                     reply,
@@ -155,6 +177,21 @@ impl Coordinator {
                 };
                 let _ = reply.send(answer);
             }
+            Wrote::TxnOffsets(reply, result) => {
+                let _ = reply.send(match result {
+                    Ok((TxnOffsetCheck::Written, written)) => Ok(written),
+                    Ok((TxnOffsetCheck::Fenced, _)) => Err(ErrorCode::InvalidProducerEpoch),
+                    Ok((TxnOffsetCheck::NotInTransaction, _)) => Err(ErrorCode::InvalidTxnState),
+                    Ok((
+                        TxnOffsetCheck::UnknownTransactionalId | TxnOffsetCheck::ProducerIdMismatch,
+                        _,
+                    )) => Err(ErrorCode::InvalidProducerIdMapping),
+                    Err(e) => {
+                        tracing::warn!(group = %group_id, error = %e, "transactional offset commit failed");
+                        Err(ErrorCode::CoordinatorNotAvailable)
+                    }
+                });
+            }
             Wrote::DeleteOffsets(codes, reply, result) => {
                 let _ = reply.send(match result {
                     Ok(Some(_)) => Ok(codes),
@@ -230,6 +267,7 @@ pub(super) fn queue_store(l: &mut Loaded, stored: StoredGroup, after: AfterStore
 pub(super) fn enqueue_offsets(
     l: &mut Loaded,
     offsets: Vec<OffsetCommit>,
+    txn: Option<TxnTarget>,
     reply: oneshot::Sender<Written>,
     stats: &GroupStats,
 ) {
@@ -249,7 +287,7 @@ pub(super) fn enqueue_offsets(
             .push(Write::Group(Box::new(stored), vec![AfterStore::Nothing]));
     }
     stats.offset_commits.fetch_add(1, Ordering::Relaxed);
-    l.writes.push(Write::Offsets(offsets, reply));
+    l.writes.push(Write::Offsets(offsets, txn, reply));
 }
 
 /// Answers every queued write's callers with `error` (the write in flight
@@ -270,7 +308,7 @@ pub(super) fn fail_writes(writes: &mut WriteQueue<Write>, error: ErrorCode) {
                     }
                 }
             }
-            Write::Offsets(_, reply) => {
+            Write::Offsets(_, _, reply) => {
                 let _ = reply.send(Err(error));
             }
             Write::DeleteOffsets(_, _, reply) => {

@@ -4,6 +4,7 @@
 //! with their long-poll waiters, cached spans) and is fed by the hub.
 
 mod spans;
+mod stable;
 mod watermarks;
 
 use std::time::Instant;
@@ -14,12 +15,17 @@ use rutomq_storage::Storage;
 use uuid::Uuid;
 
 pub use spans::SpanCache;
+pub use stable::{Aborted, StableIndex, StableView};
 pub use watermarks::Watermarks;
 
 use crate::error::ErrorCode;
 use crate::hub::HubNews;
-use crate::limits::{FETCH_SPANS_READ_MAX, READ_AHEAD_FETCHES_MAX, READ_AHEAD_SPANS_MAX};
-use crate::records::{put_with_base_offset, walk_batches, StoredBatch};
+use crate::limits::{
+    ABORTED_TXNS_LOADED_MAX, FETCH_SPANS_READ_MAX, READ_AHEAD_FETCHES_MAX, READ_AHEAD_SPANS_MAX,
+};
+use crate::records::{
+    put_with_base_offset, txn_marker_batch, walk_batches, StoredBatch, TxnMarker,
+};
 
 /// A batch read back, with its assigned base offset.
 pub struct ReadBatch {
@@ -31,8 +37,13 @@ pub struct ReadBatch {
 /// (always at least one batch when any is available, so consumers progress).
 pub struct PartitionRead {
     pub high_watermark: i64,
+    /// Known only for read_committed reads (-1 otherwise).
+    pub last_stable_offset: i64,
     pub log_start_offset: i64,
     pub records: Records,
+    /// read_committed: the aborted transactions (producer id, first
+    /// offset) of the records returned, by first offset.
+    pub aborted: Option<Vec<(i64, i64)>>,
 }
 
 /// Stored batches (shared, not copied) with the base offsets they get on
@@ -63,6 +74,7 @@ pub struct Reader {
     storage: Storage,
     pub watermarks: Watermarks,
     pub spans: SpanCache,
+    pub stable: StableIndex,
 }
 
 impl Reader {
@@ -72,18 +84,37 @@ impl Reader {
             storage,
             watermarks: Watermarks::default(),
             spans: SpanCache::default(),
+            stable: StableIndex::default(),
         }
     }
 
     /// What the hub said was committed or retired.
     pub fn learn(&self, news: &HubNews) {
         self.spans.extend(&news.spans);
+        self.stable.learn(&news.marks);
         self.watermarks.learn(&news.marks);
         self.spans.advance_log_starts(&news.log_starts);
     }
 
     /// Reads the batches of `span` (checked: CRC again, offsets add up).
     pub async fn read_span(&self, span: &SpanRecord) -> Result<Vec<ReadBatch>, ErrorCode> {
+        if let Some(m) = span.marker {
+            // A marker has no object: its 78 bytes are built here.
+            return Ok(vec![ReadBatch {
+                base_offset: span.base_offset,
+                batch: StoredBatch {
+                    bytes: txn_marker_batch(&TxnMarker {
+                        producer_id: m.producer_id,
+                        producer_epoch: m.producer_epoch,
+                        commit: m.commit,
+                        coordinator_epoch: m.coordinator_epoch,
+                        timestamp_ms: span.max_timestamp,
+                    }),
+                    last_offset_delta: 0,
+                    max_timestamp: span.max_timestamp,
+                },
+            }]);
+        }
         let (bytes, origin) = self
             .storage
             .get_range(
@@ -124,13 +155,47 @@ impl Reader {
         Ok(out)
     }
 
+    /// What a read_committed fetch from `fetch_offset` may return and must
+    /// list, from this shard's index or one PostgreSQL snapshot.
+    pub async fn stable_view(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        fetch_offset: i64,
+    ) -> Result<StableView, ErrorCode> {
+        if let Some(v) = self.stable.get(topic_id, partition, fetch_offset) {
+            return Ok(v);
+        }
+        let asked_at = Instant::now();
+        let state = self
+            .meta
+            .stable_state(topic_id, partition, fetch_offset, ABORTED_TXNS_LOADED_MAX)
+            .await
+            .map_err(|e| ErrorCode::from(&e))?
+            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
+        self.watermarks
+            .set(topic_id, partition, state.high_watermark);
+        Ok(self
+            .stable
+            .remember(topic_id, partition, fetch_offset, &state, asked_at))
+    }
+
+    /// Records of a partition from `fetch_offset`; with `committed`
+    /// (read_committed) only below the last stable offset, with the aborted
+    /// transactions among them listed.
     pub async fn read_partition(
         &self,
         topic_id: Uuid,
         partition: i32,
         fetch_offset: i64,
         bytes_max: usize,
+        committed: bool,
     ) -> Result<PartitionRead, ErrorCode> {
+        let stable = if committed {
+            Some(self.stable_view(topic_id, partition, fetch_offset).await?)
+        } else {
+            None
+        };
         let cached = self.watermarks.known(topic_id, partition).and_then(|hw| {
             self.spans
                 .get(topic_id, partition, fetch_offset, hw, bytes_max)
@@ -161,19 +226,27 @@ impl Reader {
         };
         let mut out = PartitionRead {
             high_watermark,
+            last_stable_offset: stable
+                .as_ref()
+                .map_or(-1, |s| s.last_stable_offset.min(high_watermark)),
             log_start_offset,
             records: Records::default(),
+            aborted: None,
         };
         if fetch_offset < log_start_offset || fetch_offset > high_watermark {
             return Err(ErrorCode::OffsetOutOfRange);
         }
+        // read_committed stops at the last stable offset.
+        let limit = stable
+            .as_ref()
+            .map_or(high_watermark, |s| s.read_limit.min(high_watermark));
         // The spans that can fill `bytes_max`, read concurrently (each is one
         // GET, or a share of one whole-object GET).
         let mut chosen = Vec::new();
         let mut planned = 0usize;
         let mut spans = spans.into_iter();
         for span in spans.by_ref() {
-            if span.base_offset >= high_watermark {
+            if span.base_offset >= limit {
                 break;
             }
             if span.last_offset < fetch_offset {
@@ -193,26 +266,43 @@ impl Reader {
                 break;
             }
             ahead += span.byte_len as usize;
-            self.storage.prefetch(&span.object_key, span.object_size);
+            if span.marker.is_none() {
+                self.storage.prefetch(&span.object_key, span.object_size);
+            }
         }
         let reads = futures::future::join_all(chosen.iter().map(|s| self.read_span(s))).await;
+        let mut end_offset = fetch_offset;
         'spans: for read in reads {
             for rb in read? {
                 let last = rb.base_offset + rb.batch.last_offset_delta as i64;
                 if last < fetch_offset {
                     continue;
                 }
-                if rb.base_offset >= high_watermark {
+                if rb.base_offset >= limit {
                     break 'spans;
                 }
                 if out.records.len > 0 && out.records.len + rb.batch.bytes.len() > bytes_max {
                     break 'spans;
                 }
                 out.records.push(rb.base_offset, rb.batch.bytes);
+                end_offset = last + 1;
                 if out.records.len >= bytes_max {
                     break 'spans;
                 }
             }
+        }
+        if let Some(s) = stable {
+            // Kafka's rule: the aborted transactions whose marker is at or
+            // after the fetch offset and that began below the end of what
+            // is returned, by first offset.
+            let mut aborted: Vec<(i64, i64)> = s
+                .aborted
+                .iter()
+                .filter(|a| a.first_offset < end_offset)
+                .map(|a| (a.producer_id, a.first_offset))
+                .collect();
+            aborted.sort_by_key(|a| a.1);
+            out.aborted = Some(aborted);
         }
         Ok(out)
     }

@@ -21,11 +21,12 @@ pub struct Watermarks {
 impl Watermarks {
     /// New high watermarks were committed: remember them and wake every
     /// long poll.
-    pub fn learn(&self, marks: &[(Uuid, i32, i64)]) {
+    pub fn learn(&self, marks: &[rutomq_meta::MarksNews]) {
         let now = Instant::now();
         {
             let mut hw = self.marks.borrow_mut();
-            for &(t, p, w) in marks {
+            for m in marks {
+                let (t, p, w) = (m.topic_id, m.partition, m.marks.high_watermark);
                 let e = hw.entry((t, p)).or_insert((w, now));
                 if w >= e.0 {
                     *e = (w, now);

@@ -2,6 +2,10 @@
 //! patched, long-poll on high-watermark notifications (local commits and
 //! LISTEN/NOTIFY from other agents) up to `max_wait_ms`.
 //!
+//! read_committed (isolation level 1) reads stop at the last stable offset
+//! and list the aborted transactions of what they return (see
+//! [`crate::read::StableIndex`]).
+//!
 //! Fetch sessions are answered sessionless (session id 0, full responses
 //! holding every requested partition), which every client handles.
 
@@ -11,7 +15,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use futures::future::{select, Either, FutureExt};
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::{ApiKey, FetchRequest, TopicName};
 use uuid::Uuid;
 
@@ -84,6 +90,7 @@ async fn respond(
     }
     let max_bytes = (body.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX);
     let min_bytes = body.min_bytes.max(0) as usize;
+    let committed = body.isolation_level == 1;
     let deadline =
         Instant::now() + Duration::from_millis(body.max_wait_ms.clamp(0, FETCH_WAIT_MS_MAX) as u64);
     loop {
@@ -93,7 +100,7 @@ async fn respond(
         // answers with less data instead of growing.
         grants.clear();
         let (responses, records, total, errors) =
-            read_all(shard, version, &wanted, max_bytes, &mut grants, &tag).await;
+            read_all(shard, version, committed, &wanted, max_bytes, &mut grants, &tag).await;
         let now = Instant::now();
         if total >= min_bytes
             || errors
@@ -111,7 +118,7 @@ async fn respond(
             Either::Right(_) => {
                 grants.clear();
                 let (responses, records, _, _) =
-                    read_all(shard, version, &wanted, max_bytes, &mut grants, &tag).await;
+                    read_all(shard, version, committed, &wanted, max_bytes, &mut grants, &tag).await;
                 return (FetchReply::new(responses, records, tag), grants);
             }
         }
@@ -132,6 +139,7 @@ enum Slot {
 async fn read_all(
     shard: &Rc<Shard>,
     version: i16,
+    committed: bool,
     wanted: &[Wanted],
     max_bytes: usize,
     grants: &mut Vec<FetchGrant>,
@@ -166,12 +174,13 @@ async fn read_all(
                 Ok(Some((_, count))) if partition < 0 || partition >= *count => {
                     Slot::Ready(data.with_error_code(ErrorCode::UnknownTopicOrPartition.code()))
                 }
-                Ok(Some((topic_id, _))) => match shard.reader.watermarks.known(*topic_id, partition) {
+                Ok(Some((topic_id, _))) => match caught_up(shard, committed, *topic_id, partition, fetch_offset) {
                     // Caught up: no need to ask PostgreSQL.
-                    Some(hw) if hw == fetch_offset => Slot::Ready(
+                    Some((hw, lso)) => Slot::Ready(
                         data.with_high_watermark(hw)
-                            .with_last_stable_offset(hw)
+                            .with_last_stable_offset(lso)
                             .with_log_start_offset(0)
+                            .with_aborted_transactions(committed.then(Vec::new))
                             .with_records(Some(bytes::Bytes::new())),
                     ),
                     _ => {
@@ -209,6 +218,7 @@ async fn read_all(
             data.partition_index,
             *fetch_offset,
             grant.bytes,
+            committed,
         )),
         Slot::Ready(_) => None,
     }))
@@ -243,9 +253,23 @@ async fn read_all(
                             records.push(read.records);
                             marker(tag, records.len() - 1)
                         };
+                        let lso = if read.last_stable_offset >= 0 {
+                            read.last_stable_offset
+                        } else {
+                            read.high_watermark
+                        };
                         data.with_high_watermark(read.high_watermark)
-                            .with_last_stable_offset(read.high_watermark)
+                            .with_last_stable_offset(lso)
                             .with_log_start_offset(read.log_start_offset)
+                            .with_aborted_transactions(read.aborted.map(|list| {
+                                list.into_iter()
+                                    .map(|(pid, first)| {
+                                        AbortedTransaction::default()
+                                            .with_producer_id(pid.into())
+                                            .with_first_offset(first)
+                                    })
+                                    .collect()
+                            }))
                             .with_records(Some(placeholder))
                     }
                     Err(code) => data.with_error_code(code.code()),
@@ -267,4 +291,23 @@ async fn read_all(
         );
     }
     (responses, records, total, errors)
+}
+
+/// (high watermark, last stable offset) when a fetch from `fetch_offset`
+/// is known to find nothing new: at the high watermark, or for
+/// read_committed at the last stable offset.
+fn caught_up(
+    shard: &Shard,
+    committed: bool,
+    topic_id: Uuid,
+    partition: i32,
+    fetch_offset: i64,
+) -> Option<(i64, i64)> {
+    let hw = shard.reader.watermarks.known(topic_id, partition)?;
+    if !committed {
+        return (hw == fetch_offset).then_some((hw, hw));
+    }
+    let view = shard.reader.stable.get(topic_id, partition, fetch_offset)?;
+    let lso = view.last_stable_offset.min(hw);
+    (lso == fetch_offset).then_some((hw, lso))
 }

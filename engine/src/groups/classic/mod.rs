@@ -378,6 +378,7 @@ impl ClassicGroup {
         member_id: &str,
         instance_id: Option<&str>,
         generation: i32,
+        transactional: bool,
         now: Instant,
     ) -> Result<(), ErrorCode> {
         if self.state == State::Dead {
@@ -395,7 +396,10 @@ impl ClassicGroup {
         } else if self.state != State::Empty {
             return Err(ErrorCode::UnknownMemberId);
         }
-        if self.state == State::CompletingRebalance {
+        // Kafka lets a transactional commit of the current generation in
+        // while the assignment is being synced (exactly_once_v2 commits
+        // then); a plain one must rejoin first.
+        if self.state == State::CompletingRebalance && !transactional {
             return Err(ErrorCode::RebalanceInProgress);
         }
         if let Some(m) = self.members.get_mut(member_id) {

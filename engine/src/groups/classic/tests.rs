@@ -189,20 +189,20 @@ fn static_member_restart_keeps_its_assignment() {
 fn commit_rules() {
     let mut g = ClassicGroup::new("g".into(), cfg());
     let t0 = Instant::now();
-    assert_eq!(g.validate_commit("", None, -1, t0), Ok(()));
+    assert_eq!(g.validate_commit("", None, -1, false, t0), Ok(()));
     assert_eq!(
-        g.validate_commit("m", None, 3, t0),
+        g.validate_commit("m", None, 3, false, t0),
         Err(ErrorCode::UnknownMemberId)
     );
     let mut fx = Effects::default();
     let (a, _ja) = join_new(&mut g, t0, &mut fx);
     assert_eq!(
-        g.validate_commit("", None, -1, t0),
+        g.validate_commit("", None, -1, false, t0),
         Err(ErrorCode::UnknownMemberId),
         "a simple commit needs an empty group"
     );
     assert_eq!(
-        g.validate_commit(&a, None, 7, t0),
+        g.validate_commit(&a, None, 7, false, t0),
         Err(ErrorCode::IllegalGeneration)
     );
 }

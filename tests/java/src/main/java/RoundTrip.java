@@ -61,6 +61,10 @@ public final class RoundTrip {
         if (System.getProperty("org.slf4j.simpleLogger.defaultLogLevel") == null) {
             System.setProperty("org.slf4j.simpleLogger.defaultLogLevel", "warn");
         }
+        // Transactions (tests/e2e/test_transactions.py), same jar.
+        if (args.length > 0 && args[0].equals("txn")) {
+            System.exit(Txn.main(Arrays.copyOfRange(args, 1, args.length)));
+        }
         // Consumer-group programs (tests/e2e/test_groups_java_go.py), same jar.
         if (args.length > 0 && (args[0].equals("group-consume") || args[0].equals("group-admin"))) {
             String[] rest = Arrays.copyOfRange(args, 1, args.length);

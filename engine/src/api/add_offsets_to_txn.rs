@@ -1,0 +1,50 @@
+//! AddOffsetsToTxn (key 25): the group whose offsets the transaction will
+//! commit (TxnOffsetCommit, sent to the group's coordinator, follows).
+
+use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ApiKey};
+
+use super::{Api, Req};
+use crate::error::ErrorCode;
+use crate::shard::Shard;
+use crate::txns::{self, AddTo};
+
+/// AddOffsetsToTxn, versions 0–4.
+pub const API: Api<AddOffsetsToTxnRequest> = Api::new(ApiKey::AddOffsetsToTxn, 0, 4);
+
+pub async fn handle(
+    shard: &Shard,
+    req: &Req,
+    body: AddOffsetsToTxnRequest,
+) -> AddOffsetsToTxnResponse {
+    let id = body.transactional_id.0.to_string();
+    let group = body.group_id.0.to_string();
+    let code = if group.is_empty() || group.contains('\0') {
+        ErrorCode::InvalidGroupId
+    } else {
+        match txns::coordinates(&shard.agent, &id) {
+            Err(e) => e,
+            Ok(()) => {
+                let (pid, epoch) = (body.producer_id.0, body.producer_epoch);
+                let add = AddTo::Group(group);
+                match shard
+                    .agent
+                    .meta
+                    .txn_apply(id.clone().into_bytes(), false, false, move |found| {
+                        txns::add_to_txn(pid, epoch, &add, found)
+                    })
+                    .await
+                {
+                    Ok(code) => txns::fenced_for(code, req.version, 2),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "AddOffsetsToTxn failed");
+                        ErrorCode::CoordinatorNotAvailable
+                    }
+                }
+            }
+        }
+    };
+    if code != ErrorCode::None {
+        tracing::debug!(transactional_id = %id.escape_debug(), ?code, "AddOffsetsToTxn refused");
+    }
+    AddOffsetsToTxnResponse::default().with_error_code(code.code())
+}

@@ -1,0 +1,50 @@
+//! EndTxn (key 26): commit or abort. The markers of every partition, the
+//! transaction's consumer offsets and the partitions' last stable offsets
+//! are written in one PostgreSQL transaction before the answer, so a
+//! committed transaction is wholly visible when EndTxn returns.
+
+use kafka_protocol::messages::{ApiKey, EndTxnRequest, EndTxnResponse};
+
+use super::{Api, Req};
+use crate::error::ErrorCode;
+use crate::shard::Shard;
+use crate::txns;
+
+/// EndTxn, versions 0–4 (v5 is KIP-890's second phase, not served: clients
+/// stay on the classic protocol).
+pub const API: Api<EndTxnRequest> = Api::new(ApiKey::EndTxn, 0, 4);
+
+pub async fn handle(shard: &Shard, req: &Req, body: EndTxnRequest) -> EndTxnResponse {
+    let id = body.transactional_id.0.to_string();
+    let code = match txns::coordinates(&shard.agent, &id) {
+        Err(e) => e,
+        Ok(()) => {
+            let (pid, epoch, commit) = (body.producer_id.0, body.producer_epoch, body.committed);
+            match shard
+                .agent
+                .meta
+                .txn_apply(id.clone().into_bytes(), true, false, move |found| {
+                    txns::end_txn(pid, epoch, commit, found)
+                })
+                .await
+            {
+                Ok(code) => txns::fenced_for(code, req.version, 2),
+                Err(e) => {
+                    tracing::warn!(error = %e, "EndTxn failed");
+                    ErrorCode::CoordinatorNotAvailable
+                }
+            }
+        }
+    };
+    if code != ErrorCode::None {
+        tracing::info!(
+            transactional_id = %id.escape_debug(),
+            producer_id = body.producer_id.0,
+            epoch = body.producer_epoch,
+            commit = body.committed,
+            ?code,
+            "EndTxn refused"
+        );
+    }
+    EndTxnResponse::default().with_error_code(code.code())
+}

@@ -1,0 +1,7 @@
+-- The transaction a TxnOffsetCommit joins, share-locked until it is written.
+SELECT t.producer_id, t.producer_epoch, t.state,
+       EXISTS (SELECT 1 FROM txn_groups g WHERE g.transactional_id = t.transactional_id
+                                            AND g.group_id = $2)
+FROM txn_ids t
+WHERE t.transactional_id = $1
+FOR SHARE OF t

@@ -1,0 +1,144 @@
+# What this proves: Kafka transactions work with the official Java client
+# (kafka-clients 4.2.0 and 3.9.2) against rutomq: commit and abort over every
+# partition with read_committed consumers seeing exactly the committed records
+# (and read_uncommitted ones all of them, markers skipped), read_committed end
+# offsets (the last stable offsets) reaching the high watermarks once every
+# transaction ended, a zombie producer fenced by its successor's
+# initTransactions with none of its records visible, and
+# consume-transform-produce with sendOffsetsToTransaction (the group's
+# generation checked, its offsets committed exactly with the transaction).
+# Also the bad inputs of a transaction coordinator, each a Kafka error code:
+# EndTxn without a transaction, AddPartitionsToTxn with a wrong epoch or
+# producer id, oversized or zero transaction timeouts, a transactional id
+# with NUL bytes (accepted, as Kafka does), EndTxn for an unknown id.
+# How: tests/java/src/main/java/Txn.java (same jar as RoundTrip, subcommand
+# `txn`) against one agent; the bad inputs over raw sockets (kwire.py).
+
+import subprocess
+
+import pytest
+
+import kwire
+from kafkautil import create_topic, unique_topic
+from test_java_go import REPO_ROOT, _tail, roundtrip_clients  # noqa: F401 (fixture)
+
+PARTITIONS = 4
+RECORDS = 400
+RUN_TIMEOUT_S = 300
+
+
+@pytest.mark.parametrize("client", ["java-4", "java-3.9"])
+def test_java_transactions(client, agent, request):
+    run_sh = request.getfixturevalue("roundtrip_clients")
+    topic = unique_topic(f"txn-{client.replace('.', '')}")
+    for t in (topic, topic + "-in", topic + "-out"):
+        create_topic(agent.bootstrap, t, partitions=PARTITIONS)
+    cmd = ["bash", run_sh, client, "txn", "--bootstrap", agent.bootstrap, "--topic", topic,
+           "--partitions", str(PARTITIONS), "--records", str(RECORDS)]
+    res = subprocess.run(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True,
+                         text=True, timeout=RUN_TIMEOUT_S)
+    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+    last = lines[-1] if lines else "<no output>"
+    assert last.startswith("RESULT ok") and res.returncode == 0, (
+        f"{client} Txn: {last} (exit {res.returncode})\ncommand: {' '.join(cmd)}\n"
+        f"--- stdout ---\n{res.stdout}\n--- stderr (last 200 lines) ---\n{_tail(res.stderr, 200)}")
+    assert f"committed={2 * RECORDS} all={3 * RECORDS}" in last, last
+    assert f"transformed={RECORDS}" in last, last
+
+
+# ---- raw requests (non-flexible versions: the layouts librdkafka sends) ----
+
+def _call(conn, key, version, body, cid):
+    conn.send(kwire.frame(kwire.request_header(key, version, cid) + body))
+    r = kwire.Reader(conn.recv_frame())
+    assert r.i32() == cid
+    return r
+
+
+def _find_coordinator(conn, txn_id):
+    # FindCoordinator v1, key type 1 (transaction).
+    r = _call(conn, 10, 1, kwire.string(txn_id) + kwire.i8(1), 1)
+    r.i32()
+    err = r.i16()
+    r.string()
+    node = r.i32()
+    return err, node
+
+
+def _init_producer_id(conn, txn_id, timeout_ms, cid=2):
+    # InitProducerId v1: transactional id, timeout.
+    r = _call(conn, 22, 1, kwire.string(txn_id) + kwire.i32(timeout_ms), cid)
+    r.i32()
+    return r.i16(), r.i64(), r.i16()
+
+
+def _end_txn(conn, txn_id, pid, epoch, commit, version=1, cid=3):
+    r = _call(conn, 26, version, kwire.string(txn_id) + kwire.i64(pid) + kwire.i16(epoch)
+              + kwire.i8(1 if commit else 0), cid)
+    r.i32()
+    return r.i16()
+
+
+def _add_partitions(conn, txn_id, pid, epoch, topic, partitions, version=1, cid=4):
+    body = (kwire.string(txn_id) + kwire.i64(pid) + kwire.i16(epoch)
+            + kwire.array([topic], lambda t: kwire.string(t) + kwire.array(partitions, kwire.i32)))
+    r = _call(conn, 24, version, body, cid)
+    r.i32()
+    out = {}
+    for _ in range(r.i32()):
+        r.string()
+        for _ in range(r.i32()):
+            p = r.i32()
+            out[p] = r.i16()
+    return out
+
+
+ERR_INVALID_PRODUCER_EPOCH = 47
+ERR_INVALID_TXN_STATE = 48
+ERR_INVALID_PRODUCER_ID_MAPPING = 49
+ERR_INVALID_TRANSACTION_TIMEOUT = 50
+ERR_PRODUCER_FENCED = 90
+
+
+def test_transaction_bad_inputs(agent):
+    topic = unique_topic("txn-bad")
+    create_topic(agent.bootstrap, topic, partitions=2)
+    c = kwire.KafkaConn("127.0.0.1", agent.port, 10)
+    try:
+        txn = unique_topic("bad-id")
+        err, node = _find_coordinator(c, txn)
+        assert err == 0 and node >= 0
+        # Timeouts: zero, negative and above transaction.max.timeout.ms (15 min).
+        for t in (0, -5, 900_001):
+            err, _, _ = _init_producer_id(c, txn, t)
+            assert err == ERR_INVALID_TRANSACTION_TIMEOUT, (t, err)
+        err, pid, epoch = _init_producer_id(c, txn, 60_000)
+        assert (err, epoch) == (0, 0), "a fresh id starts at epoch 0"
+        # EndTxn without a transaction: INVALID_TXN_STATE, commit or abort.
+        assert _end_txn(c, txn, pid, epoch, True) == ERR_INVALID_TXN_STATE
+        assert _end_txn(c, txn, pid, epoch, False) == ERR_INVALID_TXN_STATE
+        # Wrong epoch: INVALID_PRODUCER_EPOCH before KIP-588 (v1), PRODUCER_FENCED after (v3
+        # is flexible; v2 is not and knows PRODUCER_FENCED).
+        assert set(_add_partitions(c, txn, pid, epoch + 1, topic, [0]).values()) == {ERR_INVALID_PRODUCER_EPOCH}
+        assert set(_add_partitions(c, txn, pid, epoch + 1, topic, [0], version=2).values()) == {ERR_PRODUCER_FENCED}
+        assert set(_add_partitions(c, txn, pid + 1, epoch, topic, [0]).values()) == {ERR_INVALID_PRODUCER_ID_MAPPING}
+        # A good add opens the transaction; a second commit of it succeeds (Flink's retry).
+        assert set(_add_partitions(c, txn, pid, epoch, topic, [0, 1]).values()) == {0}
+        assert _end_txn(c, txn, pid, epoch, True) == 0
+        assert _end_txn(c, txn, pid, epoch, True) == 0, "a repeated commit succeeds"
+        assert _end_txn(c, txn, pid, epoch, False) == ERR_INVALID_TXN_STATE
+        assert _end_txn(c, txn, pid, epoch + 7, True, version=2) == ERR_PRODUCER_FENCED
+        # Unknown id.
+        assert _end_txn(c, unique_topic("never-used"), pid, epoch, True) in (ERR_INVALID_PRODUCER_ID_MAPPING, 16)
+        # NUL bytes: Kafka accepts any string as a transactional id; so does rutomq
+        # (stored as bytes, not text). One agent coordinates every id.
+        nul = "nul\x00id-" + txn
+        assert _find_coordinator(c, nul)[0] == 0
+        err, _, nul_epoch = _init_producer_id(c, nul, 60_000)
+        assert (err, nul_epoch) == (0, 0)
+        assert _end_txn(c, nul, 0, 0, True) == ERR_INVALID_PRODUCER_ID_MAPPING
+        # Re-initialising fences: the epoch moves on.
+        err, pid2, epoch2 = _init_producer_id(c, txn, 60_000)
+        assert err == 0 and (pid2, epoch2) == (pid, epoch + 1)
+    finally:
+        c.sock.close()
