@@ -6,8 +6,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{commit, object, with_meta};
-use rutomq_meta::{BatchOutcome, Notice, PartitionAppend};
+use common::{commit, object, with_meta, Kind};
+use rutomq_meta::{BatchOutcome, PartitionAppend};
 
 #[test]
 fn failed_commit_is_rolled_back_and_the_next_one_commits() {
@@ -87,7 +87,7 @@ fn wide_commit_notifies_every_partition() {
                 .lock()
                 .unwrap()
                 .iter()
-                .filter(|w| w.0 == Notice::Watermarks && w.1 == t)
+                .filter(|w| w.0 == Kind::Watermarks && w.1 == t)
                 .map(|w| w.2)
                 .collect();
             got.sort_unstable();

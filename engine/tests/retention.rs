@@ -8,9 +8,9 @@ mod common;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{commit, object_of, wait_heard, with_meta, Pg};
+use common::{commit, object_of, wait_heard, with_meta, Kind, Pg};
 use rutomq::gc::{self, GcConfig};
-use rutomq_meta::{LogStartOutcome, Meta, Notice};
+use rutomq_meta::{LogStartOutcome, Meta};
 use uuid::Uuid;
 
 fn now_ms() -> i64 {
@@ -77,7 +77,7 @@ fn retention_bytes_keeps_the_newest_spans_over_the_limit() {
         // As Kafka: retire the oldest while what is left stays >= 250.
         assert_eq!(state(&pg, t, 0).await, (20, 50, 300));
         wait_heard(&pg.heard, "the new log start", |h| {
-            *h == (Notice::LogStarts, t, 0, 20)
+            *h == (Kind::LogStarts, t, 0, 20)
         })
         .await;
         // Nothing more to retire: a second round is a no-op.

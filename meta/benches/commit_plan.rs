@@ -10,7 +10,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use rutomq_meta::commit::{plan, BatchRef, ObjectCommit, PartitionAppend, ProducerFields};
+use rutomq_meta::commit::{
+    plan, BatchRef, LockedPartition, ObjectCommit, PartitionAppend, ProducerFields, TxnView,
+};
 use uuid::Uuid;
 
 const PARTITIONS: i32 = 8;
@@ -32,6 +34,7 @@ fn window(topic: Uuid, idempotent: bool, seq_base: i32) -> ObjectCommit {
                         producer_id: 1000 + i64::from(p),
                         producer_epoch: 0,
                         base_sequence: seq_base + 64 * i as i32,
+                        transactional: false,
                     }),
                 })
                 .collect(),
@@ -48,23 +51,32 @@ fn window(topic: Uuid, idempotent: bool, seq_base: i32) -> ObjectCommit {
 
 fn bench(c: &mut Criterion) {
     let topic = Uuid::new_v4();
-    let partitions: HashMap<(Uuid, i32), (i64, i64)> = (0..PARTITIONS)
-        .map(|p| ((topic, p), (1_000_000, 0)))
+    let partitions: HashMap<(Uuid, i32), LockedPartition> = (0..PARTITIONS)
+        .map(|p| {
+            let locked = LockedPartition {
+                next_offset: 1_000_000,
+                log_start_offset: 0,
+                lso_pin: None,
+                abort_seq: 0,
+            };
+            ((topic, p), locked)
+        })
         .collect();
+    let txns = TxnView::default();
     let producers = HashMap::new();
     let mut g = c.benchmark_group("commit_plan");
     for (name, idempotent) in [("plain", false), ("idempotent", true)] {
         let one = vec![window(topic, idempotent, 0)];
         g.throughput(Throughput::Elements(1));
         g.bench_function(format!("1_window_8x4_batches_{name}"), |b| {
-            b.iter(|| plan(&one, &partitions, &producers))
+            b.iter(|| plan(&one, &partitions, &producers, &txns))
         });
         let group: Vec<ObjectCommit> = (0..64)
             .map(|w| window(topic, idempotent, w * 256))
             .collect();
         g.throughput(Throughput::Elements(64));
         g.bench_function(format!("64_windows_group_commit_{name}"), |b| {
-            b.iter(|| plan(&group, &partitions, &producers))
+            b.iter(|| plan(&group, &partitions, &producers, &txns))
         });
     }
     g.finish();

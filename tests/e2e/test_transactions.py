@@ -1,5 +1,6 @@
 # What this proves: Kafka transactions work with the official Java client
-# (kafka-clients 4.2.0 and 3.9.2) against rutomq: commit and abort over every
+# (kafka-clients 4.2.0 and 3.9.2), franz-go (GroupTransactSession) and
+# librdkafka (confluent-kafka) against rutomq: commit and abort over every
 # partition with read_committed consumers seeing exactly the committed records
 # (and read_uncommitted ones all of them, markers skipped), read_committed end
 # offsets (the last stable offsets) reaching the high watermarks once every
@@ -11,8 +12,10 @@
 # EndTxn without a transaction, AddPartitionsToTxn with a wrong epoch or
 # producer id, oversized or zero transaction timeouts, a transactional id
 # with NUL bytes (accepted, as Kafka does), EndTxn for an unknown id.
-# How: tests/java/src/main/java/Txn.java (same jar as RoundTrip, subcommand
-# `txn`) against one agent; the bad inputs over raw sockets (kwire.py).
+# How: tests/java/src/main/java/Txn.java and tests/go/txn.go (the RoundTrip
+# programs' `txn` subcommand; the zombie check is Java's and librdkafka's),
+# the confluent-kafka checks in this file, each against one agent; the bad
+# inputs over raw sockets (kwire.py).
 
 import subprocess
 
@@ -27,8 +30,8 @@ RECORDS = 400
 RUN_TIMEOUT_S = 300
 
 
-@pytest.mark.parametrize("client", ["java-4", "java-3.9"])
-def test_java_transactions(client, agent, request):
+@pytest.mark.parametrize("client", ["java-4", "java-3.9", "go"])
+def test_client_transactions(client, agent, request):
     run_sh = request.getfixturevalue("roundtrip_clients")
     topic = unique_topic(f"txn-{client.replace('.', '')}")
     for t in (topic, topic + "-in", topic + "-out"):
@@ -40,7 +43,7 @@ def test_java_transactions(client, agent, request):
     lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
     last = lines[-1] if lines else "<no output>"
     assert last.startswith("RESULT ok") and res.returncode == 0, (
-        f"{client} Txn: {last} (exit {res.returncode})\ncommand: {' '.join(cmd)}\n"
+        f"{client} txn: {last} (exit {res.returncode})\ncommand: {' '.join(cmd)}\n"
         f"--- stdout ---\n{res.stdout}\n--- stderr (last 200 lines) ---\n{_tail(res.stderr, 200)}")
     assert f"committed={2 * RECORDS} all={3 * RECORDS}" in last, last
     assert f"transformed={RECORDS}" in last, last
@@ -142,3 +145,113 @@ def test_transaction_bad_inputs(agent):
         assert err == 0 and (pid2, epoch2) == (pid, epoch + 1)
     finally:
         c.sock.close()
+
+
+# ---- librdkafka (confluent-kafka) ----
+
+def _read_to_eof(bootstrap, topic, partitions, isolation, timeout=60.0):
+    """Values of every record of `topic` up to the end the consumer sees
+    (the last stable offset for read_committed), per partition."""
+    import time
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from kafkautil import consumer_config
+    c = Consumer(consumer_config(bootstrap, **{"isolation.level": isolation}))
+    out = {p: [] for p in range(partitions)}
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        eof = set()
+        deadline = time.monotonic() + timeout
+        while len(eof) < partitions:
+            assert time.monotonic() < deadline, f"reading {topic} ({isolation}) timed out; eof {eof}"
+            for m in c.consume(num_messages=1000, timeout=0.5):
+                if m.error() is not None:
+                    assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                    eof.add(m.partition())
+                    continue
+                eof.discard(m.partition())
+                out[m.partition()].append(m.value().decode())
+        return out
+    finally:
+        c.close()
+
+
+def _txn_producer(bootstrap, txn_id):
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5,
+                  "transaction.timeout.ms": 60000})
+    p.init_transactions(30)
+    return p
+
+
+def _send_txn(p, topic, partitions, tag, n, commit):
+    p.begin_transaction()
+    for i in range(n):
+        p.produce(topic, key=f"k{i}", value=f"{tag}-{i}", partition=i % partitions)
+    p.flush(30)
+    if commit:
+        p.commit_transaction(30)
+    else:
+        p.abort_transaction(30)
+
+
+def test_librdkafka_transactions(agent):
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+    parts, n = 4, 300
+    topic = unique_topic("txn-rdk")
+    create_topic(agent.bootstrap, topic, partitions=parts)
+    p = _txn_producer(agent.bootstrap, topic + "-txn")
+    _send_txn(p, topic, parts, "a", n, True)
+    _send_txn(p, topic, parts, "b", n, False)
+    _send_txn(p, topic, parts, "c", n, True)
+    committed = _read_to_eof(agent.bootstrap, topic, parts, "read_committed")
+    everything = _read_to_eof(agent.bootstrap, topic, parts, "read_uncommitted")
+    seen = [v for vs in committed.values() for v in vs]
+    assert len(seen) == 2 * n and not any(v.startswith("b-") for v in seen), (len(seen), seen[:5])
+    assert sum(len(v) for v in everything.values()) == 3 * n
+
+    # A zombie: a second producer with the same id fences the first.
+    zid = topic + "-zombie"
+    old = _txn_producer(agent.bootstrap, zid)
+    old.begin_transaction()
+    for i in range(n):
+        old.produce(topic, value=f"zombie-{i}", partition=i % parts)
+    old.flush(30)
+    new = _txn_producer(agent.bootstrap, zid)
+    with pytest.raises(KafkaException):
+        old.commit_transaction(30)
+    _send_txn(new, topic, parts, "s", n, True)
+    seen = [v for vs in _read_to_eof(agent.bootstrap, topic, parts, "read_committed").values() for v in vs]
+    assert not any(v.startswith("zombie-") for v in seen)
+    assert sum(v.startswith("s-") for v in seen) == n
+
+    # Consume-transform-produce with the consumer's offsets in the transaction.
+    src, dst, group = topic + "-in", topic + "-out", topic + "-eos"
+    create_topic(agent.bootstrap, src, partitions=parts)
+    create_topic(agent.bootstrap, dst, partitions=parts)
+    from kafkautil import produce_confluent, make_records
+    produce_confluent(agent.bootstrap, src, make_records(n, big=False))
+    c = Consumer({"bootstrap.servers": agent.bootstrap, "group.id": group, "enable.auto.commit": False,
+                  "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    t = _txn_producer(agent.bootstrap, topic + "-eos")
+    c.subscribe([src])
+    copied = 0
+    import time
+    deadline = time.monotonic() + 90
+    while copied < n:
+        assert time.monotonic() < deadline, f"copied {copied} of {n}"
+        msgs = [m for m in c.consume(num_messages=200, timeout=0.5) if m.error() is None]
+        if not msgs:
+            continue
+        t.begin_transaction()
+        for m in msgs:
+            t.produce(dst, key=m.key(), value=m.value(), partition=m.partition())
+        copied += len(msgs)
+        t.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
+        t.commit_transaction(30)
+    out = _read_to_eof(agent.bootstrap, dst, parts, "read_committed")
+    assert sum(len(v) for v in out.values()) == n
+    committed = c.committed([TopicPartition(src, p) for p in range(parts)], timeout=10)
+    c.close()
+    from kafkautil import watermarks
+    wm = watermarks(agent.bootstrap, src, range(parts))
+    assert {tp.partition: tp.offset for tp in committed} == {p: wm[p][1] for p in range(parts)}

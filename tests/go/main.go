@@ -46,6 +46,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "group-consume" {
 		os.Exit(groupConsumeMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "txn" {
+		os.Exit(txnMain(os.Args[2:]))
+	}
 	bootstrap := flag.String("bootstrap", "", "HOST:PORT")
 	topic := flag.String("topic", "", "topic to create")
 	partitions := flag.Int("partitions", 0, "partitions")

@@ -101,6 +101,10 @@ apis! {
     add_offsets_to_txn,
     end_txn,
     txn_offset_commit,
+    write_txn_markers,
+    describe_producers,
+    describe_transactions,
+    list_transactions,
 }
 
 /// One implemented API and the versions served.

@@ -18,6 +18,10 @@ use crate::error::ErrorCode;
 use crate::groups::{CommitArgs, TxnTarget};
 use crate::shard::Shard;
 
+/// A requested partition: (topic index, partition, error known before the
+/// commit, or the key the coordinator writes).
+type Asked = (usize, i32, Option<ErrorCode>, Option<(Uuid, i32)>);
+
 /// TxnOffsetCommit, versions 0–4 (v5 is KIP-890's second phase).
 pub const API: Api<TxnOffsetCommitRequest> = Api::new(ApiKey::TxnOffsetCommit, 0, 4);
 
@@ -26,7 +30,7 @@ pub async fn handle(
     req: &Req,
     body: TxnOffsetCommitRequest,
 ) -> TxnOffsetCommitResponse {
-    let mut answers: Vec<(usize, i32, Option<ErrorCode>, Option<(Uuid, i32)>)> = Vec::new();
+    let mut answers: Vec<Asked> = Vec::new();
     let mut offsets: HashMap<(Uuid, i32), OffsetCommit> = HashMap::new();
     let id = body.transactional_id.0.to_string();
     let written = match group_coordinator(shard, &body.group_id) {

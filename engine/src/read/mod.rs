@@ -171,7 +171,10 @@ impl Reader {
             .meta
             .stable_state(topic_id, partition, fetch_offset, ABORTED_TXNS_LOADED_MAX)
             .await
-            .map_err(|e| ErrorCode::from(&e))?
+            .map_err(|e| {
+                tracing::warn!(error = %e, "cannot read a partition's last stable offset");
+                ErrorCode::from(&e)
+            })?
             .ok_or(ErrorCode::UnknownTopicOrPartition)?;
         self.watermarks
             .set(topic_id, partition, state.high_watermark);

@@ -13,7 +13,9 @@
 
 mod rules;
 
-pub use rules::{add_to_txn, end_txn, init_producer_id, timeout_abort, AddTo, InitAsk};
+pub use rules::{
+    add_to_txn, end_txn, init_producer_id, operator_abort, timeout_abort, AddTo, InitAsk,
+};
 
 use std::sync::Arc;
 

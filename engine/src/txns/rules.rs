@@ -233,6 +233,24 @@ pub fn timeout_abort(found: &TxnLocked) -> (Option<i16>, Option<TxnChange>) {
     if !due {
         return (None, None);
     }
+    let (epoch, c) = fence_and_abort(t);
+    (Some(epoch), Some(c))
+}
+
+/// An operator's abort (WriteTxnMarkers from `kafka-transactions.sh
+/// abort`): the whole open transaction of `producer_id` ends, in every
+/// partition at once, its producer fenced. Answers whether one was open.
+pub fn operator_abort(producer_id: i64, found: &TxnLocked) -> (bool, Option<TxnChange>) {
+    match &found.txn {
+        Some(t) if t.state == TxnState::Ongoing && t.producer_id == producer_id => {
+            (true, Some(fence_and_abort(t).1))
+        }
+        _ => (false, None),
+    }
+}
+
+/// Aborts `t`'s open transaction with its epoch bumped.
+fn fence_and_abort(t: &TxnRecord) -> (i16, TxnChange) {
     let fence = t.producer_epoch.saturating_add(1);
     let mut new = row(t);
     new.state = TxnState::CompleteAbort;
@@ -244,7 +262,7 @@ pub fn timeout_abort(found: &TxnLocked) -> (Option<i16>, Option<TxnChange>) {
         commit: false,
         marker_epoch: fence,
     });
-    (Some(fence), Some(c))
+    (fence, c)
 }
 
 #[cfg(test)]

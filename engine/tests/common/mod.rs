@@ -59,7 +59,14 @@ pub async fn commit(
 }
 
 /// Notifications heard: (kind, topic, partition, offset).
-pub type Heard = Arc<Mutex<Vec<(Notice, Uuid, i32, i64)>>>;
+/// Which notification an offset came in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Watermarks,
+    LogStarts,
+}
+
+pub type Heard = Arc<Mutex<Vec<(Kind, Uuid, i32, i64)>>>;
 
 pub struct Pg {
     pub meta: Meta,
@@ -89,9 +96,21 @@ where
     let sink = heard.clone();
     let (meta, _thread) = Meta::start(
         pg.url.clone(),
-        Box::new(move |kind, offsets| {
+        Box::new(move |notice| {
             let mut h = sink.lock().unwrap();
-            h.extend(offsets.iter().map(|&(t, p, o)| (kind, t, p, o)));
+            match notice {
+                Notice::Watermarks(marks) => h.extend(marks.iter().map(|m| {
+                    (
+                        Kind::Watermarks,
+                        m.topic_id,
+                        m.partition,
+                        m.marks.high_watermark,
+                    )
+                })),
+                Notice::LogStarts(starts) => {
+                    h.extend(starts.iter().map(|&(t, p, o)| (Kind::LogStarts, t, p, o)))
+                }
+            }
         }),
     )
     .expect("meta starts");
@@ -111,11 +130,7 @@ where
 }
 
 /// Waits until `heard` holds a notification matching `want`.
-pub async fn wait_heard(
-    heard: &Heard,
-    what: &str,
-    want: impl Fn(&(Notice, Uuid, i32, i64)) -> bool,
-) {
+pub async fn wait_heard(heard: &Heard, what: &str, want: impl Fn(&(Kind, Uuid, i32, i64)) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !heard.lock().unwrap().iter().any(&want) {
         assert!(Instant::now() < deadline, "never heard {what}");
