@@ -2,12 +2,13 @@
 # Build the RoundTrip client programs used by the end-to-end tests:
 #   tests/.cache/bin/roundtrip-java-<version>.jar   (one per kafka-clients version)
 #   tests/.cache/bin/roundtrip-go                   (franz-go)
+#   tests/.cache/kafka-tools-<version>/*.jar        (Apache Kafka's CLI tools, kafka-tools $KAFKA_TOOLS)
 # Each also holds the consumer-group programs (first argument group-consume,
 # group-admin for Java; group-consume for Go) of tests/e2e/test_groups_java_go.py.
 # Idempotent: a program whose sources (and version) did not change since its
 # last build is not rebuilt, so a second run takes well under a second.
 #
-# Usage: tests/clients/build.sh [java|go]...        (default: both)
+# Usage: tests/clients/build.sh [java|go|tools]...  (default: all)
 # Env:   JAVA_CLIENT_4, JAVA_CLIENT_39 (see versions.sh), or
 #        JAVA_CLIENT_VERSIONS="4.1.1 3.9.1 ..." to build an explicit list.
 # Run them with tests/clients/run.sh.
@@ -70,12 +71,34 @@ build_go() {
     echo "build.sh: go built in $((SECONDS - t0)) s ($out)"
 }
 
+build_tools() {
+    command -v mvn >/dev/null || { echo "build.sh: mvn not found" >&2; exit 1; }
+    local v="$KAFKA_TOOLS" out="$tests/.cache/kafka-tools-$KAFKA_TOOLS" stamp
+    stamp="$(stamp_of "kafka-tools $v" "$tests/kafka-tools/pom.xml")"
+    if [[ -d "$out" && -f "$out.stamp" && "$(cat "$out.stamp")" == "$stamp" ]]; then
+        echo "build.sh: kafka-tools $v up to date ($out)"
+        return
+    fi
+    local t0=$SECONDS log="$tests/.cache/build-kafka-tools-$v.log"
+    if ! mvn -B -q -Dstyle.color=never -f "$tests/kafka-tools/pom.xml" package \
+            -Dkafka.version="$v" >"$log" 2>&1; then
+        cat "$log" >&2
+        echo "build.sh: fetching kafka-tools $v failed" >&2
+        exit 1
+    fi
+    rm -rf "$out"
+    cp -r "$tests/kafka-tools/target/$v/lib" "$out"
+    echo "$stamp" >"$out.stamp"
+    echo "build.sh: kafka-tools $v fetched in $((SECONDS - t0)) s ($out)"
+}
+
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(java go)
+[[ ${#targets[@]} -gt 0 ]] || targets=(java go tools)
 for t in "${targets[@]}"; do
     case "$t" in
         java) build_java ;;
         go) build_go ;;
-        *) echo "build.sh: unknown target $t (java|go)" >&2; exit 2 ;;
+        tools) build_tools ;;
+        *) echo "build.sh: unknown target $t (java|go|tools)" >&2; exit 2 ;;
     esac
 done

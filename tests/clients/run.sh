@@ -9,6 +9,7 @@
 # The last stdout line is "RESULT ok produced=N consumed=N" (exit 0) or
 # "RESULT fail <reason>" (exit 1).
 #
+#        tests/clients/run.sh tools CLASS ARGS...            Apache Kafka's CLI tools
 #        tests/clients/run.sh CLIENT group-consume ARGS...   (java-*, go)
 #        tests/clients/run.sh CLIENT group-admin ARGS...     (java-*)
 #   The consumer-group programs of tests/e2e/test_groups_java_go.py (usage at the
@@ -28,6 +29,13 @@ case "$client" in
     java-4) v="$JAVA_CLIENT_4" ;;
     java-3.9) v="$JAVA_CLIENT_39" ;;
     java-[0-9]*) v="${client#java-}" ;;
+    tools)
+        # Apache Kafka's command-line tools: run.sh tools CLASS ARGS...
+        # (kafka-transactions.sh = org.apache.kafka.tools.TransactionsCommand).
+        lib="$(cd "$here/.." && pwd)/.cache/kafka-tools-$KAFKA_TOOLS"
+        [[ -d "$lib" ]] || { echo "run.sh: $lib missing; run tests/clients/build.sh tools" >&2; exit 2; }
+        cls="$1"; shift
+        exec java -XX:+UseSerialGC -cp "$lib/*" "$cls" "$@" ;;
     go|franz-go)
         [[ -x "$bin/roundtrip-go" ]] || { echo "run.sh: $bin/roundtrip-go missing; run tests/clients/build.sh" >&2; exit 2; }
         exec "$bin/roundtrip-go" "$@" ;;

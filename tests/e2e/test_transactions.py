@@ -255,3 +255,61 @@ def test_librdkafka_transactions(agent):
     from kafkautil import watermarks
     wm = watermarks(agent.bootstrap, src, range(parts))
     assert {tp.partition: tp.offset for tp in committed} == {p: wm[p][1] for p in range(parts)}
+
+
+# ---- kafka-transactions.sh (Apache Kafka's TransactionsCommand, kafka-tools) ----
+
+OPEN_PRODUCER = r"""
+import sys, time
+from confluent_kafka import Producer
+bootstrap, topic, txn_id = sys.argv[1:4]
+p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
+              "transaction.timeout.ms": 600000})
+p.init_transactions(30)
+p.begin_transaction()
+for i in range(8):
+    p.produce(topic, value=b"open", partition=i % 2)
+p.flush(30)
+print("OPEN", flush=True)
+time.sleep(600)
+"""
+
+
+def test_kafka_transactions_tool(agent, request):
+    import sys
+    run_sh = request.getfixturevalue("roundtrip_clients")
+    topic, txn = unique_topic("txn-tool"), unique_topic("tool-id")
+    create_topic(agent.bootstrap, topic, partitions=2)
+    opener = subprocess.Popen([sys.executable, "-c", OPEN_PRODUCER, agent.bootstrap, topic, txn],
+                              stdout=subprocess.PIPE, text=True)
+
+    def tool(*args):
+        cmd = ["bash", run_sh, "tools", "org.apache.kafka.tools.TransactionsCommand",
+               "--bootstrap-server", agent.bootstrap, *args]
+        res = subprocess.run(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True,
+                             text=True, timeout=120)
+        assert res.returncode == 0, f"{' '.join(args)}: exit {res.returncode}\n{res.stdout}\n{res.stderr}"
+        return [ln.split() for ln in res.stdout.splitlines() if ln.strip()]
+
+    try:
+        assert opener.stdout.readline().strip() == "OPEN"
+        rows = tool("list")
+        assert rows[0][:4] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+        mine = [r for r in rows[1:] if r[0] == txn]
+        assert len(mine) == 1 and mine[0][3] == "Ongoing", rows
+        pid = mine[0][2]
+        rows = tool("describe", "--transactional-id", txn)
+        assert rows[1][1:5] == [txn, pid, "0", "Ongoing"], rows
+        assert sorted(rows[1][-1].split(",")) == [f"{topic}-0", f"{topic}-1"], rows
+        rows = tool("describe-producers", "--topic", topic, "--partition", "0")
+        assert rows[1][0] == pid and rows[1][-1] == "0", rows  # CurrentTransactionStartOffset 0
+        rows = tool("find-hanging", "--topic", topic, "--max-transaction-timeout", "0")
+        assert len(rows) == 1, f"an open transaction its coordinator knows is not hanging: {rows}"
+        tool("abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
+        rows = tool("describe", "--transactional-id", txn)
+        # The whole transaction is aborted (both partitions), its producer fenced.
+        assert rows[1][1:5] == [txn, pid, "1", "CompleteAbort"], rows
+    finally:
+        opener.kill()
+    committed = _read_to_eof(agent.bootstrap, topic, 2, "read_committed")
+    assert committed == {0: [], 1: []}
