@@ -30,6 +30,8 @@ pub struct ConsumerConfig {
     pub records_max: Option<u64>,
     /// Record end-to-end latency (producer timestamp to arrival).
     pub e2e: bool,
+    /// 0 read_uncommitted, 1 read_committed.
+    pub isolation_level: i8,
 }
 
 use rutomq_bench::layout::{
@@ -107,6 +109,7 @@ pub async fn run(cfg: ConsumerConfig, shared: Arc<Shared>) -> Result<()> {
             .with_min_bytes(1)
             .with_max_bytes(cfg.max_bytes)
             .with_session_epoch(-1)
+            .with_isolation_level(cfg.isolation_level)
             .with_topics(topics);
         corr = corr.wrapping_add(1) & i32::MAX;
         w.write_all(&wire::encode_frame(corr, FETCH_VERSION, &req)?)

@@ -11,6 +11,7 @@
 mod consume;
 mod produce;
 mod stats;
+mod txn;
 mod wire;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,6 +30,10 @@ enum Mode {
     Produce,
     Consume,
     E2e,
+    /// Transactional producers: --producers transactional ids, each
+    /// committing transactions of --txn-batches Produce requests; the
+    /// latency is the commit's.
+    Txn,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -38,6 +43,18 @@ enum Codec {
     Snappy,
     Lz4,
     Zstd,
+}
+
+impl Codec {
+    fn compression(self) -> Compression {
+        match self {
+            Codec::None => Compression::None,
+            Codec::Gzip => Compression::Gzip,
+            Codec::Snappy => Compression::Snappy,
+            Codec::Lz4 => Compression::Lz4,
+            Codec::Zstd => Compression::Zstd,
+        }
+    }
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -133,6 +150,15 @@ struct Args {
     /// Write no result file.
     #[arg(long)]
     no_out: bool,
+    /// Txn: Produce requests per transaction.
+    #[arg(long, default_value_t = 4)]
+    txn_batches: usize,
+    /// Txn: transaction.timeout.ms of the transactional ids.
+    #[arg(long, default_value_t = 60_000)]
+    txn_timeout_ms: i32,
+    /// Consume: read committed records only (isolation level 1).
+    #[arg(long)]
+    read_committed: bool,
     /// Client worker threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
@@ -226,7 +252,7 @@ async fn run(args: Args) -> Result<()> {
     };
     let mut tasks = tokio::task::JoinSet::new();
 
-    if args.mode != Mode::Produce {
+    if !matches!(args.mode, Mode::Produce | Mode::Txn) {
         let from = args.from.unwrap_or(if args.mode == Mode::E2e {
             From::Tail
         } else {
@@ -253,21 +279,35 @@ async fn run(args: Args) -> Result<()> {
                     None
                 },
                 e2e: args.mode == Mode::E2e,
+                isolation_level: args.read_committed as i8,
             };
             tasks.spawn(consume::run(cfg, shared.clone()));
         }
     }
-    if args.mode != Mode::Consume {
+    if args.mode == Mode::Txn {
+        let compression = args.compression.compression();
+        let run_id = std::process::id();
+        for (i, mine) in deal_producers(&parts, args.producers)
+            .into_iter()
+            .enumerate()
+        {
+            let cfg = txn::TxnConfig {
+                addr: args.bootstrap.clone(),
+                transactional_id: format!("{}-txn-{run_id}-{i}", args.topic),
+                parts: mine,
+                record_size: args.record_size,
+                batch_records: args.batch_records,
+                compression,
+                batches: args.txn_batches.max(1),
+                timeout_ms: args.txn_timeout_ms,
+            };
+            tasks.spawn(txn::run(cfg, shared.clone()));
+        }
+    } else if args.mode != Mode::Consume {
         let groups = deal_producers(&parts, args.producers);
         let per_conn = args.rate / groups.len() as f64;
         let sent = Arc::new(AtomicU64::new(0));
-        let compression = match args.compression {
-            Codec::None => Compression::None,
-            Codec::Gzip => Compression::Gzip,
-            Codec::Snappy => Compression::Snappy,
-            Codec::Lz4 => Compression::Lz4,
-            Codec::Zstd => Compression::Zstd,
-        };
+        let compression = args.compression.compression();
         let connections = groups.len();
         let schedule_start = Instant::now();
         for (i, mine) in groups.into_iter().enumerate() {

@@ -24,6 +24,8 @@ pub struct AgentConfig {
     pub rack: Option<String>,
     /// Kafka's `transaction.max.timeout.ms`.
     pub transaction_max_timeout_ms: i32,
+    /// Kafka's `transactional.id.expiration.ms`.
+    pub transactional_id_expiration_ms: i64,
 }
 
 pub struct Agent {
@@ -44,6 +46,8 @@ pub struct Agent {
     /// The group coordinator (set once, right after the agent is built:
     /// it asks the agent which groups it coordinates).
     pub groups: std::sync::OnceLock<Groups>,
+    /// Transaction coordinator counters, for `/metrics`.
+    pub txn_stats: crate::txns::TxnStats,
 }
 
 impl Agent {

@@ -191,6 +191,15 @@ pub struct ServeArgs {
         default_value_t = crate::limits::TRANSACTION_MAX_TIMEOUT_MS_DEFAULT
     )]
     pub transaction_max_timeout_ms: i32,
+    /// A transactional id with no transaction open for this long is
+    /// forgotten (Kafka's `transactional.id.expiration.ms`, 7 days); its
+    /// next InitProducerId starts it again at epoch 0.
+    #[arg(
+        long,
+        env = "RUTOMQ_TRANSACTIONAL_ID_EXPIRATION_MS",
+        default_value_t = 604_800_000
+    )]
+    pub transactional_id_expiration_ms: i64,
 }
 
 impl ServeArgs {

@@ -81,6 +81,7 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
     let s = &agent.storage.stats;
     let w = &agent.flush.stages;
     let g = &agent.groups().stats;
+    let t = &agent.txn_stats;
     let r = Ordering::Relaxed;
     const C: &str = "counter";
     const G: &str = "gauge";
@@ -114,6 +115,13 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         ("rutomq_group_offset_commits_total", "Offset commits accepted.", C, g.offset_commits.load(r)),
         ("rutomq_group_loads_total", "Groups loaded from PostgreSQL (taken over).", C, g.groups_loaded.load(r)),
         ("rutomq_group_fenced_total", "Groups dropped because another agent took them over.", C, g.fenced.load(r)),
+        ("rutomq_txn_inits_total", "Transactional InitProducerId answered.", C, t.inits.load(r)),
+        ("rutomq_txn_commits_total", "EndTxn commits accepted.", C, t.commits.load(r)),
+        ("rutomq_txn_aborts_total", "EndTxn aborts accepted.", C, t.aborts.load(r)),
+        ("rutomq_txn_timeout_aborts_total", "Open transactions aborted past their timeout.", C, t.timeout_aborts.load(r)),
+        ("rutomq_txn_operator_aborts_total", "Transactions aborted by WriteTxnMarkers (kafka-transactions.sh abort).", C, t.operator_aborts.load(r)),
+        ("rutomq_txn_refused_total", "Transaction coordinator requests answered with an error.", C, t.refused.load(r)),
+        ("rutomq_txn_expired_ids_total", "Idle transactional ids forgotten.", C, t.expired_ids.load(r)),
         ("rutomq_retention_spans_dropped_total", "Spans dropped after the log start passed them.", C, m.spans_dropped.load(r)),
         ("rutomq_object_deletes_total", "Objects deleted (retired or orphaned).", C, s.deletes.load(r)),
         ("rutomq_connections_open", "Open Kafka connections.", G, shards.connections_open.load(r) as u64),

@@ -78,6 +78,10 @@ pub const TRANSACTION_MAX_TIMEOUT_MS_DEFAULT: i32 = 900_000;
 /// How often each agent looks for open transactions past their timeout
 /// (Kafka's `transaction.abort.timed.out.transaction.cleanup.interval.ms`).
 pub const TXN_TIMEOUT_SCAN_INTERVAL: Duration = Duration::from_secs(1);
+/// How often idle transactional ids are looked for.
+pub const TXN_EXPIRE_INTERVAL: Duration = Duration::from_secs(60);
+/// Idle transactional ids forgotten per round at most.
+pub const TXN_EXPIRE_MAX: i64 = 10_000;
 /// Timed-out transactions one scan looks at.
 pub const TXN_TIMEOUT_SCAN_MAX: i64 = 1000;
 /// Partitions one transaction may hold.

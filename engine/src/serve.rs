@@ -125,6 +125,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             advertised_port: adv_port,
             rack: args.rack.clone(),
             transaction_max_timeout_ms: args.transaction_max_timeout_ms.max(1),
+            transactional_id_expiration_ms: args.transactional_id_expiration_ms.max(1),
         },
         meta: meta.clone(),
         storage: storage.clone(),
@@ -136,6 +137,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         stopping: Default::default(),
         shard_metrics: Mutex::new(Vec::new()),
         groups: std::sync::OnceLock::new(),
+        txn_stats: Default::default(),
     });
     refresh_cluster(&rt, &agent);
     let weak = Arc::downgrade(&agent);

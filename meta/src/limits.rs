@@ -26,7 +26,7 @@ pub const ORPHANED_GROUPS_MAX: i64 = 10_000;
 pub const HISTORY_BATCHES_MAX: usize = 5;
 /// Connections for transaction state changes per agent (transactional ids
 /// are spread over them; one id's changes run in order on one).
-pub const TXN_CONNECTIONS: usize = 4;
+pub const TXN_CONNECTIONS: usize = 8;
 /// A transaction change retried at most this often when its partition set
 /// changes under it (another agent adding partitions for the same id).
 pub const TXN_APPLY_ATTEMPTS_MAX: usize = 3;

@@ -73,6 +73,7 @@ statements! {
     TXN_OFFSET_WRITE => "txn_offset_write.sql",
     TXN_LIST => "txn_list.sql",
     TXN_TIMED_OUT => "txn_timed_out.sql",
+    TXN_EXPIRE => "txn_expire.sql",
     TXN_PRODUCERS => "txn_producers.sql",
     TXN_PENDING_OFFSETS => "txn_pending_offsets.sql",
     STABLE_STATE => "stable_state.sql",

@@ -577,6 +577,16 @@ impl Meta {
         .await
     }
 
+    /// Forgets up to `limit` transactional ids idle (no open transaction)
+    /// for longer than `idle_ms`; returns how many.
+    pub async fn txn_expire(&self, idle_ms: i64, limit: i64) -> Result<u64, MetaError> {
+        self.run(move |c| async move {
+            Ok(c.execute(sql::TXN_EXPIRE, &[&(now_ms() - idle_ms), &limit])
+                .await?)
+        })
+        .await
+    }
+
     /// Writes the offsets of a TxnOffsetCommit as pending in the open
     /// transaction of `id`, if producer `producer_id`/`epoch` holds it and
     /// added `group_id`. Returns the (topic, partition) pairs written.

@@ -44,6 +44,7 @@ pub async fn handle(
         }
     };
     if code != ErrorCode::None {
+        shard.agent.txn_stats.count(&shard.agent.txn_stats.refused);
         tracing::debug!(transactional_id = %id.escape_debug(), ?code, "AddOffsetsToTxn refused");
     }
     AddOffsetsToTxnResponse::default().with_error_code(code.code())

@@ -78,6 +78,7 @@ pub async fn handle(
         }
     };
     if code != ErrorCode::None && code != ErrorCode::OperationNotAttempted {
+        shard.agent.txn_stats.count(&shard.agent.txn_stats.refused);
         tracing::debug!(transactional_id = %id.escape_debug(), ?code, "AddPartitionsToTxn refused");
     }
     let mut topics: Vec<AddPartitionsToTxnTopicResult> = body

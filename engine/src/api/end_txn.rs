@@ -36,6 +36,12 @@ pub async fn handle(shard: &Shard, req: &Req, body: EndTxnRequest) -> EndTxnResp
             }
         }
     };
+    let stats = &shard.agent.txn_stats;
+    match (code, body.committed) {
+        (ErrorCode::None, true) => stats.count(&stats.commits),
+        (ErrorCode::None, false) => stats.count(&stats.aborts),
+        _ => stats.count(&stats.refused),
+    }
     if code != ErrorCode::None {
         tracing::info!(
             transactional_id = %id.escape_debug(),

@@ -78,8 +78,10 @@ async fn transactional(
             txns::init_producer_id(&key, ask, found)
         })
         .await;
+    let stats = &shard.agent.txn_stats;
     match result {
         Ok(r) => {
+            stats.count(if r.is_ok() { &stats.inits } else { &stats.refused });
             if let Ok((pid, epoch)) = r {
                 tracing::debug!(transactional_id = %id.escape_debug(), producer_id = pid, epoch, "transactional producer initialised");
             }

@@ -85,6 +85,9 @@ async fn abort(shard: &Shard, producer_id: i64) -> ErrorCode {
         .await
     {
         Ok(aborted) => {
+            if aborted {
+                shard.agent.txn_stats.count(&shard.agent.txn_stats.operator_aborts);
+            }
             tracing::info!(
                 producer_id,
                 transactional_id = %String::from_utf8_lossy(&id).escape_debug(),

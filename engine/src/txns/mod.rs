@@ -17,11 +17,35 @@ pub use rules::{
     add_to_txn, end_txn, init_producer_id, operator_abort, timeout_abort, AddTo, InitAsk,
 };
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::agent::Agent;
 use crate::error::ErrorCode;
-use crate::limits::{TRANSACTIONAL_ID_BYTES_MAX, TXN_TIMEOUT_SCAN_INTERVAL, TXN_TIMEOUT_SCAN_MAX};
+use crate::limits::{
+    TRANSACTIONAL_ID_BYTES_MAX, TXN_EXPIRE_INTERVAL, TXN_EXPIRE_MAX, TXN_TIMEOUT_SCAN_INTERVAL,
+    TXN_TIMEOUT_SCAN_MAX,
+};
+
+/// What the transaction coordinator did, for `/metrics`.
+#[derive(Default, Debug)]
+pub struct TxnStats {
+    pub inits: AtomicU64,
+    pub commits: AtomicU64,
+    pub aborts: AtomicU64,
+    pub timeout_aborts: AtomicU64,
+    pub operator_aborts: AtomicU64,
+    /// Coordinator requests answered with an error.
+    pub refused: AtomicU64,
+    pub expired_ids: AtomicU64,
+}
+
+impl TxnStats {
+    pub fn count(&self, counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
 
 /// Checks that this agent coordinates transactional id `id`: INVALID_REQUEST
 /// for an empty or oversized id, NOT_COORDINATOR when another agent does.
@@ -54,10 +78,24 @@ pub fn fenced_for(code: ErrorCode, version: i16, fenced_since: i16) -> ErrorCode
 /// `transaction.abort.timed.out.transaction.cleanup.interval.ms`). The
 /// abort fences the producer (epoch + 1), so its late requests fail.
 pub async fn run_timeouts(agent: Arc<Agent>) {
+    let mut expired_at = Instant::now();
     loop {
         tokio::time::sleep(TXN_TIMEOUT_SCAN_INTERVAL).await;
-        if agent.stopping.load(std::sync::atomic::Ordering::Relaxed) {
+        if agent.stopping.load(Ordering::Relaxed) {
             return;
+        }
+        if expired_at.elapsed() >= TXN_EXPIRE_INTERVAL {
+            // Any agent may forget idle ids: the delete is one statement.
+            expired_at = Instant::now();
+            let idle = agent.cfg.transactional_id_expiration_ms;
+            match agent.meta.txn_expire(idle, TXN_EXPIRE_MAX).await {
+                Ok(0) => {}
+                Ok(n) => {
+                    agent.txn_stats.expired_ids.fetch_add(n, Ordering::Relaxed);
+                    tracing::info!(ids = n, idle_ms = idle, "idle transactional ids expired");
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot expire idle transactional ids"),
+            }
         }
         let ids = match agent.meta.txn_timed_out(TXN_TIMEOUT_SCAN_MAX).await {
             Ok(ids) => ids,
@@ -74,6 +112,7 @@ pub async fn run_timeouts(agent: Arc<Agent>) {
             }
             match agent.meta.txn_apply(id, true, false, timeout_abort).await {
                 Ok(Some(epoch)) => {
+                    agent.txn_stats.count(&agent.txn_stats.timeout_aborts);
                     tracing::info!(transactional_id = %name.escape_debug(), fenced_epoch = epoch, "transaction timed out: aborted")
                 }
                 Ok(None) => {}
