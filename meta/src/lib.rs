@@ -208,7 +208,7 @@ struct Ctx {
     /// Connections for transaction state changes, each serving the
     /// transactional ids that hash to it, one change at a time; connected
     /// on first use.
-    txn: Arc<[Arc<tokio::sync::Mutex<Option<tokio_postgres::Client>>>]>,
+    txn: Arc<[Arc<tokio::sync::Mutex<Option<txn::TxnConn>>>]>,
     url: Arc<str>,
 }
 
@@ -217,11 +217,11 @@ impl Ctx {
     async fn txn_conn(
         &self,
         id: &[u8],
-    ) -> Result<tokio::sync::OwnedMutexGuard<Option<tokio_postgres::Client>>, MetaError> {
+    ) -> Result<tokio::sync::OwnedMutexGuard<Option<txn::TxnConn>>, MetaError> {
         let slot = self.txn[txn::txn_connection_index(id)].clone();
         let mut c = slot.lock_owned().await;
-        if c.as_ref().is_none_or(|c| c.is_closed()) {
-            *c = Some(connect(&self.url).await?);
+        if c.as_ref().is_none_or(|c| c.client.is_closed()) {
+            *c = Some(txn::TxnConn::connect(&self.url).await?);
         }
         Ok(c)
     }

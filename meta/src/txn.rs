@@ -171,6 +171,60 @@ pub struct StableState {
     pub complete_below: Option<i64>,
 }
 
+/// The statements of transaction changes, prepared once per connection:
+/// each execution is then sent at once, in order, with no Parse round trip
+/// of its own — which is what lets BEGIN, the locks, the reads, the writes
+/// and COMMIT be pipelined (a statement given as text is parsed first, and
+/// its execution would reach PostgreSQL after a COMMIT sent beside it).
+macro_rules! txn_statements {
+    ($($field:ident => $sql:expr),* $(,)?) => {
+        pub(crate) struct TxnStatements {
+            $($field: tokio_postgres::Statement,)*
+        }
+
+        impl TxnStatements {
+            async fn prepare(
+                c: &tokio_postgres::Client,
+            ) -> Result<TxnStatements, tokio_postgres::Error> {
+                Ok(TxnStatements { $($field: c.prepare($sql).await?,)* })
+            }
+        }
+    };
+}
+
+txn_statements! {
+    lock_partitions => sql::TXN_LOCK_PARTITIONS,
+    open_in_partitions => sql::TXN_OPEN_IN_PARTITIONS,
+    next_producer_id => sql::NEXT_PRODUCER_ID,
+    load => sql::TXN_LOAD,
+    insert_markers => sql::TXN_INSERT_MARKERS,
+    advance_markers => sql::TXN_ADVANCE_MARKERS,
+    close_open => sql::TXN_CLOSE_OPEN,
+    apply_offsets => sql::TXN_APPLY_OFFSETS,
+    clear => sql::TXN_CLEAR,
+    notify => sql::NOTIFY_WATERMARKS,
+    update => sql::TXN_UPDATE,
+    insert => sql::TXN_INSERT,
+    add_partitions => sql::TXN_ADD_PARTITIONS,
+    add_group => sql::TXN_ADD_GROUP,
+    offset_check => sql::TXN_OFFSET_CHECK,
+    offset_write => sql::TXN_OFFSET_WRITE,
+}
+
+/// A connection for transaction changes, with its statements.
+pub(crate) struct TxnConn {
+    pub(crate) client: tokio_postgres::Client,
+    st: TxnStatements,
+}
+
+impl TxnConn {
+    pub(crate) async fn connect(url: &str) -> Result<TxnConn, MetaError> {
+        let client = crate::connect(url).await?;
+        let st = TxnStatements::prepare(&client).await?;
+        Ok(TxnConn { client, st })
+    }
+}
+
 /// A listed transaction: (transactional id, producer id, state, start ms).
 pub type TxnListing = (Vec<u8>, i64, TxnState, i64);
 
@@ -215,32 +269,33 @@ enum Attempt<R> {
 
 /// One attempt of [`Meta::txn_apply`] on `c`.
 async fn apply_once<R>(
-    c: &tokio_postgres::Client,
+    conn: &TxnConn,
     id: &[u8],
     lock_partitions: bool,
     want_producer_id: bool,
     last_attempt: bool,
     decide: &mut (dyn FnMut(&TxnLocked) -> (R, Option<TxnChange>) + Send),
 ) -> Result<Attempt<R>, MetaError> {
+    let (c, st) = (&conn.client, &conn.st);
     let ids = vec![id.to_vec()];
     let ids_param: [&(dyn ToSql + Sync); 1] = [&ids];
     let lock = async {
         if lock_partitions {
-            c.query(sql::TXN_LOCK_PARTITIONS, &[&id]).await
+            c.query(&st.lock_partitions, &[&id]).await
         } else {
             Ok(Vec::new())
         }
     };
     let open = async {
         if lock_partitions {
-            c.query(sql::TXN_OPEN_IN_PARTITIONS, &[&id]).await
+            c.query(&st.open_in_partitions, &[&id]).await
         } else {
             Ok(Vec::new())
         }
     };
     let pid = async {
         if want_producer_id {
-            c.query_one(sql::NEXT_PRODUCER_ID, &[])
+            c.query_one(&st.next_producer_id, &[])
                 .await
                 .map(|r| Some(r.get::<_, i64>(0)))
         } else {
@@ -252,7 +307,7 @@ async fn apply_once<R>(
     let (begun, locked, row, open, pid) = futures::join!(
         c.batch_execute("BEGIN"),
         lock,
-        c.query(sql::TXN_LOAD, &ids_param),
+        c.query(&st.load, &ids_param),
         open,
         pid
     );
@@ -297,14 +352,14 @@ async fn apply_once<R>(
         c.batch_execute("COMMIT").await?;
         return Ok(Attempt::Done(reply));
     };
-    write_change(c, id, &found, &change).await?;
+    write_change(conn, id, &found, &change).await?;
     Ok(Attempt::Done(reply))
 }
 
 /// One statement of a pipeline, owning its parameter list.
 fn exec<'a>(
     c: &'a tokio_postgres::Client,
-    statement: &'a str,
+    statement: &'a tokio_postgres::Statement,
     params: Vec<&'a (dyn ToSql + Sync)>,
 ) -> futures::future::BoxFuture<'a, Result<u64, tokio_postgres::Error>> {
     Box::pin(async move { c.execute(statement, &params).await })
@@ -312,11 +367,12 @@ fn exec<'a>(
 
 /// The writes of `change` and COMMIT, pipelined in one round trip.
 async fn write_change(
-    c: &tokio_postgres::Client,
+    conn: &TxnConn,
     id: &[u8],
     found: &TxnLocked,
     change: &TxnChange,
 ) -> Result<(), MetaError> {
+    let (c, st) = (&conn.client, &conn.st);
     let id = id.to_vec();
     // Owned parameter storage, alive until the pipeline is done.
     struct Markers {
@@ -411,7 +467,7 @@ async fn write_change(
         if !m.offsets.is_empty() {
             futures.push(exec(
                 c,
-                sql::TXN_INSERT_MARKERS,
+                &st.insert_markers,
                 vec![
                     &m.topics,
                     &m.parts,
@@ -426,41 +482,37 @@ async fn write_change(
             ));
             futures.push(exec(
                 c,
-                sql::TXN_ADVANCE_MARKERS,
+                &st.advance_markers,
                 vec![&m.topics, &m.parts, &m.offsets, &m.pins, &m.seqs, &m.ts],
             ));
-            futures.push(exec(
-                c,
-                sql::TXN_CLOSE_OPEN,
-                vec![&m.pid, &m.topics, &m.parts],
-            ));
+            futures.push(exec(c, &st.close_open, vec![&m.pid, &m.topics, &m.parts]));
         }
         if m.commit {
-            futures.push(exec(c, sql::TXN_APPLY_OFFSETS, vec![&id]));
+            futures.push(exec(c, &st.apply_offsets, vec![&id]));
         }
-        futures.push(exec(c, sql::TXN_CLEAR, vec![&id]));
+        futures.push(exec(c, &st.clear, vec![&id]));
         for p in &m.payloads {
-            futures.push(exec(c, sql::NOTIFY_WATERMARKS, vec![p]));
+            futures.push(exec(c, &st.notify, vec![p]));
         }
     }
     futures.push(exec(
         c,
         if found.txn.is_some() {
-            sql::TXN_UPDATE
+            &st.update
         } else {
-            sql::TXN_INSERT
+            &st.insert
         },
         row_params.to_vec(),
     ));
     if !add_topics.is_empty() {
         futures.push(exec(
             c,
-            sql::TXN_ADD_PARTITIONS,
+            &st.add_partitions,
             vec![&id, &add_topics, &add_parts],
         ));
     }
     if let Some(g) = &change.add_group {
-        futures.push(exec(c, sql::TXN_ADD_GROUP, vec![&id, g]));
+        futures.push(exec(c, &st.add_group, vec![&id, g]));
     }
     let (writes, committed) = futures::join!(
         futures::future::join_all(futures),
@@ -488,13 +540,14 @@ impl Meta {
         mut decide: impl FnMut(&TxnLocked) -> (R, Option<TxnChange>) + Send + 'static,
     ) -> Result<R, MetaError> {
         self.run_ctx(move |ctx| async move {
-            let c = ctx.txn_conn(&id).await?;
-            let c = c.as_ref().expect("connected by txn_conn");
+            let guard = ctx.txn_conn(&id).await?;
+            let conn = guard.as_ref().expect("connected by txn_conn");
+            let c = &conn.client;
             let mut last = None;
             for attempt in 0..TXN_APPLY_ATTEMPTS_MAX {
                 let last_attempt = attempt + 1 == TXN_APPLY_ATTEMPTS_MAX;
                 match apply_once(
-                    c,
+                    conn,
                     &id,
                     lock_partitions,
                     want_producer_id,
@@ -599,8 +652,9 @@ impl Meta {
         offsets: Vec<OffsetCommit>,
     ) -> Result<(TxnOffsetCheck, Vec<(Uuid, i32)>), MetaError> {
         self.run_ctx(move |ctx| async move {
-            let c = ctx.txn_conn(&id).await?;
-            let c = c.as_ref().expect("connected by txn_conn");
+            let guard = ctx.txn_conn(&id).await?;
+            let conn = guard.as_ref().expect("connected by txn_conn");
+            let (c, st) = (&conn.client, &conn.st);
             let topics: Vec<Uuid> = offsets.iter().map(|o| o.topic_id).collect();
             let parts: Vec<i32> = offsets.iter().map(|o| o.partition).collect();
             let offs: Vec<i64> = offsets.iter().map(|o| o.offset).collect();
@@ -620,8 +674,8 @@ impl Meta {
             let check_params: [&(dyn ToSql + Sync); 2] = [&id, &group_id];
             let (begun, check, written, committed) = futures::join!(
                 c.batch_execute("BEGIN"),
-                c.query_opt(sql::TXN_OFFSET_CHECK, &check_params),
-                c.query(sql::TXN_OFFSET_WRITE, &params),
+                c.query_opt(&st.offset_check, &check_params),
+                c.query(&st.offset_write, &params),
                 c.batch_execute("COMMIT")
             );
             let result = (|| {
