@@ -47,7 +47,7 @@ pub struct Agent {
     /// it asks the agent which groups it coordinates).
     pub groups: std::sync::OnceLock<Groups>,
     /// Transaction coordinator counters, for `/metrics`.
-    pub txn_stats: crate::txns::TxnStats,
+    pub txn_stats: crate::metrics::TxnStats,
 }
 
 impl Agent {

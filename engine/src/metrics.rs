@@ -191,3 +191,22 @@ mod tests {
         }
     }
 }
+
+/// What the transaction coordinator did, for `/metrics`.
+#[derive(Default, Debug)]
+pub struct TxnStats {
+    pub inits: AtomicU64,
+    pub commits: AtomicU64,
+    pub aborts: AtomicU64,
+    pub timeout_aborts: AtomicU64,
+    pub operator_aborts: AtomicU64,
+    /// Coordinator requests answered with an error.
+    pub refused: AtomicU64,
+    pub expired_ids: AtomicU64,
+}
+
+impl TxnStats {
+    pub fn count(&self, counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}

@@ -17,7 +17,7 @@ pub use rules::{
     add_to_txn, end_txn, init_producer_id, operator_abort, timeout_abort, AddTo, InitAsk,
 };
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,25 +27,6 @@ use crate::limits::{
     TRANSACTIONAL_ID_BYTES_MAX, TXN_EXPIRE_INTERVAL, TXN_EXPIRE_MAX, TXN_TIMEOUT_SCAN_INTERVAL,
     TXN_TIMEOUT_SCAN_MAX,
 };
-
-/// What the transaction coordinator did, for `/metrics`.
-#[derive(Default, Debug)]
-pub struct TxnStats {
-    pub inits: AtomicU64,
-    pub commits: AtomicU64,
-    pub aborts: AtomicU64,
-    pub timeout_aborts: AtomicU64,
-    pub operator_aborts: AtomicU64,
-    /// Coordinator requests answered with an error.
-    pub refused: AtomicU64,
-    pub expired_ids: AtomicU64,
-}
-
-impl TxnStats {
-    pub fn count(&self, counter: &AtomicU64) {
-        counter.fetch_add(1, Ordering::Relaxed);
-    }
-}
 
 /// Checks that this agent coordinates transactional id `id`: INVALID_REQUEST
 /// for an empty or oversized id, NOT_COORDINATOR when another agent does.
@@ -112,7 +93,10 @@ pub async fn run_timeouts(agent: Arc<Agent>) {
             }
             match agent.meta.txn_apply(id, true, false, timeout_abort).await {
                 Ok(Some(epoch)) => {
-                    agent.txn_stats.count(&agent.txn_stats.timeout_aborts);
+                    agent
+                        .txn_stats
+                        .timeout_aborts
+                        .fetch_add(1, Ordering::Relaxed);
                     tracing::info!(transactional_id = %name.escape_debug(), fenced_epoch = epoch, "transaction timed out: aborted")
                 }
                 Ok(None) => {}
