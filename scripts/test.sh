@@ -5,7 +5,8 @@
 #   2. cargo build --release --workspace   (the e2e suite runs target/release/rutomq)
 #   3. cargo test --release --workspace
 #   4. create/refresh .venv from tests/requirements.txt (skipped when unchanged)
-#   5. build the Java/Go RoundTrip clients (tests/clients/build.sh), then
+#   5. build the Java/Go RoundTrip clients (tests/clients/build.sh) and the Kafka
+#      Streams program (tests/streams/build.sh), then
 #      pytest tests/e2e  (extra arguments to this script are passed to pytest)
 # Exits non-zero if any step fails. Environment:
 #   RUTOMQ_SKIP_CARGO=1    skip steps 2-3 (iterate on the e2e suite with an existing binary)
@@ -104,6 +105,13 @@ if [ -f tests/clients/build.sh ]; then
     log "tests/clients/build.sh (Java/Go RoundTrip clients)"
     if ! bash tests/clients/build.sh; then
         echo "error: tests/clients/build.sh failed (continuing; test_java_go will fail)" >&2
+        status=1
+    fi
+fi
+if [ -f tests/streams/build.sh ]; then
+    log "tests/streams/build.sh (Kafka Streams program)"
+    if ! bash tests/streams/build.sh; then
+        echo "error: tests/streams/build.sh failed (continuing; test_streams will fail)" >&2
         status=1
     fi
 fi
