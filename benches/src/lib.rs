@@ -22,27 +22,51 @@ pub mod layout {
     pub const HEADER_LEN: usize = 61;
 }
 
+/// The producer a batch is written by: its id, epoch and first sequence,
+/// and whether the batch belongs to a transaction.
+#[derive(Clone, Copy, Debug)]
+pub struct BatchProducer {
+    pub id: i64,
+    pub epoch: i16,
+    pub sequence: i32,
+    pub transactional: bool,
+}
+
+/// `size` bytes, half random and half zeros: compressible about 2:1 like
+/// typical payloads.
+pub fn payload(size: usize) -> Bytes {
+    let mut value = vec![0u8; size];
+    rand::RngCore::fill_bytes(&mut rand::rng(), &mut value);
+    value[size / 2..].fill(0);
+    Bytes::from(value)
+}
+
 /// One batch of `count` keyless records holding `value`, all at
-/// `timestamp`, with no producer id.
+/// `timestamp`, written by `producer` (none: no producer id).
 pub fn record_batch(
     count: usize,
     value: &Bytes,
     timestamp: i64,
     compression: Compression,
+    producer: Option<BatchProducer>,
 ) -> Result<Bytes> {
+    // offset - sequence must be the same for every record, or the encoder
+    // splits them into batches; without a producer the base sequence is -1.
+    let (id, epoch, base_sequence, transactional) = match producer {
+        Some(p) => (p.id, p.epoch, p.sequence, p.transactional),
+        None => (-1, -1, -1, false),
+    };
     let records: Vec<Record> = (0..count)
         .map(|i| Record {
-            transactional: false,
+            transactional,
             control: false,
             delete_horizon: false,
             partition_leader_epoch: -1,
-            producer_id: -1,
-            producer_epoch: -1,
+            producer_id: id,
+            producer_epoch: epoch,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            // offset - sequence must be the same for every record, or the
-            // encoder splits them into batches; the base sequence stays -1.
-            sequence: i as i32 - 1,
+            sequence: base_sequence.wrapping_add(i as i32),
             timestamp,
             key: None,
             value: Some(value.clone()),

@@ -9,16 +9,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
-use bytes::{Bytes, BytesMut};
+use bytes::BytesMut;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::ProduceRequest;
 use kafka_protocol::records::Compression;
-use rand::RngCore;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, Semaphore};
 
 use rutomq_bench::layout::{CRC_AT, CRC_FROM, FIRST_TIMESTAMP_AT, MAX_TIMESTAMP_AT};
-use rutomq_bench::{by_topic, record_batch};
+use rutomq_bench::{by_topic, payload, record_batch};
 
 use crate::stats::Shared;
 use crate::wire::{self, PRODUCE_VERSION};
@@ -53,12 +52,8 @@ struct Template {
 }
 
 fn build_template(cfg: &ProducerConfig) -> Result<Template> {
-    let mut value = vec![0u8; cfg.record_size];
-    rand::rng().fill_bytes(&mut value);
-    // Half random, half zeros: compressible about 2:1 like typical payloads.
-    value[cfg.record_size / 2..].fill(0);
-    let value = Bytes::from(value);
-    let batch = record_batch(cfg.batch_records, &value, 0, cfg.compression)?;
+    let value = payload(cfg.record_size);
+    let batch = record_batch(cfg.batch_records, &value, 0, cfg.compression, None)?;
     let topics = by_topic(cfg.parts.iter().map(|(t, p)| (t.clone(), *p)))
         .into_iter()
         .map(|(t, parts)| {

@@ -14,8 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
-use bytes::{Bytes, BytesMut};
+use anyhow::{bail, Result};
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
@@ -23,14 +22,11 @@ use kafka_protocol::messages::{
     ProduceRequest, ProducerId, TransactionalId,
 };
 use kafka_protocol::protocol::{Request, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
-use rand::RngCore;
+use kafka_protocol::records::Compression;
 use tokio::io::AsyncWriteExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
-use rutomq_bench::by_topic;
+use rutomq_bench::{by_topic, payload, record_batch, BatchProducer};
 
 use crate::produce::unix_ms;
 use crate::stats::Shared;
@@ -96,43 +92,36 @@ fn retriable(code: i16) -> bool {
     matches!(code, 14 | 15 | 16 | 51)
 }
 
-/// A transactional batch of `count` records at sequence `seq`.
-fn txn_batch(
-    count: usize,
-    value: &Bytes,
-    pid: i64,
-    epoch: i16,
-    seq: i32,
-    compression: Compression,
-) -> Result<Bytes> {
-    let ts = unix_ms();
-    let records: Vec<Record> = (0..count)
-        .map(|i| Record {
-            transactional: true,
-            control: false,
-            delete_horizon: false,
-            partition_leader_epoch: -1,
-            producer_id: pid,
-            producer_epoch: epoch,
-            timestamp_type: TimestampType::Creation,
-            offset: i as i64,
-            sequence: seq.wrapping_add(i as i32),
-            timestamp: ts,
-            key: None,
-            value: Some(value.clone()),
-            headers: Default::default(),
-        })
-        .collect();
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        &records,
-        &RecordEncodeOptions {
-            version: 2,
-            compression,
-        },
-    )?;
-    Ok(buf.freeze())
+/// The retries of one request: `settled(code)` is true on success, sleeps
+/// and is false after a retriable answer, and fails on any other answer or
+/// once `RETRIES_MAX` answers were retriable.
+struct Retries {
+    what: &'static str,
+    left: usize,
+}
+
+impl Retries {
+    fn new(what: &'static str) -> Self {
+        Self {
+            what,
+            left: RETRIES_MAX,
+        }
+    }
+
+    async fn settled(&mut self, code: i16) -> Result<bool> {
+        if code == 0 {
+            return Ok(true);
+        }
+        if !retriable(code) {
+            bail!("{}: error {code}", self.what);
+        }
+        self.left = self.left.saturating_sub(1);
+        if self.left == 0 {
+            bail!("{} kept failing (last error {code})", self.what);
+        }
+        tokio::time::sleep(RETRY_BACKOFF).await;
+        Ok(false)
+    }
 }
 
 pub async fn run(cfg: TxnConfig, shared: Arc<Shared>) -> Result<()> {
@@ -142,19 +131,13 @@ pub async fn run(cfg: TxnConfig, shared: Arc<Shared>) -> Result<()> {
     let find = FindCoordinatorRequest::default()
         .with_key(StrBytes::from_string(cfg.transactional_id.clone()))
         .with_key_type(1);
-    let mut coordinator = None;
-    for _ in 0..RETRIES_MAX {
+    let mut retries = Retries::new("FindCoordinator");
+    let coordinator = loop {
         let r = wire::call(&cfg.addr, FIND_COORDINATOR_VERSION, &find).await?;
-        if r.error_code == 0 {
-            coordinator = Some(format!("{}:{}", r.host.as_str(), r.port));
-            break;
+        if retries.settled(r.error_code).await? {
+            break format!("{}:{}", r.host.as_str(), r.port);
         }
-        if !retriable(r.error_code) {
-            bail!("FindCoordinator: error {}", r.error_code);
-        }
-        tokio::time::sleep(RETRY_BACKOFF).await;
-    }
-    let coordinator = coordinator.context("no transaction coordinator")?;
+    };
     let (r, w) = wire::connect(&coordinator).await?;
     let mut txn = Conn { r, w, corr: 0 };
     let (r, w) = wire::connect(&cfg.addr).await?;
@@ -165,21 +148,13 @@ pub async fn run(cfg: TxnConfig, shared: Arc<Shared>) -> Result<()> {
         .with_transaction_timeout_ms(cfg.timeout_ms)
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
-    let (mut pid, mut epoch) = (-1, -1);
-    for _ in 0..RETRIES_MAX {
+    let mut retries = Retries::new("InitProducerId");
+    let (pid, epoch) = loop {
         let r = txn.call(INIT_PRODUCER_ID_VERSION, &init).await?;
-        if r.error_code == 0 {
-            (pid, epoch) = (r.producer_id.0, r.producer_epoch);
-            break;
+        if retries.settled(r.error_code).await? {
+            break (r.producer_id.0, r.producer_epoch);
         }
-        if !retriable(r.error_code) {
-            bail!("InitProducerId: error {}", r.error_code);
-        }
-        tokio::time::sleep(RETRY_BACKOFF).await;
-    }
-    if pid < 0 {
-        bail!("InitProducerId kept failing");
-    }
+    };
 
     let add = AddPartitionsToTxnRequest::default()
         .with_v3_and_below_transactional_id(id.clone())
@@ -200,18 +175,15 @@ pub async fn run(cfg: TxnConfig, shared: Arc<Shared>) -> Result<()> {
         .with_producer_id(ProducerId(pid))
         .with_producer_epoch(epoch)
         .with_committed(true);
-    let mut value = vec![0u8; cfg.record_size];
-    rand::rng().fill_bytes(&mut value);
-    value[cfg.record_size / 2..].fill(0);
-    let value = Bytes::from(value);
+    let value = payload(cfg.record_size);
     let mut seqs = vec![0i32; cfg.parts.len()];
     let records_per_txn = (cfg.batches * cfg.batch_records * cfg.parts.len()) as u64;
     let bytes_per_txn = records_per_txn * cfg.record_size as u64;
 
     while !shared.stopped() {
         // AddPartitionsToTxn (retried while the previous end settles).
-        let mut added = false;
-        for _ in 0..RETRIES_MAX {
+        let mut retries = Retries::new("AddPartitionsToTxn");
+        loop {
             let r = txn.call(ADD_PARTITIONS_VERSION, &add).await?;
             let code = r
                 .results_by_topic_v3_and_below
@@ -220,30 +192,27 @@ pub async fn run(cfg: TxnConfig, shared: Arc<Shared>) -> Result<()> {
                 .map(|p| p.partition_error_code)
                 .find(|&c| c != 0)
                 .unwrap_or(0);
-            if code == 0 {
-                added = true;
+            if retries.settled(code).await? {
                 break;
             }
-            if !retriable(code) {
-                bail!("AddPartitionsToTxn: error {code}");
-            }
-            tokio::time::sleep(RETRY_BACKOFF).await;
-        }
-        if !added {
-            bail!("AddPartitionsToTxn kept failing");
         }
         // The transaction's Produce requests, pipelined.
         let mut sent = Vec::with_capacity(cfg.batches);
         for _ in 0..cfg.batches {
             let mut items = Vec::with_capacity(cfg.parts.len());
             for (i, (t, p)) in cfg.parts.iter().enumerate() {
-                let batch = txn_batch(
+                let producer = BatchProducer {
+                    id: pid,
+                    epoch,
+                    sequence: seqs[i],
+                    transactional: true,
+                };
+                let batch = record_batch(
                     cfg.batch_records,
                     &value,
-                    pid,
-                    epoch,
-                    seqs[i],
+                    unix_ms(),
                     cfg.compression,
+                    Some(producer),
                 )?;
                 seqs[i] = seqs[i].wrapping_add(cfg.batch_records as i32);
                 items.push((

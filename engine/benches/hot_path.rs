@@ -24,8 +24,14 @@ fn batch(compression: Compression) -> Bytes {
             .map(|i| (i * 7 % 251) as u8)
             .collect::<Vec<_>>(),
     );
-    rutomq_bench::record_batch(RECORDS_PER_BATCH, &value, 1_700_000_000_000, compression)
-        .expect("encode batch")
+    rutomq_bench::record_batch(
+        RECORDS_PER_BATCH,
+        &value,
+        1_700_000_000_000,
+        compression,
+        None,
+    )
+    .expect("encode batch")
 }
 
 fn produce_frame(batch: &Bytes) -> Bytes {

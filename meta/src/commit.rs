@@ -174,6 +174,9 @@ pub struct Plan {
     /// Transactions opened in a partition by this commit: (topic,
     /// partition, producer id) → first offset.
     pub opened: HashMap<(Uuid, i32, i64), i64>,
+    /// Per partition, the smallest of those first offsets (the last stable
+    /// offset stays at or below it).
+    pub pins: HashMap<(Uuid, i32), i64>,
 }
 
 /// The transactional state a commit checks batches against.
@@ -301,9 +304,8 @@ pub fn plan(
         }
         plan.result.outcomes.push(object_outcomes);
     }
-    let mut pins: HashMap<(Uuid, i32), i64> = HashMap::new();
     for (&(t, p, _), &first) in &plan.opened {
-        let pin = pins.entry((t, p)).or_insert(first);
+        let pin = plan.pins.entry((t, p)).or_insert(first);
         *pin = (*pin).min(first);
     }
     for (tp, (next_offset, max_ts, bytes)) in next {
@@ -311,7 +313,7 @@ pub fn plan(
         let hw = locked.next_offset;
         plan.result.watermarks.insert(
             tp,
-            locked.marks(next_offset.max(hw), pins.get(&tp).copied()),
+            locked.marks(next_offset.max(hw), plan.pins.get(&tp).copied()),
         );
         if next_offset > hw {
             plan.advanced.insert(tp, (next_offset, max_ts, bytes));
@@ -540,16 +542,7 @@ async fn execute_pipelined(
     let a_next: Vec<i64> = a.values().map(|v| v.0).collect();
     let a_ts: Vec<i64> = a.values().map(|v| v.1).collect();
     let a_bytes: Vec<i64> = a.values().map(|v| v.2).collect();
-    let a_pin: Vec<Option<i64>> = a
-        .keys()
-        .map(|tp| {
-            plan.opened
-                .iter()
-                .filter(|(k, _)| (k.0, k.1) == *tp)
-                .map(|(_, &first)| first)
-                .min()
-        })
-        .collect();
+    let a_pin: Vec<Option<i64>> = a.keys().map(|tp| plan.pins.get(tp).copied()).collect();
     let o = &plan.opened;
     let o_topic: Vec<Uuid> = o.keys().map(|k| k.0).collect();
     let o_part: Vec<i32> = o.keys().map(|k| k.1).collect();

@@ -108,6 +108,9 @@ pub struct PartitionOffsets {
     pub high_watermark: i64,
     pub log_start_offset: i64,
     pub max_timestamp: i64,
+    /// Below the first offset of every open transaction, at most the high
+    /// watermark.
+    pub last_stable_offset: i64,
 }
 
 #[derive(Debug)]
@@ -825,6 +828,7 @@ fn offsets_from_row(r: &tokio_postgres::Row) -> PartitionOffsets {
         high_watermark: r.get(0),
         log_start_offset: r.get(1),
         max_timestamp: r.get(2),
+        last_stable_offset: r.get(3),
     }
 }
 

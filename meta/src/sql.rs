@@ -57,7 +57,6 @@ statements! {
     LOAD_OPEN_TXNS => "load_open_txns.sql",
     INSERT_OPEN_TXNS => "insert_open_txns.sql",
     TXN_LOCK_PARTITIONS => "txn_lock_partitions.sql",
-    TXN_LOAD => "txn_load.sql",
     TXN_DESCRIBE => "txn_describe.sql",
     TXN_OPEN_IN_PARTITIONS => "txn_open_in_partitions.sql",
     TXN_INSERT => "txn_insert.sql",
@@ -79,3 +78,10 @@ statements! {
     STABLE_STATE => "stable_state.sql",
     DROP_RETIRED_MARKERS => "drop_retired_markers.sql",
 }
+
+/// A transactional id's row, locked for the coordinator's one transaction:
+/// what DescribeTransactions reads, `FOR UPDATE` of the id's row.
+pub const TXN_LOAD: &str = concat!(
+    include_str!("../sql/q/txn_describe.sql"),
+    "FOR UPDATE OF t\n"
+);

@@ -272,6 +272,33 @@ def consume_confluent(bootstrap, topic, ends, starts=None, timeout=60.0, **conf_
         c.close()
 
 
+def read_to_eof(bootstrap, topic, partitions, isolation, timeout=60.0):
+    """(value, partition, offset) of every record of `topic`'s `partitions`
+    partitions up to the end a group-less consumer with `isolation.level`
+    `isolation` sees (the last stable offset for read_committed), in the
+    order received: the end is when every partition reported EOF with no
+    record since."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    c = Consumer(consumer_config(bootstrap, **{"isolation.level": isolation}))
+    out = []
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        eof = set()
+        deadline = time.monotonic() + timeout
+        while len(eof) < partitions:
+            assert time.monotonic() < deadline, f"reading {topic} ({isolation}) timed out; eof {eof}"
+            for m in c.consume(num_messages=1000, timeout=0.5):
+                if m.error() is not None:
+                    assert m.error().code() == KafkaError._PARTITION_EOF, m.error()
+                    eof.add(m.partition())
+                    continue
+                eof.discard(m.partition())
+                out.append((m.value().decode(), m.partition(), m.offset()))
+        return out
+    finally:
+        c.close()
+
+
 # --------------------------------------------------------------------------
 # checks
 

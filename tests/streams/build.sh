@@ -14,30 +14,20 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 tests="$(cd "$here/.." && pwd)"
 STREAMS_VERSION="${STREAMS_VERSION:-4.2.0}"
 bin="$tests/.cache/bin"
-mkdir -p "$bin"
+prog=streams/build.sh
+# shellcheck source=../build-common.sh
+source "$tests/build-common.sh"
+build_lock
+require mvn
 
-# One build at a time (parallel test workers may all call this; shared with
-# tests/clients/build.sh, whose Maven runs use the same local repository).
-exec 9>"$tests/.cache/.build.lock"
-flock 9
-
-command -v mvn >/dev/null || { echo "build.sh: mvn not found" >&2; exit 1; }
 out="$bin/streams-eos-$STREAMS_VERSION.jar"
-stamp="$({ echo "kafka-streams $STREAMS_VERSION"; cat "$here/pom.xml" "$here/src/main/java"/*.java; } \
-         | sha256sum | cut -d' ' -f1)"
-if [[ -f "$out" && -f "$out.stamp" && "$(cat "$out.stamp")" == "$stamp" ]]; then
-    echo "build.sh: streams $STREAMS_VERSION up to date ($out)"
+stamp="$(stamp_of "kafka-streams $STREAMS_VERSION" "$here/pom.xml" "$here/src/main/java"/*.java)"
+if fresh "$out" "$stamp"; then
+    echo "$prog: streams $STREAMS_VERSION up to date ($out)"
     exit 0
 fi
 t0=$SECONDS
-log="$tests/.cache/build-streams-$STREAMS_VERSION.log"
-if ! mvn -B -q -Dstyle.color=never -f "$here/pom.xml" package \
-        -Dstreams.version="$STREAMS_VERSION" >"$log" 2>&1; then
-    cat "$log" >&2
-    echo "build.sh: mvn package for kafka-streams $STREAMS_VERSION failed" >&2
-    exit 1
-fi
-cp "$here/target/$STREAMS_VERSION/streams-eos.jar" "$out.tmp"
-mv "$out.tmp" "$out"
-echo "$stamp" >"$out.stamp"
-echo "build.sh: streams $STREAMS_VERSION built in $((SECONDS - t0)) s ($out)"
+maven_package "kafka-streams $STREAMS_VERSION" "$here/pom.xml" \
+    "$tests/.cache/build-streams-$STREAMS_VERSION.log" -Dstreams.version="$STREAMS_VERSION"
+install_built "$here/target/$STREAMS_VERSION/streams-eos.jar" "$out" "$stamp"
+echo "$prog: streams $STREAMS_VERSION built in $((SECONDS - t0)) s ($out)"

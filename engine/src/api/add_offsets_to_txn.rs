@@ -21,27 +21,12 @@ pub async fn handle(
     let code = if group.is_empty() || group.contains('\0') {
         ErrorCode::InvalidGroupId
     } else {
-        match txns::coordinates(&shard.agent, &id) {
-            Err(e) => e,
-            Ok(()) => {
-                let (pid, epoch) = (body.producer_id.0, body.producer_epoch);
-                let add = AddTo::Group(group);
-                match shard
-                    .agent
-                    .meta
-                    .txn_apply(id.clone().into_bytes(), false, false, move |found| {
-                        txns::add_to_txn(pid, epoch, &add, found)
-                    })
-                    .await
-                {
-                    Ok(code) => txns::fenced_for(code, req.version, 2),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "AddOffsetsToTxn failed");
-                        ErrorCode::CoordinatorNotAvailable
-                    }
-                }
-            }
-        }
+        let (pid, epoch) = (body.producer_id.0, body.producer_epoch);
+        let add = AddTo::Group(group);
+        let changed = txns::coordinated(&shard.agent, &id, false, false, "AddOffsetsToTxn", move |found| {
+            txns::add_to_txn(pid, epoch, &add, found)
+        });
+        txns::fenced_for(changed.await.unwrap_or_else(|e| e), req.version, 2)
     };
     if code != ErrorCode::None {
         shard.agent.txn_stats.count(&shard.agent.txn_stats.refused);

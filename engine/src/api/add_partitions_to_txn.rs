@@ -50,32 +50,17 @@ pub async fn handle(
         // Kafka adds nothing when one partition is unknown.
         ErrorCode::OperationNotAttempted
     } else {
-        match txns::coordinates(&shard.agent, &id) {
-            Err(e) => e,
-            Ok(()) => {
-                wanted.sort_unstable();
-                wanted.dedup();
-                let (pid, epoch) = (
-                    body.v3_and_below_producer_id.0,
-                    body.v3_and_below_producer_epoch,
-                );
-                let add = AddTo::Partitions(wanted);
-                match shard
-                    .agent
-                    .meta
-                    .txn_apply(id.clone().into_bytes(), false, false, move |found| {
-                        txns::add_to_txn(pid, epoch, &add, found)
-                    })
-                    .await
-                {
-                    Ok(code) => txns::fenced_for(code, req.version, 2),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "AddPartitionsToTxn failed");
-                        ErrorCode::CoordinatorNotAvailable
-                    }
-                }
-            }
-        }
+        wanted.sort_unstable();
+        wanted.dedup();
+        let (pid, epoch) = (
+            body.v3_and_below_producer_id.0,
+            body.v3_and_below_producer_epoch,
+        );
+        let add = AddTo::Partitions(wanted);
+        let changed = txns::coordinated(&shard.agent, &id, false, false, "AddPartitionsToTxn", move |found| {
+            txns::add_to_txn(pid, epoch, &add, found)
+        });
+        txns::fenced_for(changed.await.unwrap_or_else(|e| e), req.version, 2)
     };
     if code != ErrorCode::None && code != ErrorCode::OperationNotAttempted {
         shard.agent.txn_stats.count(&shard.agent.txn_stats.refused);

@@ -4,6 +4,7 @@
 use kafka_protocol::messages::describe_transactions_response::{TopicData, TransactionState};
 use kafka_protocol::messages::{
     ApiKey, DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, TopicName,
+    TransactionalId,
 };
 
 use super::{str_bytes, Api, Req};
@@ -23,12 +24,7 @@ pub async fn handle(
     let mut out = Vec::with_capacity(body.transactional_ids.len());
     let mut mine = Vec::new();
     for id in &body.transactional_ids {
-        let base = TransactionState::default()
-            .with_transactional_id(id.clone())
-            .with_transaction_start_time_ms(-1)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1)
-            .with_transaction_state(str_bytes(""));
+        let base = blank(id);
         match txns::coordinates(&shard.agent, id.0.as_str()) {
             Err(e) => out.push(Some(base.with_error_code(e.code()))),
             Ok(()) => {
@@ -55,12 +51,7 @@ pub async fn handle(
             states.push(s);
             continue;
         }
-        let base = TransactionState::default()
-            .with_transactional_id(id.clone())
-            .with_transaction_start_time_ms(-1)
-            .with_producer_id(ProducerId(-1))
-            .with_producer_epoch(-1)
-            .with_transaction_state(str_bytes(""));
+        let base = blank(id);
         let Some(t) = found.iter().find(|t| t.transactional_id == id.0.as_bytes()) else {
             states.push(base.with_error_code(lookup_error.code()));
             continue;
@@ -89,4 +80,14 @@ pub async fn handle(
         );
     }
     DescribeTransactionsResponse::default().with_transaction_states(states)
+}
+
+/// The answer for `id` before anything is known of it.
+fn blank(id: &TransactionalId) -> TransactionState {
+    TransactionState::default()
+        .with_transactional_id(id.clone())
+        .with_transaction_start_time_ms(-1)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1)
+        .with_transaction_state(str_bytes(""))
 }

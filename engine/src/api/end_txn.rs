@@ -16,26 +16,11 @@ pub const API: Api<EndTxnRequest> = Api::new(ApiKey::EndTxn, 0, 4);
 
 pub async fn handle(shard: &Shard, req: &Req, body: EndTxnRequest) -> EndTxnResponse {
     let id = body.transactional_id.0.to_string();
-    let code = match txns::coordinates(&shard.agent, &id) {
-        Err(e) => e,
-        Ok(()) => {
-            let (pid, epoch, commit) = (body.producer_id.0, body.producer_epoch, body.committed);
-            match shard
-                .agent
-                .meta
-                .txn_apply(id.clone().into_bytes(), true, false, move |found| {
-                    txns::end_txn(pid, epoch, commit, found)
-                })
-                .await
-            {
-                Ok(code) => txns::fenced_for(code, req.version, 2),
-                Err(e) => {
-                    tracing::warn!(error = %e, "EndTxn failed");
-                    ErrorCode::CoordinatorNotAvailable
-                }
-            }
-        }
-    };
+    let (pid, epoch, commit) = (body.producer_id.0, body.producer_epoch, body.committed);
+    let changed = txns::coordinated(&shard.agent, &id, true, false, "EndTxn", move |found| {
+        txns::end_txn(pid, epoch, commit, found)
+    });
+    let code = txns::fenced_for(changed.await.unwrap_or_else(|e| e), req.version, 2);
     let stats = &shard.agent.txn_stats;
     match (code, body.committed) {
         (ErrorCode::None, true) => stats.count(&stats.commits),

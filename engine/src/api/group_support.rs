@@ -1,8 +1,14 @@
 //! What the group handlers share: finding the coordinator of a group id,
-//! and the operations a group allows.
+//! the operations a group allows, and resolving the offsets of a commit
+//! (OffsetCommit and TxnOffsetCommit).
+
+use std::collections::{HashMap, HashSet};
+
+use rutomq_meta::groups::OffsetCommit;
+use uuid::Uuid;
 
 use crate::error::ErrorCode;
-use crate::groups::Groups;
+use crate::groups::{Groups, Written};
 use crate::shard::Shard;
 
 /// A group's `authorized_operations` in DescribeGroups and
@@ -28,4 +34,110 @@ pub fn group_coordinator<'a>(shard: &'a Shard, group_id: &str) -> Result<&'a Gro
         return Err(ErrorCode::NotCoordinator);
     }
     Ok(shard.agent.groups())
+}
+
+/// One partition of an OffsetCommit or TxnOffsetCommit as the client asked.
+pub struct AskedOffset<'a> {
+    pub partition: i32,
+    pub offset: i64,
+    pub leader_epoch: i32,
+    pub metadata: Option<&'a str>,
+}
+
+/// A requested partition: (topic index, partition, error known before the
+/// commit, or the key the coordinator writes).
+type Asked = (usize, i32, Option<ErrorCode>, Option<(Uuid, i32)>);
+
+/// The offsets of a commit request, resolved against the topics: what to
+/// write (each partition once; one named twice gets its last offset) and
+/// every asked partition's place in the answer.
+pub struct ResolvedOffsets {
+    asked: Vec<Asked>,
+    topics: usize,
+    pub offsets: Vec<OffsetCommit>,
+}
+
+/// Resolves `topics` (name and asked partitions, in request order):
+/// unknown topics and partitions, and metadata over `metadata_max` bytes,
+/// are answered now; the rest is to be written.
+pub async fn resolve_offsets<'a>(
+    shard: &Shard,
+    metadata_max: usize,
+    topics: impl IntoIterator<Item = (&'a str, Vec<AskedOffset<'a>>)>,
+) -> ResolvedOffsets {
+    let mut asked: Vec<Asked> = Vec::new();
+    let mut offsets: HashMap<(Uuid, i32), OffsetCommit> = HashMap::new();
+    let mut n = 0;
+    for (ti, (name, partitions)) in topics.into_iter().enumerate() {
+        n = ti + 1;
+        let topic = shard.topics.by_name(name).await;
+        for p in partitions {
+            let code = match &topic {
+                Err(e) => Some(*e),
+                Ok(Some(rec)) if p.partition >= 0 && p.partition < rec.partitions => {
+                    if p.metadata.is_some_and(|m| m.len() > metadata_max) {
+                        Some(ErrorCode::OffsetMetadataTooLarge)
+                    } else {
+                        let key = (rec.topic_id, p.partition);
+                        offsets.insert(
+                            key,
+                            OffsetCommit {
+                                topic_id: rec.topic_id,
+                                partition: p.partition,
+                                offset: p.offset,
+                                leader_epoch: p.leader_epoch,
+                                metadata: Some(
+                                    p.metadata.map_or(Vec::new(), |m| m.as_bytes().to_vec()),
+                                ),
+                            },
+                        );
+                        asked.push((ti, p.partition, None, Some(key)));
+                        continue;
+                    }
+                }
+                Ok(_) => Some(ErrorCode::UnknownTopicOrPartition),
+            };
+            asked.push((ti, p.partition, code, None));
+        }
+    }
+    ResolvedOffsets {
+        asked,
+        topics: n,
+        offsets: offsets.into_values().collect(),
+    }
+}
+
+impl ResolvedOffsets {
+    /// Nothing resolved: the request was refused before its partitions
+    /// were looked at.
+    pub fn none() -> ResolvedOffsets {
+        ResolvedOffsets {
+            asked: Vec::new(),
+            topics: 0,
+            offsets: Vec::new(),
+        }
+    }
+
+    /// Nothing was asked (or nothing looked at).
+    pub fn is_empty(&self) -> bool {
+        self.asked.is_empty()
+    }
+
+    /// Every asked partition's error once the coordinator answered
+    /// `written`, per topic in request order: (partition, error).
+    pub fn answers(self, written: Written) -> Vec<Vec<(i32, ErrorCode)>> {
+        let written: Result<HashSet<(Uuid, i32)>, ErrorCode> =
+            written.map(|w| w.into_iter().collect());
+        let mut out = vec![Vec::new(); self.topics];
+        for (ti, partition, code, key) in self.asked {
+            let code = code.unwrap_or_else(|| match (&written, key) {
+                (Err(e), _) => *e,
+                (Ok(w), Some(k)) if w.contains(&k) => ErrorCode::None,
+                // The partition went away while committing.
+                _ => ErrorCode::UnknownTopicOrPartition,
+            });
+            out[ti].push((partition, code));
+        }
+        out
+    }
 }

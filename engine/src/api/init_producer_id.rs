@@ -65,31 +65,20 @@ async fn transactional(
         _ if req.version < 3 => None,
         _ => return Err(ErrorCode::InvalidRequest),
     };
-    txns::coordinates(&shard.agent, &id)?;
     let ask = InitAsk {
         timeout_ms: timeout,
         expected,
     };
     let key = id.clone().into_bytes();
-    let result = shard
-        .agent
-        .meta
-        .txn_apply(key.clone(), true, true, move |found| {
-            txns::init_producer_id(&key, ask, found)
-        })
-        .await;
+    let result = txns::coordinated(&shard.agent, &id, true, true, "InitProducerId", move |found| {
+        txns::init_producer_id(&key, ask, found)
+    })
+    .await
+    .and_then(|r| r);
     let stats = &shard.agent.txn_stats;
-    match result {
-        Ok(r) => {
-            stats.count(if r.is_ok() { &stats.inits } else { &stats.refused });
-            if let Ok((pid, epoch)) = r {
-                tracing::debug!(transactional_id = %id.escape_debug(), producer_id = pid, epoch, "transactional producer initialised");
-            }
-            r
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "InitProducerId failed");
-            Err(ErrorCode::CoordinatorNotAvailable)
-        }
+    stats.count(if result.is_ok() { &stats.inits } else { &stats.refused });
+    if let Ok((pid, epoch)) = result {
+        tracing::debug!(transactional_id = %id.escape_debug(), producer_id = pid, epoch, "transactional producer initialised");
     }
+    result
 }

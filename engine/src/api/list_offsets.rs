@@ -24,7 +24,6 @@ pub const API: Api<ListOffsetsRequest> = Api::new(ApiKey::ListOffsets, 1, 10);
 pub async fn handle(shard: &Shard, req: &Req, body: ListOffsetsRequest) -> ListOffsetsResponse {
     // leader_epoch exists from v4; setting it earlier fails the encoding.
     let leader_epoch = if req.version >= 4 { 0 } else { -1 };
-    // read_committed (v2+): the latest offset is the last stable offset.
     let committed = body.isolation_level == 1;
     let mut topics = Vec::new();
     for t in body.topics {
@@ -70,10 +69,6 @@ async fn lookup(
     target: i64,
     committed: bool,
 ) -> Result<Option<(i64, i64)>, ErrorCode> {
-    if committed && matches!(target, LATEST | LATEST_TIERED) {
-        let view = shard.reader.stable_view(topic_id, partition, 0).await?;
-        return Ok(Some((view.last_stable_offset, -1)));
-    }
     let meta = &shard.agent.meta;
     let offsets = meta
         .partition_offsets(topic_id, partition)
@@ -81,6 +76,8 @@ async fn lookup(
         .map_err(|e| ErrorCode::from(&e))?
         .ok_or(ErrorCode::UnknownTopicOrPartition)?;
     match target {
+        // read_committed (v2+): the latest offset is the last stable one.
+        LATEST | LATEST_TIERED if committed => Ok(Some((offsets.last_stable_offset, -1))),
         LATEST | LATEST_TIERED => Ok(Some((offsets.high_watermark, -1))),
         EARLIEST | EARLIEST_LOCAL => Ok(Some((offsets.log_start_offset, -1))),
         MAX_TIMESTAMP => {

@@ -21,7 +21,9 @@ use rutomq_shards::{Close, Reply};
 
 pub use codec::{encode, encode_request, DECODER_PANICS};
 pub use fuzz::fuzz_frame;
-pub use group_support::{group_coordinator, group_operations};
+pub use group_support::{
+    group_coordinator, group_operations, resolve_offsets, AskedOffset, ResolvedOffsets,
+};
 
 use crate::shard::Shard;
 

@@ -70,6 +70,15 @@ impl StableIndex {
         Some(view(e, fetch_offset))
     }
 
+    /// The last stable offset a valid entry holds for fetches from
+    /// `fetch_offset` (no copy of its aborted list).
+    pub fn last_stable(&self, topic_id: Uuid, partition: i32, fetch_offset: i64) -> Option<i64> {
+        let map = self.map.borrow();
+        let e = map.get(&(topic_id, partition))?;
+        (e.at.elapsed() < STABLE_CACHE_TTL && fetch_offset >= e.floor)
+            .then_some(e.last_stable_offset)
+    }
+
     /// A snapshot read from PostgreSQL for fetches from `from`, asked at
     /// `asked_at`; returns the view for `from`.
     pub fn remember(

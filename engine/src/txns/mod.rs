@@ -21,6 +21,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+use rutomq_meta::txn::{TxnChange, TxnLocked};
+
 use crate::agent::Agent;
 use crate::error::ErrorCode;
 use crate::limits::{
@@ -42,6 +44,45 @@ pub fn coordinates(agent: &Agent, id: &str) -> Result<(), ErrorCode> {
         return Err(ErrorCode::NotCoordinator);
     }
     Ok(())
+}
+
+/// Runs one change of transactional id `id` in PostgreSQL (see
+/// [`rutomq_meta::Meta::txn_apply`]) with `decide` as its rule; PostgreSQL
+/// out of reach is COORDINATOR_NOT_AVAILABLE, which clients retry.
+pub async fn apply<R: Send + 'static>(
+    agent: &Agent,
+    id: &str,
+    lock_partitions: bool,
+    fresh_producer_id: bool,
+    what: &'static str,
+    decide: impl FnMut(&TxnLocked) -> (R, Option<TxnChange>) + Send + 'static,
+) -> Result<R, ErrorCode> {
+    agent
+        .meta
+        .txn_apply(
+            id.as_bytes().to_vec(),
+            lock_partitions,
+            fresh_producer_id,
+            decide,
+        )
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = %e, request = what, "transaction change failed");
+            ErrorCode::CoordinatorNotAvailable
+        })
+}
+
+/// [`apply`] for a request this agent must coordinate ([`coordinates`]).
+pub async fn coordinated<R: Send + 'static>(
+    agent: &Agent,
+    id: &str,
+    lock_partitions: bool,
+    fresh_producer_id: bool,
+    what: &'static str,
+    decide: impl FnMut(&TxnLocked) -> (R, Option<TxnChange>) + Send + 'static,
+) -> Result<R, ErrorCode> {
+    coordinates(agent, id)?;
+    apply(agent, id, lock_partitions, fresh_producer_id, what, decide).await
 }
 
 /// PRODUCER_FENCED for versions that know it, else INVALID_PRODUCER_EPOCH

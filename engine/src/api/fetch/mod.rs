@@ -307,7 +307,10 @@ fn caught_up(
     if !committed {
         return (hw == fetch_offset).then_some((hw, hw));
     }
-    let view = shard.reader.stable.get(topic_id, partition, fetch_offset)?;
-    let lso = view.last_stable_offset.min(hw);
+    let lso = shard
+        .reader
+        .stable
+        .last_stable(topic_id, partition, fetch_offset)?
+        .min(hw);
     (lso == fetch_offset).then_some((hw, lso))
 }
