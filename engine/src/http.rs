@@ -141,5 +141,6 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
     let shard_metrics = agent.shard_metrics.lock().expect("metrics lock").clone();
     crate::metrics::render(&mut out, &shard_metrics);
     w.render(&mut out);
+    t.render(&mut out);
     out
 }

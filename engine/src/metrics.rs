@@ -59,28 +59,28 @@ impl StageHistogram {
         self.sum_us.fetch_add(us, Ordering::Relaxed);
     }
 
-    /// Prometheus lines of this histogram as series `name{stage="..."}`.
-    pub fn render(&self, out: &mut String, name: &str, stage: &str) {
+    /// Prometheus lines of this histogram as series `name{label="value"}`.
+    pub fn render(&self, out: &mut String, name: &str, (label, value): (&str, &str)) {
         let mut cumulative = 0;
         for (i, b) in STAGE_BUCKETS_US.iter().enumerate() {
             cumulative += self.buckets[i].load(Ordering::Relaxed);
             let _ = writeln!(
                 out,
-                "{name}_bucket{{stage=\"{stage}\",le=\"{}\"}} {cumulative}",
+                "{name}_bucket{{{label}=\"{value}\",le=\"{}\"}} {cumulative}",
                 *b as f64 / 1e6
             );
         }
         cumulative += self.buckets[STAGE_BUCKETS_US.len()].load(Ordering::Relaxed);
         let _ = writeln!(
             out,
-            "{name}_bucket{{stage=\"{stage}\",le=\"+Inf\"}} {cumulative}"
+            "{name}_bucket{{{label}=\"{value}\",le=\"+Inf\"}} {cumulative}"
         );
         let _ = writeln!(
             out,
-            "{name}_sum{{stage=\"{stage}\"}} {}",
+            "{name}_sum{{{label}=\"{value}\"}} {}",
             self.sum_us.load(Ordering::Relaxed) as f64 / 1e6
         );
-        let _ = writeln!(out, "{name}_count{{stage=\"{stage}\"}} {cumulative}");
+        let _ = writeln!(out, "{name}_count{{{label}=\"{value}\"}} {cumulative}");
     }
 }
 
@@ -179,7 +179,7 @@ mod tests {
         h.observe(Duration::from_micros(251));
         h.observe(Duration::from_secs(1));
         let mut out = String::new();
-        h.render(&mut out, "x", "upload");
+        h.render(&mut out, "x", ("stage", "upload"));
         for line in [
             "x_bucket{stage=\"upload\",le=\"0.00025\"} 1\n",
             "x_bucket{stage=\"upload\",le=\"0.0005\"} 2\n",
@@ -203,10 +203,43 @@ pub struct TxnStats {
     /// Coordinator requests answered with an error.
     pub refused: AtomicU64,
     pub expired_ids: AtomicU64,
+    /// How long coordinator changes took (one PostgreSQL transaction each),
+    /// by request: [`TXN_CHANGE_REQUESTS`], the last for any other.
+    changes: [StageHistogram; TXN_CHANGE_REQUESTS.len()],
 }
+
+/// The requests whose coordinator changes are timed apart.
+pub const TXN_CHANGE_REQUESTS: [&str; 5] = [
+    "InitProducerId",
+    "AddPartitionsToTxn",
+    "AddOffsetsToTxn",
+    "EndTxn",
+    "other",
+];
 
 impl TxnStats {
     pub fn count(&self, counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A change for request `what` took `took`.
+    pub fn observe_change(&self, what: &str, took: std::time::Duration) {
+        let i = TXN_CHANGE_REQUESTS
+            .iter()
+            .position(|&r| r == what)
+            .unwrap_or(TXN_CHANGE_REQUESTS.len() - 1);
+        self.changes[i].observe(took);
+    }
+
+    /// `/metrics` lines of the change histograms.
+    pub fn render(&self, out: &mut String) {
+        let name = "rutomq_txn_change_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Transaction coordinator changes (one PostgreSQL transaction each, locks included) by request.\n# TYPE {name} histogram"
+        );
+        for (request, h) in TXN_CHANGE_REQUESTS.iter().zip(&self.changes) {
+            h.render(out, name, ("request", request));
+        }
     }
 }

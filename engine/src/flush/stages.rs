@@ -46,7 +46,7 @@ impl WindowStages {
             ("upload", &self.upload),
             ("commit", &self.commit),
         ] {
-            h.render(out, name, stage);
+            h.render(out, name, ("stage", stage));
         }
     }
 }

@@ -57,7 +57,8 @@ pub async fn apply<R: Send + 'static>(
     what: &'static str,
     decide: impl FnMut(&TxnLocked) -> (R, Option<TxnChange>) + Send + 'static,
 ) -> Result<R, ErrorCode> {
-    agent
+    let started = Instant::now();
+    let applied = agent
         .meta
         .txn_apply(
             id.as_bytes().to_vec(),
@@ -65,11 +66,12 @@ pub async fn apply<R: Send + 'static>(
             fresh_producer_id,
             decide,
         )
-        .await
-        .map_err(|e| {
-            tracing::warn!(error = %e, request = what, "transaction change failed");
-            ErrorCode::CoordinatorNotAvailable
-        })
+        .await;
+    agent.txn_stats.observe_change(what, started.elapsed());
+    applied.map_err(|e| {
+        tracing::warn!(error = %e, request = what, "transaction change failed");
+        ErrorCode::CoordinatorNotAvailable
+    })
 }
 
 /// [`apply`] for a request this agent must coordinate ([`coordinates`]).
