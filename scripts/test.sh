@@ -97,6 +97,21 @@ else
     echo "$want_hash" > "$stamp"
 fi
 
+# The promised client versions (tests/requirements-promised.txt), beside the
+# newest: a --target directory that tests put first on PYTHONPATH.
+PROMISED_REQ=$ROOT/tests/requirements-promised.txt
+PROMISED_PY=$ROOT/tests/.cache/py/promised
+want_hash=$( { cat "$PROMISED_REQ"; "$VENV/bin/python" -c 'import sys; print(sys.version)'; } | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$PROMISED_PY/.requirements.sha256" 2>/dev/null || true)" = "$want_hash" ]; then
+    log "$PROMISED_PY is up to date"
+else
+    log "installing $PROMISED_REQ into $PROMISED_PY"
+    rm -rf "$PROMISED_PY"
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps --target "$PROMISED_PY" \
+        -r "$PROMISED_REQ"
+    echo "$want_hash" > "$PROMISED_PY/.requirements.sha256"
+fi
+
 # ---- 5. e2e suite -------------------------------------------------------------
 # The Java/Go RoundTrip programs used by tests/e2e/test_java_go.py are built here,
 # up front (idempotent, fast when unchanged), so a cold Maven/Go build is not

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the RoundTrip client programs used by the end-to-end tests:
 #   tests/.cache/bin/roundtrip-java-<version>.jar   (one per kafka-clients version)
-#   tests/.cache/bin/roundtrip-go                   (franz-go)
+#   tests/.cache/bin/roundtrip-go                   (franz-go, newest: tests/go/go.mod)
+#   tests/.cache/bin/roundtrip-go-<version>         (franz-go $FRANZ_GO_PROMISED: tests/go/franz-<version>.mod)
 #   tests/.cache/kafka-tools-<version>/*.jar        (Apache Kafka's CLI tools, kafka-tools $KAFKA_TOOLS)
 # Each also holds the consumer-group programs (first argument group-consume,
 # group-admin for Java; group-consume for Go) of tests/e2e/test_groups_java_go.py.
@@ -9,7 +10,7 @@
 # last build is not rebuilt, so a second run takes well under a second.
 #
 # Usage: tests/clients/build.sh [java|go|tools]...  (default: all)
-# Env:   JAVA_CLIENT_4, JAVA_CLIENT_39 (see versions.sh), or
+# Env:   JAVA_CLIENT_4, JAVA_CLIENT_39, JAVA_CLIENT_NEWEST (see versions.sh), or
 #        JAVA_CLIENT_VERSIONS="4.1.1 3.9.1 ..." to build an explicit list.
 # Run them with tests/clients/run.sh.
 set -euo pipefail
@@ -18,7 +19,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 tests="$(cd "$here/.." && pwd)"
 # shellcheck source=versions.sh
 source "$here/versions.sh"
-JAVA_CLIENT_VERSIONS="${JAVA_CLIENT_VERSIONS:-$JAVA_CLIENT_4 $JAVA_CLIENT_39}"
+JAVA_CLIENT_VERSIONS="${JAVA_CLIENT_VERSIONS:-$JAVA_CLIENT_4 $JAVA_CLIENT_39 $JAVA_CLIENT_NEWEST}"
 bin="$tests/.cache/bin"
 prog=build.sh
 # shellcheck source=../build-common.sh
@@ -46,17 +47,25 @@ build_java() {
 
 build_go() {
     require go
-    local out="$bin/roundtrip-go" stamp
-    stamp="$(stamp_of "$(go env GOVERSION)" "$tests/go/go.mod" "$tests/go/go.sum" "$tests/go"/*.go)"
+    # The newest franz-go (go.mod) and the promised one (its own module file).
+    go_binary roundtrip-go go.mod go.sum ""
+    go_binary "roundtrip-go-$FRANZ_GO_PROMISED" "franz-$FRANZ_GO_PROMISED.mod" "franz-$FRANZ_GO_PROMISED.sum" \
+        franz_1_21
+}
+
+go_binary() {  # go_binary NAME MODFILE SUMFILE TAGS
+    local name="$1" mod="$2" sum="$3" tags="$4" out="$bin/$1" stamp
+    stamp="$(stamp_of "$(go env GOVERSION) tags=$tags" "$tests/go/$mod" "$tests/go/$sum" "$tests/go"/*.go)"
     if fresh "$out" "$stamp"; then
-        echo "$prog: go up to date ($out)"
+        echo "$prog: $name up to date ($out)"
         return
     fi
     local t0=$SECONDS
-    (cd "$tests/go" && CGO_ENABLED=0 go build -buildvcs=false -trimpath -o "$out.tmp" .)
+    (cd "$tests/go" && CGO_ENABLED=0 go build -modfile="$mod" -tags="$tags" -buildvcs=false -trimpath \
+        -o "$out.tmp" .)
     mv "$out.tmp" "$out"
     echo "$stamp" >"$out.stamp"
-    echo "$prog: go built in $((SECONDS - t0)) s ($out)"
+    echo "$prog: $name built in $((SECONDS - t0)) s ($out)"
 }
 
 build_tools() {

@@ -4,8 +4,10 @@
 # Usage: tests/clients/run.sh CLIENT --bootstrap HOST:PORT --topic T --partitions P --records N
 #   CLIENT: java-4        kafka-clients $JAVA_CLIENT_4   (default 4.2.0)
 #           java-3.9      kafka-clients $JAVA_CLIENT_39  (default 3.9.2)
+#           java-newest   kafka-clients $JAVA_CLIENT_NEWEST (default 4.4.0)
 #           java-X.Y.Z    kafka-clients X.Y.Z (build it with JAVA_CLIENT_VERSIONS=X.Y.Z build.sh java)
-#           go            franz-go
+#           go            franz-go, newest (tests/go/go.mod)
+#           go-X.Y.Z      franz-go X.Y.Z ($FRANZ_GO_PROMISED: tests/go/franz-X.Y.Z.mod)
 # The last stdout line is "RESULT ok produced=N consumed=N" (exit 0) or
 # "RESULT fail <reason>" (exit 1).
 #
@@ -23,11 +25,12 @@ bin="$(cd "$here/.." && pwd)/.cache/bin"
 source "$here/versions.sh"
 
 client="${1:-}"
-[[ -n "$client" ]] || { sed -n '2,16p' "$0" >&2; exit 2; }
+[[ -n "$client" ]] || { sed -n '2,18p' "$0" >&2; exit 2; }
 shift
 case "$client" in
     java-4) v="$JAVA_CLIENT_4" ;;
     java-3.9) v="$JAVA_CLIENT_39" ;;
+    java-newest) v="$JAVA_CLIENT_NEWEST" ;;
     java-[0-9]*) v="${client#java-}" ;;
     tools)
         # Apache Kafka's command-line tools: run.sh tools CLASS ARGS...
@@ -36,9 +39,10 @@ case "$client" in
         [[ -d "$lib" ]] || { echo "run.sh: $lib missing; run tests/clients/build.sh tools" >&2; exit 2; }
         cls="$1"; shift
         exec java -XX:+UseSerialGC -cp "$lib/*" "$cls" "$@" ;;
-    go|franz-go)
-        [[ -x "$bin/roundtrip-go" ]] || { echo "run.sh: $bin/roundtrip-go missing; run tests/clients/build.sh" >&2; exit 2; }
-        exec "$bin/roundtrip-go" "$@" ;;
+    go|franz-go|go-[0-9]*)
+        prog="$bin/roundtrip-${client/franz-go/go}"
+        [[ -x "$prog" ]] || { echo "run.sh: $prog missing; run tests/clients/build.sh" >&2; exit 2; }
+        exec "$prog" "$@" ;;
     *) echo "run.sh: unknown client $client" >&2; exit 2 ;;
 esac
 jar="$bin/roundtrip-java-$v.jar"

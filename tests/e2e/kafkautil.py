@@ -7,6 +7,7 @@ Every wait loop here has a deadline.
 """
 
 import functools
+import os
 import threading
 import time
 import uuid
@@ -297,6 +298,33 @@ def read_to_eof(bootstrap, topic, partitions, isolation, timeout=60.0):
         return out
     finally:
         c.close()
+
+
+# librdkafka 2.15.0, the version the product promises (the venv has the newest):
+# installed by scripts/test.sh from tests/requirements-promised.txt.
+PROMISED_LIBRDKAFKA = "2.15.0"
+PROMISED_PY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".cache", "py", "promised")
+
+
+def run_with_promised_librdkafka(module, function, *args, timeout=300):
+    """Runs `module.function(*args)` (string arguments) of tests/e2e in a
+    subprocess whose `import confluent_kafka` is the promised version; fails
+    with its output when it raises or when the version is not that one."""
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    assert os.path.isdir(os.path.join(PROMISED_PY, "confluent_kafka")), (
+        f"{PROMISED_PY} has no confluent_kafka: scripts/test.sh installs tests/requirements-promised.txt there")
+    code = ("import importlib, sys, confluent_kafka\n"
+            f"assert confluent_kafka.libversion()[0] == {PROMISED_LIBRDKAFKA!r}, confluent_kafka.libversion()\n"
+            "getattr(importlib.import_module(sys.argv[1]), sys.argv[2])(*sys.argv[3:])\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PROMISED_PY, here]))
+    res = subprocess.run([sys.executable, "-c", code, module, function, *args], cwd=here, env=env,
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+    assert res.returncode == 0, (
+        f"{module}.{function} with librdkafka {PROMISED_LIBRDKAFKA}: exit {res.returncode}\n"
+        f"--- stdout ---\n{res.stdout[-4000:]}\n--- stderr ---\n{res.stderr[-8000:]}")
+    return res.stdout
 
 
 # --------------------------------------------------------------------------

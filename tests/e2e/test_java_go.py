@@ -1,5 +1,5 @@
-# What this proves: rutomq serves the official Java client (kafka-clients 4.x
-# and 3.9.x) and franz-go end to end: CreateTopics, an idempotent acks=all
+# What this proves: rutomq serves the official Java client (kafka-clients 4.2.0,
+# 3.9.2 and the newest, 4.4.0) and franz-go (the newest, and the promised 1.21.5) end to end: CreateTopics, an idempotent acks=all
 # producer, and a consumer without a group (direct assignment) reading from the
 # start, with every record exactly once, offsets contiguous from 0 per
 # partition, per-key order, headers intact, acknowledged offsets equal to
@@ -53,7 +53,23 @@ def roundtrip_clients():
     return RUN_SH
 
 
-@pytest.mark.parametrize("client", ["java-4", "java-3.9", "go"])
+# The versions the product promises and the newest (tests/clients/versions.sh):
+# kafka-clients 4.2.0, 3.9.2 and 4.4.0; franz-go 1.21.5 and the newest (tests/go/go.mod).
+JAVA_CLIENTS = ["java-4", "java-3.9", "java-newest"]
+GO_CLIENTS = ["go", "go-1.21.5"]
+
+
+def test_franz_go_builds_are_the_versions_named(request):
+    run_sh = request.getfixturevalue("roundtrip_clients")
+    for client in GO_CLIENTS:
+        res = subprocess.run(["bash", run_sh, client, "version"], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=30)
+        assert res.returncode == 0, f"{client} version: {res.stderr}"
+        if client != "go":
+            assert res.stdout.strip() == "v" + client.removeprefix("go-"), (client, res.stdout)
+
+
+@pytest.mark.parametrize("client", [*JAVA_CLIENTS, *GO_CLIENTS])
 def test_roundtrip(client, agent, request):
     # Resolved here, after `agent`, so a missing broker binary skips before any build.
     run_sh = request.getfixturevalue("roundtrip_clients")

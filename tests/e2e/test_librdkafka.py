@@ -11,6 +11,8 @@
 #    after a timestamp;
 #  - Metadata / CreateTopics / DeleteTopics: partition counts, TOPIC_ALREADY_EXISTS,
 #    deletion, and auto-creation on produce to an unknown topic.
+# The round trip also runs with the promised librdkafka 2.15.0 (a subprocess;
+# the venv has the newest).
 # How: consumers never join a group (consumer groups are not implemented yet):
 # they assign() explicit TopicPartitions at explicit offsets and read up to the
 # end offsets that the producer's delivery reports imply.
@@ -23,8 +25,8 @@ from confluent_kafka.admin import NewTopic
 
 from kafkautil import (Rec, admin, check_roundtrip, cluster_metadata, consume_confluent,
                        consumer_config, create_topic, delete_topic, make_records, make_value,
-                       partition_counts, produce_confluent, unique_topic, wait_for_topic,
-                       wait_topic_absent, watermarks)
+                       partition_counts, produce_confluent, run_with_promised_librdkafka, unique_topic,
+                       wait_for_topic, wait_topic_absent, watermarks)
 
 N_RECORDS = 5000
 N_PARTITIONS = 8
@@ -32,9 +34,19 @@ N_PARTITIONS = 8
 
 @pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_idempotent_keyed_roundtrip(agent, compression):
+    idempotent_keyed_roundtrip(agent.bootstrap, compression)
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_idempotent_keyed_roundtrip_promised_librdkafka(agent, compression):
+    run_with_promised_librdkafka("test_librdkafka", "idempotent_keyed_roundtrip", agent.bootstrap, compression)
+
+
+def idempotent_keyed_roundtrip(bootstrap, compression):
+    """The round trip with whichever confluent-kafka is imported."""
     topic = unique_topic("rdk")
-    create_topic(agent.bootstrap, topic, N_PARTITIONS)
-    sent = produce_confluent(agent.bootstrap, topic, make_records(N_RECORDS),
+    create_topic(bootstrap, topic, N_PARTITIONS)
+    sent = produce_confluent(bootstrap, topic, make_records(N_RECORDS),
                              **{"compression.type": compression})
     counts = partition_counts(sent)
     assert len(counts) > 1, f"all records landed in partitions {sorted(counts)}; keys should spread"
@@ -44,10 +56,10 @@ def test_idempotent_keyed_roundtrip(agent, compression):
         assert offs == list(range(n)), (
             f"partition {p}: acknowledged offsets are not 0..{n - 1}: first anomalies "
             f"{[(i, o) for i, o in enumerate(offs) if o != i][:10]}")
-    wm = watermarks(agent.bootstrap, topic, range(N_PARTITIONS))
+    wm = watermarks(bootstrap, topic, range(N_PARTITIONS))
     assert wm == {p: (0, ends[p]) for p in range(N_PARTITIONS)}, (
         f"watermarks {wm} != (0, records produced) per partition {ends}")
-    consumed = consume_confluent(agent.bootstrap, topic, ends)
+    consumed = consume_confluent(bootstrap, topic, ends)
     check_roundtrip(sent, consumed)
 
 

@@ -1,5 +1,5 @@
 # What this proves: Kafka transactions work with the official Java client
-# (kafka-clients 4.2.0 and 3.9.2), franz-go (GroupTransactSession) and
+# (kafka-clients 4.2.0, 3.9.2 and the newest, 4.4.0), franz-go (GroupTransactSession) and
 # librdkafka (confluent-kafka) against rutomq: commit and abort over every
 # partition with read_committed consumers seeing exactly the committed records
 # (and read_uncommitted ones all of them, markers skipped), read_committed end
@@ -12,6 +12,8 @@
 # EndTxn without a transaction, AddPartitionsToTxn with a wrong epoch or
 # producer id, oversized or zero transaction timeouts, a transactional id
 # with NUL bytes (accepted, as Kafka does), EndTxn for an unknown id.
+# librdkafka runs both as the newest confluent-kafka (the venv's) and as the
+# promised 2.15.0 (a subprocess); franz-go as the newest and the promised 1.21.5.
 # How: tests/java/src/main/java/Txn.java and tests/go/txn.go (the RoundTrip
 # programs' `txn` subcommand; the zombie check is Java's and librdkafka's),
 # the confluent-kafka checks in this file, each against one agent; the bad
@@ -22,15 +24,15 @@ import subprocess
 import pytest
 
 import kwire
-from kafkautil import create_topic, unique_topic
-from test_java_go import REPO_ROOT, _tail, roundtrip_clients  # noqa: F401 (fixture)
+from kafkautil import PROMISED_LIBRDKAFKA, create_topic, run_with_promised_librdkafka, unique_topic
+from test_java_go import GO_CLIENTS, JAVA_CLIENTS, REPO_ROOT, _tail, roundtrip_clients  # noqa: F401 (fixture)
 
 PARTITIONS = 4
 RECORDS = 400
 RUN_TIMEOUT_S = 300
 
 
-@pytest.mark.parametrize("client", ["java-4", "java-3.9", "go"])
+@pytest.mark.parametrize("client", [*JAVA_CLIENTS, *GO_CLIENTS])
 def test_client_transactions(client, agent, request):
     run_sh = request.getfixturevalue("roundtrip_clients")
     topic = unique_topic(f"txn-{client.replace('.', '')}")
@@ -178,45 +180,55 @@ def _send_txn(p, topic, partitions, tag, n, commit):
         p.abort_transaction(30)
 
 
-def test_librdkafka_transactions(agent):
+@pytest.mark.parametrize("librdkafka", ["newest", PROMISED_LIBRDKAFKA])
+def test_librdkafka_transactions(librdkafka, agent):
+    if librdkafka == "newest":
+        librdkafka_transaction_checks(agent.bootstrap)
+    else:
+        run_with_promised_librdkafka("test_transactions", "librdkafka_transaction_checks", agent.bootstrap)
+
+
+def librdkafka_transaction_checks(bootstrap):
+    """Commit, abort, read_committed, a fenced zombie and
+    consume-transform-produce with whichever confluent-kafka is imported."""
     from confluent_kafka import Consumer, KafkaException, TopicPartition
     parts, n = 4, 300
     topic = unique_topic("txn-rdk")
-    create_topic(agent.bootstrap, topic, partitions=parts)
-    p = _txn_producer(agent.bootstrap, topic + "-txn")
+    create_topic(bootstrap, topic, partitions=parts)
+    p = _txn_producer(bootstrap, topic + "-txn")
     _send_txn(p, topic, parts, "a", n, True)
     _send_txn(p, topic, parts, "b", n, False)
     _send_txn(p, topic, parts, "c", n, True)
-    committed = _read_to_eof(agent.bootstrap, topic, parts, "read_committed")
-    everything = _read_to_eof(agent.bootstrap, topic, parts, "read_uncommitted")
+    committed = _read_to_eof(bootstrap, topic, parts, "read_committed")
+    everything = _read_to_eof(bootstrap, topic, parts, "read_uncommitted")
     seen = [v for vs in committed.values() for v in vs]
     assert len(seen) == 2 * n and not any(v.startswith("b-") for v in seen), (len(seen), seen[:5])
     assert sum(len(v) for v in everything.values()) == 3 * n
 
     # A zombie: a second producer with the same id fences the first.
     zid = topic + "-zombie"
-    old = _txn_producer(agent.bootstrap, zid)
+    old = _txn_producer(bootstrap, zid)
     old.begin_transaction()
     for i in range(n):
         old.produce(topic, value=f"zombie-{i}", partition=i % parts)
     old.flush(30)
-    new = _txn_producer(agent.bootstrap, zid)
+    new = _txn_producer(bootstrap, zid)
     with pytest.raises(KafkaException):
         old.commit_transaction(30)
     _send_txn(new, topic, parts, "s", n, True)
-    seen = [v for vs in _read_to_eof(agent.bootstrap, topic, parts, "read_committed").values() for v in vs]
+    seen = [v for vs in _read_to_eof(bootstrap, topic, parts, "read_committed").values() for v in vs]
     assert not any(v.startswith("zombie-") for v in seen)
     assert sum(v.startswith("s-") for v in seen) == n
 
     # Consume-transform-produce with the consumer's offsets in the transaction.
     src, dst, group = topic + "-in", topic + "-out", topic + "-eos"
-    create_topic(agent.bootstrap, src, partitions=parts)
-    create_topic(agent.bootstrap, dst, partitions=parts)
+    create_topic(bootstrap, src, partitions=parts)
+    create_topic(bootstrap, dst, partitions=parts)
     from kafkautil import produce_confluent, make_records
-    produce_confluent(agent.bootstrap, src, make_records(n, big=False))
-    c = Consumer({"bootstrap.servers": agent.bootstrap, "group.id": group, "enable.auto.commit": False,
+    produce_confluent(bootstrap, src, make_records(n, big=False))
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
-    t = _txn_producer(agent.bootstrap, topic + "-eos")
+    t = _txn_producer(bootstrap, topic + "-eos")
     c.subscribe([src])
     copied = 0
     import time
@@ -232,12 +244,12 @@ def test_librdkafka_transactions(agent):
         copied += len(msgs)
         t.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
         t.commit_transaction(30)
-    out = _read_to_eof(agent.bootstrap, dst, parts, "read_committed")
+    out = _read_to_eof(bootstrap, dst, parts, "read_committed")
     assert sum(len(v) for v in out.values()) == n
     committed = c.committed([TopicPartition(src, p) for p in range(parts)], timeout=10)
     c.close()
     from kafkautil import watermarks
-    wm = watermarks(agent.bootstrap, src, range(parts))
+    wm = watermarks(bootstrap, src, range(parts))
     assert {tp.partition: tp.offset for tp in committed} == {p: wm[p][1] for p in range(parts)}
 
 

@@ -281,7 +281,12 @@ func groupConsumeMain(args []string) int {
 		if *assignor == "range" {
 			b = kgo.RangeBalancer()
 		}
-		opts = append(opts, kgo.ServerSideBalancer(), kgo.Balancers(b))
+		ssb, ok := serverSideBalancer()
+		if !ok {
+			fmt.Fprintln(os.Stderr, "this franz-go build has no KIP-848 consumer protocol (franz-go < 1.22)")
+			return 2
+		}
+		opts = append(opts, ssb, kgo.Balancers(b))
 	case *assignor != "":
 		b, err := balancer(*assignor)
 		if err != nil {

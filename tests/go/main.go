@@ -5,6 +5,7 @@
 // offsets equal to consumed offsets, high watermarks equal to record counts.
 //
 // Usage: roundtrip --bootstrap HOST:PORT --topic T --partitions P --records N
+//        roundtrip version   (prints the franz-go version it was built with)
 // Last line of stdout: "RESULT ok produced=N consumed=N" (exit 0) or
 // "RESULT fail <reason>" (exit 1). Client logs go to stderr at level warn;
 // set ROUNDTRIP_LOG=info or debug for more.
@@ -19,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +50,9 @@ func main() {
 	}
 	if len(os.Args) > 1 && os.Args[1] == "txn" {
 		os.Exit(txnMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "version" {
+		os.Exit(versionMain())
 	}
 	bootstrap := flag.String("bootstrap", "", "HOST:PORT")
 	topic := flag.String("topic", "", "topic to create")
@@ -386,4 +391,21 @@ func createTopic(bootstrap, topic string, partitions int32) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// versionMain prints the franz-go module version this program was built with.
+func versionMain() int {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		fmt.Fprintln(os.Stderr, "no build information")
+		return 1
+	}
+	for _, dep := range info.Deps {
+		if dep.Path == "github.com/twmb/franz-go" {
+			fmt.Println(dep.Version)
+			return 0
+		}
+	}
+	fmt.Fprintln(os.Stderr, "franz-go is not a dependency of this build")
+	return 1
 }

@@ -8,6 +8,7 @@
 //     consumer and a transactional producer committing the consumer's offsets
 //     in each transaction; T-out then holds each record exactly once and the
 //     group's committed offsets equal T-in's end offsets.
+//
 // Last line: "RESULT ok ..." or "RESULT fail <reason>".
 package main
 

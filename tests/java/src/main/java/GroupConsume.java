@@ -70,7 +70,6 @@ import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
-import org.apache.kafka.common.utils.AppInfoParser;
 
 final class GroupConsume {
     private String name = "java";
@@ -81,6 +80,20 @@ final class GroupConsume {
     private volatile boolean stop;
     private volatile int exitCode = 0;
     private final CountDownLatch done = new CountDownLatch(1);
+
+    /** The kafka-clients version on the class path (its kafka/kafka-version.properties; the
+     *  AppInfoParser class that also knows it moved to an internal package in 4.4). */
+    static String kafkaClientsVersion() {
+        try (java.io.InputStream in = KafkaConsumer.class.getResourceAsStream("/kafka/kafka-version.properties")) {
+            Properties p = new Properties();
+            if (in != null) {
+                p.load(in);
+            }
+            return p.getProperty("version", "unknown");
+        } catch (java.io.IOException e) {
+            return "unknown";
+        }
+    }
 
     static int main(String[] args) {
         return new GroupConsume().run(args);
@@ -256,7 +269,7 @@ final class GroupConsume {
         }
 
         String pid = ManagementFactory.getRuntimeMXBean().getName().split("@")[0];
-        ev("start").put("pid", Long.parseLong(pid)).put("client", "java-" + AppInfoParser.getVersion())
+        ev("start").put("pid", Long.parseLong(pid)).put("client", "java-" + kafkaClientsVersion())
                 .put("protocol", protocol).println();
 
         Properties cp = new Properties();
