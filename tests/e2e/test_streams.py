@@ -1,4 +1,5 @@
-# What this proves: a Kafka Streams 4.2.0 application with
+# What this proves: a Kafka Streams 4.2.0 application (and 4.4.0, the newest,
+# in the kill-and-takeover case) with
 # processing.guarantee=exactly_once_v2 and a stateless topology (a slow step,
 # filter, mapValues, split into two output topics) writes its output exactly
 # once against rutomq when an instance dies mid-stream and another one with
@@ -57,8 +58,13 @@ from kafkautil import (Rec, committed_confluent, create_topic, high_watermarks, 
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD_SH = os.path.join(REPO_ROOT, "tests", "streams", "build.sh")
+# The version the product promises, and the newest (run by the kill-and-takeover test).
 STREAMS_VERSION = os.environ.get("STREAMS_VERSION", "4.2.0")
-JAR = os.path.join(REPO_ROOT, "tests", ".cache", "bin", f"streams-eos-{STREAMS_VERSION}.jar")
+STREAMS_NEWEST = os.environ.get("STREAMS_NEWEST", "4.4.0")
+
+
+def _jar(version):
+    return os.path.join(REPO_ROOT, "tests", ".cache", "bin", f"streams-eos-{version}.jar")
 BUILD_TIMEOUT_S = 900  # cold: Maven downloads kafka-streams and rocksdbjni
 
 GROUP_ARGS = ["--group-initial-rebalance-delay-ms", "300"]
@@ -77,10 +83,12 @@ def _text(b):
 
 @pytest.fixture(scope="session")
 def streams_jar():
-    """Builds the Streams program once per session (idempotent)."""
-    env = dict(os.environ, STREAMS_VERSION=STREAMS_VERSION)
+    """Builds the Streams program once per session (idempotent) for each
+    version; returns version -> jar."""
+    versions = [STREAMS_VERSION, STREAMS_NEWEST]
+    env = dict(os.environ)
     try:
-        res = subprocess.run(["bash", BUILD_SH], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
+        res = subprocess.run(["bash", BUILD_SH, *versions], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
                              capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, env=env)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"tests/streams/build.sh did not finish in {BUILD_TIMEOUT_S} s\n"
@@ -88,7 +96,7 @@ def streams_jar():
     if res.returncode != 0:
         pytest.fail(f"tests/streams/build.sh failed with exit code {res.returncode}\n"
                     f"stdout:\n{res.stdout}\nstderr:\n{res.stderr[-20000:]}", pytrace=False)
-    return JAR
+    return {v: _jar(v) for v in versions}
 
 
 # --------------------------------------------------------------------------
@@ -385,12 +393,12 @@ class StreamsApp:
 
 @pytest.fixture
 def streams(request, tmp_path):
-    """Factory: streams(name, args) -> started StreamsApp; all killed at the
+    """Factory: streams(name, args[, version]) -> started StreamsApp; all killed at the
     end, their log tails printed (a failing test's report shows them)."""
     apps = []
 
-    def _start(name, args):
-        jar = request.getfixturevalue("streams_jar")
+    def _start(name, args, version=STREAMS_VERSION):
+        jar = request.getfixturevalue("streams_jar")[version]
         app = StreamsApp(name, jar, str(tmp_path / f"{name}.log"), args)
         apps.append(app)
         return app.start()
@@ -542,10 +550,11 @@ def _process_id(state_dir, app_id):
 
 
 @pytest.mark.timeout(300)
-def test_streams_eos_kill_and_takeover(make_setup, streams):
+@pytest.mark.parametrize("version", [STREAMS_VERSION, STREAMS_NEWEST])
+def test_streams_eos_kill_and_takeover(version, make_setup, streams):
     s = make_setup("streams-kill")
     a = streams("a", s.args("state-a", "--threads", "2", "--delay-us", str(SLOW_DELAY_US),
-                            "--stall-after", "4000"))
+                            "--stall-after", "4000"), version)
     a.wait_running()
     a.wait_line("STALL", 60, "the stream threads stalled after 4000 records")
     s.wait_committed(1, 30, [a])
@@ -556,7 +565,7 @@ def test_streams_eos_kill_and_takeover(make_setup, streams):
     ids_a = set(_app_txn_ids(s))
     assert len(ids_a) == 2, f"instance a (2 threads): transactional ids {ids_a}"
 
-    b = streams("b", s.args("state-b", "--threads", "2", "--delay-us", str(FAST_DELAY_US)))
+    b = streams("b", s.args("state-b", "--threads", "2", "--delay-us", str(FAST_DELAY_US)), version)
     s.wait_done([b])
     ids = _app_txn_ids(s)
     assert ids_a < set(ids) and len(ids) == 4, f"instances a and b: transactional ids {ids}"
