@@ -5,7 +5,8 @@
 # JSON results and a summary under benches/results/txn-race-<utc>/.
 #
 # Usage: benches/txn-race.sh [--duration S] [--warmup S] [--producers N]
-#                            [--batches K] [--batch-records R] [--systems "kafka rutomq"]
+#                            [--batches K] [--batch-records R] [--rounds N]
+#                            [--systems "kafka rutomq"]
 # Build first: cargo build --release --bin rutomq --bin rutomq-bench
 #
 # Per system:
@@ -18,6 +19,9 @@
 #                records run (a) committed -> MiB/s
 #   c. consume   the same, read_uncommitted -> MiB/s (b/c is the cost of
 #                read_committed)
+#   b and c run ROUNDS times (default 3) in alternating order (c b, b c, c b,
+#   ...): whichever reads first pays for cold caches, so one read of each is
+#   no comparison. The table has the median of each; all rounds are kept.
 # Systems: kafka (Apache Kafka $KAFKA_VERSION, default 4.2.0, one KRaft node via
 # benches/kafka/start-kafka.sh) and rutomq (embedded defaults: private
 # PostgreSQL, file object store, default flush window).
@@ -28,7 +32,7 @@ repo="$(cd "$here/.." && pwd)"
 BENCH="${RUTOMQ_BENCH:-$repo/target/release/rutomq-bench}"
 RUTOMQ_BIN="${RUTOMQ_BIN:-$repo/target/release/rutomq}"
 export KAFKA_VERSION="${KAFKA_VERSION:-4.2.0}"
-DURATION=30 WARMUP=5 PRODUCERS=8 BATCHES=4 BATCH_RECORDS=64 SYSTEMS="kafka rutomq"
+DURATION=30 WARMUP=5 PRODUCERS=8 BATCHES=4 BATCH_RECORDS=64 ROUNDS=3 SYSTEMS="kafka rutomq"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --duration) DURATION="$2"; shift 2 ;;
@@ -36,8 +40,9 @@ while [[ $# -gt 0 ]]; do
         --producers) PRODUCERS="$2"; shift 2 ;;
         --batches) BATCHES="$2"; shift 2 ;;
         --batch-records) BATCH_RECORDS="$2"; shift 2 ;;
+        --rounds) ROUNDS="$2"; shift 2 ;;
         --systems) SYSTEMS="$2"; shift 2 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) echo "txn-race: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -90,12 +95,18 @@ run_system() {
         >"$OUT/$sys-txn.log" 2>&1
     local total
     total="$(field "$OUT/$sys-txn.json" records_total)"
-    for iso in committed uncommitted; do
-        local flag=()
-        [[ "$iso" == committed ]] && flag=(--read-committed)
-        log "$sys: consume $total records read_$iso"
-        "$BENCH" consume --bootstrap "$bootstrap" --topic txn-race --partitions 8 --records "$total" \
-            "${flag[@]}" --label "$sys" --out "$OUT/$sys-consume-$iso.json" >"$OUT/$sys-consume-$iso.log" 2>&1
+    local round order
+    for round in $(seq 1 "$ROUNDS"); do
+        order="uncommitted committed"
+        (( round % 2 == 0 )) && order="committed uncommitted"
+        for iso in $order; do
+            local flag=()
+            [[ "$iso" == committed ]] && flag=(--read-committed)
+            log "$sys: consume $total records read_$iso (round $round)"
+            "$BENCH" consume --bootstrap "$bootstrap" --topic txn-race --partitions 8 --records "$total" \
+                "${flag[@]}" --label "$sys" --out "$OUT/$sys-consume-$iso-$round.json" \
+                >"$OUT/$sys-consume-$iso-$round.log" 2>&1
+        done
     done
     case "$sys" in
         kafka) "$here/kafka/start-kafka.sh" --stop "$WORK/kafka" >/dev/null 2>&1 || true ;;
@@ -105,14 +116,18 @@ run_system() {
 
 for s in $SYSTEMS; do run_system "$s"; done
 
-python3 - "$OUT" $SYSTEMS <<'EOF' | tee "$OUT/summary.md"
-import json, sys
-out, systems = sys.argv[1], sys.argv[2:]
+python3 - "$OUT" "$ROUNDS" $SYSTEMS <<'EOF' | tee "$OUT/summary.md"
+import json, statistics, sys
+out, rounds, systems = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def load(name):
     return json.load(open(f"{out}/{name}.json"))
-rows = {}
+def reads(s, iso):
+    return [load(f"{s}-consume-{iso}-{r}")["mib_per_sec"] for r in range(1, rounds + 1)]
+rows, rounds_seen = {}, {}
 for s in systems:
-    t, rc, ru = load(f"{s}-txn"), load(f"{s}-consume-committed"), load(f"{s}-consume-uncommitted")
+    t = load(f"{s}-txn")
+    rc, ru = reads(s, "committed"), reads(s, "uncommitted")
+    rounds_seen[s] = (rc, ru)
     lat = t["latency_ms"]
     rows[s] = {
         "txn MiB/s": t["mib_per_sec"],
@@ -120,8 +135,8 @@ for s in systems:
         "commits/s": t["records_per_sec"] * t["requests"] / max(t["records_total"], 1),
         "commit p50 ms": lat["p50"],
         "commit p99 ms": lat["p99"],
-        "read_committed MiB/s": rc["mib_per_sec"],
-        "read_uncommitted MiB/s": ru["mib_per_sec"],
+        "read_committed MiB/s": statistics.median(rc),
+        "read_uncommitted MiB/s": statistics.median(ru),
     }
     rows[s]["committed / uncommitted"] = rows[s]["read_committed MiB/s"] / rows[s]["read_uncommitted MiB/s"]
 keys = list(next(iter(rows.values())).keys())
@@ -133,5 +148,11 @@ for k in keys:
     if len(systems) == 2 and vals[0]:
         line += f" | {vals[1] / vals[0]:.2f}"
     print(line + " |")
+print()
+print(f"Reads, MiB/s per round (median above; odd rounds read_uncommitted first):")
+for s in systems:
+    rc, ru = rounds_seen[s]
+    print(f"- {s}: read_committed {', '.join(f'{v:.0f}' for v in rc)}; "
+          f"read_uncommitted {', '.join(f'{v:.0f}' for v in ru)}")
 EOF
 log "results in $OUT"
