@@ -94,7 +94,7 @@ impl From<rutomq_meta::BatchOutcome> for ErrorCode {
             B::OutOfOrderSequence => ErrorCode::OutOfOrderSequenceNumber,
             B::InvalidProducerEpoch => ErrorCode::InvalidProducerEpoch,
             B::InvalidProducerIdMapping => ErrorCode::InvalidProducerIdMapping,
-            B::InvalidTxnState => ErrorCode::InvalidTxnState,
+            B::InvalidTxnState | B::PlainBatchInTransaction => ErrorCode::InvalidTxnState,
         }
     }
 }

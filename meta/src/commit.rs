@@ -75,6 +75,9 @@ pub enum BatchOutcome {
     InvalidProducerIdMapping,
     /// Transactional batch for a partition not in an open transaction.
     InvalidTxnState,
+    /// Non-transactional batch of a producer id with a transaction open in
+    /// the partition (Kafka: INVALID_TXN_STATE at every version).
+    PlainBatchInTransaction,
 }
 
 /// A partition's offsets after a commit.
@@ -222,6 +225,14 @@ pub fn plan(
                     },
                     Some(p) if p.transactional && txn_refusal(txns, p, tp).is_some() => {
                         txn_refusal(txns, p, tp).expect("checked in the guard")
+                    }
+                    // Kafka refuses it too: the transaction's data and
+                    // this batch would share a producer state.
+                    Some(p)
+                        if !p.transactional
+                            && txns.open.contains_key(&(p.producer_id, tp.0, tp.1)) =>
+                    {
+                        BatchOutcome::PlainBatchInTransaction
                     }
                     Some(p) => {
                         let key = (p.producer_id, append.topic_id, append.partition);
@@ -507,6 +518,29 @@ async fn execute_pipelined(
     }
     for r in open_rows {
         txns.open.insert((r.get(0), r.get(1), r.get(2)), r.get(3));
+    }
+    // 2c. Rare: non-transactional batches of idempotent producers into
+    // partitions with a transaction open (lso_pin) — are those producers'
+    // own? One more round trip, only then.
+    let mut plain_pids: Vec<i64> = objects
+        .iter()
+        .flat_map(|o| o.appends.iter())
+        .filter(|a| {
+            partitions
+                .get(&(a.topic_id, a.partition))
+                .is_some_and(|l| l.lso_pin.is_some())
+        })
+        .flat_map(|a| a.batches.iter())
+        .filter_map(|b| b.producer.filter(|p| !p.transactional))
+        .map(|p| p.producer_id)
+        .filter(|pid| txn_pids.binary_search(pid).is_err())
+        .collect();
+    plain_pids.sort_unstable();
+    plain_pids.dedup();
+    if !plain_pids.is_empty() {
+        for r in tx.query(&st.load_open_txns, &[&plain_pids]).await? {
+            txns.open.insert((r.get(0), r.get(1), r.get(2)), r.get(3));
+        }
     }
     let mut producers = HashMap::new();
     for r in producer_rows? {
@@ -963,6 +997,44 @@ mod tests {
         assert_eq!(p.opened, HashMap::from([((t, 0, 7), 10)]));
         let m = p.result.watermarks[&(t, 0)];
         assert_eq!((m.high_watermark, m.last_stable_offset), (12, 4));
+    }
+
+    #[test]
+    fn plain_batches_of_a_producer_with_an_open_transaction_are_refused() {
+        let t = Uuid::from_u128(7);
+        let plain = |pid| {
+            Some(ProducerFields {
+                producer_id: pid,
+                producer_epoch: 0,
+                base_sequence: 0,
+                transactional: false,
+            })
+        };
+        let objects = vec![object(
+            "a",
+            vec![
+                (
+                    t,
+                    0,
+                    vec![batch(0, 100, 2, plain(7)), batch(100, 100, 2, plain(8))],
+                ),
+                (t, 1, vec![batch(200, 100, 1, plain(7))]),
+            ],
+        )];
+        let partitions = HashMap::from([((t, 0), locked(10, 0)), ((t, 1), locked(5, 0))]);
+        let mut txns = TxnView::default();
+        txns.open.insert((7, t, 0), 4);
+        let p = plan(&objects, &partitions, &HashMap::new(), &txns);
+        assert_eq!(
+            p.result.outcomes[0],
+            vec![
+                vec![
+                    BatchOutcome::PlainBatchInTransaction,
+                    BatchOutcome::Appended { base_offset: 10 },
+                ],
+                vec![BatchOutcome::Appended { base_offset: 5 }],
+            ]
+        );
     }
 
     #[test]

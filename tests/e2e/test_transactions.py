@@ -149,6 +149,41 @@ def test_transaction_bad_inputs(agent):
         c.sock.close()
 
 
+def _produce_raw(conn, topic, batch, transactional_id=None, cid=9):
+    conn.send(kwire.produce_request(8, cid, {topic: {0: batch}}, transactional_id=transactional_id))
+    _, parts, _ = kwire.parse_produce_response(conn.recv_frame(), 8)
+    return parts[topic][0]
+
+
+def test_plain_batch_of_a_producer_in_a_transaction_is_refused(agent):
+    """An idempotent, non-transactional batch from a producer id whose
+    transaction is open in the partition: INVALID_TXN_STATE, as Kafka
+    answers; once the transaction ended the same producer may write plain
+    batches again (its sequence numbers carry on)."""
+    topic = unique_topic("txn-plain")
+    create_topic(agent.bootstrap, topic, partitions=1)
+    c = kwire.KafkaConn("127.0.0.1", agent.port, 10)
+    try:
+        txn = unique_topic("plain-id")
+        assert _find_coordinator(c, txn)[0] == 0
+        err, pid, epoch = _init_producer_id(c, txn, 60_000)
+        assert err == 0
+        assert set(_add_partitions(c, txn, pid, epoch, topic, [0]).values()) == {0}
+        recs = [(None, b"v", [])] * 2
+
+        def batch(seq, transactional):
+            return kwire.encode_record_batch(recs, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                                             attributes=0x10 if transactional else 0)
+        assert _produce_raw(c, topic, batch(0, True), txn).error_code == 0
+        r = _produce_raw(c, topic, batch(2, False))
+        assert r.error_code == ERR_INVALID_TXN_STATE, r
+        assert _end_txn(c, txn, pid, epoch, True) == 0
+        r = _produce_raw(c, topic, batch(2, False))
+        assert (r.error_code, r.base_offset) == (0, 3), r  # after the 2 records and the marker
+    finally:
+        c.close()
+
+
 # ---- librdkafka (confluent-kafka) ----
 
 def _read_to_eof(bootstrap, topic, partitions, isolation, timeout=60.0):

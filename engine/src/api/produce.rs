@@ -215,8 +215,15 @@ pub async fn handle(
 /// transactional batch outside its open transaction is INVALID_TXN_STATE
 /// for clients before KIP-890 (v10 and lower), TRANSACTION_ABORTABLE after.
 fn produce_error(outcome: rutomq_meta::BatchOutcome, version: i16) -> ErrorCode {
-    match ErrorCode::from(outcome) {
-        ErrorCode::InvalidTxnState if version >= 11 => ErrorCode::TransactionAbortable,
-        code => code,
+    use rutomq_meta::BatchOutcome as B;
+    match outcome {
+        B::InvalidTxnState if version >= 11 => ErrorCode::TransactionAbortable,
+        B::PlainBatchInTransaction => {
+            tracing::info!(
+                "non-transactional batch refused: its producer id has a transaction open in the partition"
+            );
+            ErrorCode::InvalidTxnState
+        }
+        other => ErrorCode::from(other),
     }
 }
