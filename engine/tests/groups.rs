@@ -3,12 +3,15 @@
 //! agent claims the group, every write of the first one is refused (group,
 //! offsets, delete), committed offsets survive the takeover, commits to
 //! partitions that do not exist are skipped, and deleting a topic removes
-//! its offsets.
+//! its offsets. The pending offsets of a transaction (TxnOffsetCommit) are
+//! fenced by a takeover of the group the same way.
 
 mod common;
 
 use common::with_meta;
+use rutomq::txns::{add_to_txn, init_producer_id, AddTo, InitAsk};
 use rutomq_meta::groups::{OffsetCommit, StoredGroup, StoredMember};
+use rutomq_meta::txn::TxnOffsetCheck;
 
 fn group(id: &str, generation: i32) -> StoredGroup {
     StoredGroup {
@@ -121,6 +124,77 @@ fn a_takeover_fences_the_previous_coordinator() {
         // Deleting under the current epoch removes the group.
         assert!(meta.delete_group("g".into(), e2).await.unwrap());
         assert!(meta.claim_group("g".into(), 2).await.unwrap().is_none());
+    });
+}
+
+#[test]
+fn a_takeover_fences_the_previous_coordinators_transactional_offsets() {
+    with_meta("groups-txn-fence", |pg| async move {
+        let meta = &pg.meta;
+        let t = meta
+            .create_topic("t".into(), 1, vec![])
+            .await
+            .unwrap()
+            .unwrap()
+            .topic_id;
+        assert!(meta.claim_group("g".into(), 1).await.unwrap().is_none());
+        let e1 = meta
+            .store_group(group("g", 1), 0, 1)
+            .await
+            .unwrap()
+            .unwrap();
+        // A transaction with the group added.
+        let id = b"tx".to_vec();
+        let (pid, epoch) = meta
+            .txn_apply(id.clone(), true, true, |found| {
+                let ask = InitAsk {
+                    timeout_ms: 60_000,
+                    expected: None,
+                };
+                init_producer_id(b"tx", ask, found)
+            })
+            .await
+            .unwrap()
+            .unwrap();
+        let added = AddTo::Group("g".into());
+        let code = meta
+            .txn_apply(id.clone(), false, false, move |found| {
+                add_to_txn(pid, epoch, &added, found)
+            })
+            .await
+            .unwrap();
+        assert_eq!(code, rutomq::error::ErrorCode::None);
+        let (check, written) = meta
+            .txn_commit_offsets(
+                id.clone(),
+                pid,
+                epoch,
+                "g".into(),
+                e1,
+                vec![offset(t, 0, 5)],
+            )
+            .await
+            .unwrap();
+        assert_eq!((check, written), (TxnOffsetCheck::Written, vec![(t, 0)]));
+        // Agent 2 takes the group over: agent 1's next write is fenced.
+        let (_, e2) = meta.claim_group("g".into(), 2).await.unwrap().unwrap();
+        let (check, written) = meta
+            .txn_commit_offsets(
+                id.clone(),
+                pid,
+                epoch,
+                "g".into(),
+                e1,
+                vec![offset(t, 0, 9)],
+            )
+            .await
+            .unwrap();
+        assert_eq!((check, written), (TxnOffsetCheck::GroupFenced, vec![]));
+        let (check, _) = meta
+            .txn_commit_offsets(id, pid, epoch, "g".into(), e2, vec![offset(t, 0, 9)])
+            .await
+            .unwrap();
+        assert_eq!(check, TxnOffsetCheck::Written);
     });
 }
 

@@ -142,6 +142,8 @@ pub enum TxnOffsetCheck {
     Fenced,
     /// No open transaction, or its group was not added (AddOffsetsToTxn).
     NotInTransaction,
+    /// The group is coordinated under another epoch now (a takeover).
+    GroupFenced,
 }
 
 /// A producer's state in one partition (DescribeProducers).
@@ -642,13 +644,15 @@ impl Meta {
 
     /// Writes the offsets of a TxnOffsetCommit as pending in the open
     /// transaction of `id`, if producer `producer_id`/`epoch` holds it and
-    /// added `group_id`. Returns the (topic, partition) pairs written.
+    /// added `group_id`, and the group is still coordinated under
+    /// `group_epoch`. Returns the (topic, partition) pairs written.
     pub async fn txn_commit_offsets(
         &self,
         id: Vec<u8>,
         producer_id: i64,
         producer_epoch: i16,
         group_id: String,
+        group_epoch: i64,
         offsets: Vec<OffsetCommit>,
     ) -> Result<(TxnOffsetCheck, Vec<(Uuid, i32)>), MetaError> {
         self.run_ctx(move |ctx| async move {
@@ -660,7 +664,7 @@ impl Meta {
             let offs: Vec<i64> = offsets.iter().map(|o| o.offset).collect();
             let epochs: Vec<i32> = offsets.iter().map(|o| o.leader_epoch).collect();
             let meta: Vec<Option<Vec<u8>>> = offsets.iter().map(|o| o.metadata.clone()).collect();
-            let params: [&(dyn ToSql + Sync); 9] = [
+            let params: [&(dyn ToSql + Sync); 10] = [
                 &id,
                 &group_id,
                 &producer_id,
@@ -670,8 +674,9 @@ impl Meta {
                 &offs,
                 &epochs,
                 &meta,
+                &group_epoch,
             ];
-            let check_params: [&(dyn ToSql + Sync); 2] = [&id, &group_id];
+            let check_params: [&(dyn ToSql + Sync); 3] = [&id, &group_id, &group_epoch];
             let (begun, check, written, committed) = futures::join!(
                 c.batch_execute("BEGIN"),
                 c.query_opt(&st.offset_check, &check_params),
@@ -697,9 +702,11 @@ impl Meta {
             let verdict = match check {
                 None => TxnOffsetCheck::UnknownTransactionalId,
                 Some(r) => {
-                    let (pid, epoch, state, added): (i64, i16, String, bool) =
-                        (r.get(0), r.get(1), r.get(2), r.get(3));
-                    if pid != producer_id {
+                    let (pid, epoch, state, added, coordinated): (i64, i16, String, bool, bool) =
+                        (r.get(0), r.get(1), r.get(2), r.get(3), r.get(4));
+                    if !coordinated {
+                        TxnOffsetCheck::GroupFenced
+                    } else if pid != producer_id {
                         TxnOffsetCheck::ProducerIdMismatch
                     } else if epoch != producer_epoch {
                         TxnOffsetCheck::Fenced

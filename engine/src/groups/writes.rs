@@ -80,6 +80,7 @@ impl Coordinator {
                         t.producer_id,
                         t.producer_epoch,
                         id.clone(),
+                        epoch,
                         offsets,
                     )
                     .await,
@@ -182,6 +183,10 @@ impl Coordinator {
                     Ok((TxnOffsetCheck::Written, written)) => Ok(written),
                     Ok((TxnOffsetCheck::Fenced, _)) => Err(ErrorCode::InvalidProducerEpoch),
                     Ok((TxnOffsetCheck::NotInTransaction, _)) => Err(ErrorCode::InvalidTxnState),
+                    Ok((TxnOffsetCheck::GroupFenced, _)) => {
+                        fenced = true;
+                        Err(ErrorCode::NotCoordinator)
+                    }
                     Ok((
                         TxnOffsetCheck::UnknownTransactionalId | TxnOffsetCheck::ProducerIdMismatch,
                         _,
