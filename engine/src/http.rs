@@ -142,5 +142,13 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
     crate::metrics::render(&mut out, &shard_metrics);
     w.render(&mut out);
     t.render(&mut out);
+    let name = "rutomq_shard_connections_open";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Open Kafka connections per shard (the kernel spreads them by SO_REUSEPORT hashing).\n# TYPE {name} gauge"
+    );
+    for (shard, n) in shards.connections_by_shard() {
+        let _ = writeln!(out, "{name}{{shard=\"{shard}\"}} {n}");
+    }
     out
 }

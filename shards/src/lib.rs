@@ -102,9 +102,25 @@ pub struct ShardStats {
     pub requests: AtomicUsize,
     /// Every shard's frame pool (for the free bytes they hold).
     pub frame_pools: std::sync::Mutex<Vec<Arc<pool::FramePool>>>,
+    /// Open connections per shard (shard index, count): how the kernel's
+    /// SO_REUSEPORT hashing spread them.
+    pub shard_connections: std::sync::Mutex<Vec<(usize, Arc<AtomicUsize>)>>,
 }
 
 impl ShardStats {
+    /// Open connections of each shard, by shard index.
+    pub fn connections_by_shard(&self) -> Vec<(usize, usize)> {
+        let mut v: Vec<(usize, usize)> = self
+            .shard_connections
+            .lock()
+            .expect("shard connections lock")
+            .iter()
+            .map(|(i, n)| (*i, n.load(Ordering::Relaxed)))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
     /// Bytes of free frame buffers held by all shards' pools.
     pub fn frame_pool_free_bytes(&self) -> usize {
         self.frame_pools
@@ -190,7 +206,7 @@ impl Shards {
                         .expect("bound listener has an address");
                     let _ = bound_tx.send(Ok(local));
                     let service = factory(shard);
-                    run_shard(listener, service, config, stats, stop_rx).await;
+                    run_shard(shard, listener, service, config, stats, stop_rx).await;
                 })
                 .map_err(|e| std::io::Error::other(e.to_string()))?;
             let bound = bound_rx
@@ -228,6 +244,7 @@ struct ShardState {
 }
 
 async fn run_shard<S: Service>(
+    shard: usize,
     listener: TcpListener,
     service: Rc<S>,
     config: ShardConfig,
@@ -240,6 +257,12 @@ async fn run_shard<S: Service>(
         .lock()
         .expect("frame pools lock")
         .push(memory.frames.clone());
+    let open_here = Arc::new(AtomicUsize::new(0));
+    stats
+        .shard_connections
+        .lock()
+        .expect("shard connections lock")
+        .push((shard, open_here.clone()));
     let state = Rc::new(ShardState {
         inflight: Cell::new(0),
         connections: Cell::new(0),
@@ -266,6 +289,8 @@ async fn run_shard<S: Service>(
                     let _ = stream.set_nodelay(true);
                     state.connections.set(state.connections.get() + 1);
                     stats.connections_open.fetch_add(1, Ordering::Relaxed);
+                    open_here.fetch_add(1, Ordering::Relaxed);
+                    let open_here = open_here.clone();
                     let service = service.clone();
                     let memory = memory.clone();
                     let config = config.clone();
@@ -275,6 +300,7 @@ async fn run_shard<S: Service>(
                         serve_connection(stream, service, memory, &config, &stats2, &state2).await;
                         state2.connections.set(state2.connections.get() - 1);
                         stats2.connections_open.fetch_sub(1, Ordering::Relaxed);
+                        open_here.fetch_sub(1, Ordering::Relaxed);
                     })
                     .detach();
                 }
