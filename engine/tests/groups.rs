@@ -48,23 +48,29 @@ fn offset(topic_id: uuid::Uuid, partition: i32, offset: i64) -> OffsetCommit {
     }
 }
 
+/// Topic "t" with `partitions` partitions, and group "g" (generation 1)
+/// created by agent 1: the topic's id and agent 1's coordinator epoch.
+async fn topic_and_new_group(meta: &rutomq_meta::Meta, partitions: i32) -> (uuid::Uuid, i64) {
+    let t = meta
+        .create_topic("t".into(), partitions, vec![])
+        .await
+        .unwrap()
+        .unwrap()
+        .topic_id;
+    assert!(meta.claim_group("g".into(), 1).await.unwrap().is_none());
+    let e1 = meta
+        .store_group(group("g", 1), 0, 1)
+        .await
+        .unwrap()
+        .expect("a new group is stored");
+    (t, e1)
+}
+
 #[test]
 fn a_takeover_fences_the_previous_coordinator() {
     with_meta("groups-fence", |pg| async move {
         let meta = &pg.meta;
-        let t = meta
-            .create_topic("t".into(), 2, vec![])
-            .await
-            .unwrap()
-            .unwrap()
-            .topic_id;
-        // Agent 1 creates the group.
-        assert!(meta.claim_group("g".into(), 1).await.unwrap().is_none());
-        let e1 = meta
-            .store_group(group("g", 1), 0, 1)
-            .await
-            .unwrap()
-            .expect("a new group is stored");
+        let (t, e1) = topic_and_new_group(meta, 2).await;
         assert_eq!(e1, 1);
         // A second "new" store (another agent racing) is refused.
         assert_eq!(meta.store_group(group("g", 1), 0, 2).await.unwrap(), None);
@@ -131,18 +137,7 @@ fn a_takeover_fences_the_previous_coordinator() {
 fn a_takeover_fences_the_previous_coordinators_transactional_offsets() {
     with_meta("groups-txn-fence", |pg| async move {
         let meta = &pg.meta;
-        let t = meta
-            .create_topic("t".into(), 1, vec![])
-            .await
-            .unwrap()
-            .unwrap()
-            .topic_id;
-        assert!(meta.claim_group("g".into(), 1).await.unwrap().is_none());
-        let e1 = meta
-            .store_group(group("g", 1), 0, 1)
-            .await
-            .unwrap()
-            .unwrap();
+        let (t, e1) = topic_and_new_group(meta, 1).await;
         // A transaction with the group added.
         let id = b"tx".to_vec();
         let (pid, epoch) = meta
