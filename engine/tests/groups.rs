@@ -159,36 +159,25 @@ fn a_takeover_fences_the_previous_coordinators_transactional_offsets() {
             .await
             .unwrap();
         assert_eq!(code, rutomq::error::ErrorCode::None);
-        let (check, written) = meta
-            .txn_commit_offsets(
+        // TxnOffsetCommit of `value` for partition 0, as the coordinator of
+        // epoch `group_epoch`.
+        let commit = |group_epoch, value| {
+            meta.txn_commit_offsets(
                 id.clone(),
                 pid,
                 epoch,
                 "g".into(),
-                e1,
-                vec![offset(t, 0, 5)],
+                group_epoch,
+                vec![offset(t, 0, value)],
             )
-            .await
-            .unwrap();
+        };
+        let (check, written) = commit(e1, 5).await.unwrap();
         assert_eq!((check, written), (TxnOffsetCheck::Written, vec![(t, 0)]));
         // Agent 2 takes the group over: agent 1's next write is fenced.
         let (_, e2) = meta.claim_group("g".into(), 2).await.unwrap().unwrap();
-        let (check, written) = meta
-            .txn_commit_offsets(
-                id.clone(),
-                pid,
-                epoch,
-                "g".into(),
-                e1,
-                vec![offset(t, 0, 9)],
-            )
-            .await
-            .unwrap();
+        let (check, written) = commit(e1, 9).await.unwrap();
         assert_eq!((check, written), (TxnOffsetCheck::GroupFenced, vec![]));
-        let (check, _) = meta
-            .txn_commit_offsets(id, pid, epoch, "g".into(), e2, vec![offset(t, 0, 9)])
-            .await
-            .unwrap();
+        let (check, _) = commit(e2, 9).await.unwrap();
         assert_eq!(check, TxnOffsetCheck::Written);
     });
 }
