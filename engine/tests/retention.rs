@@ -1,7 +1,8 @@
 //! Retention and DeleteRecords against a real PostgreSQL (the embedded one):
 //! log starts move as retention.ms and retention.bytes say, the retained
 //! size follows, every agent hears of it, retired spans are dropped and
-//! their objects deleted once no partition needs them.
+//! their objects deleted once no partition needs them, and so are the
+//! transaction markers below the log start, a bounded number per round.
 
 mod common;
 
@@ -200,6 +201,71 @@ fn delete_records_moves_log_starts_like_kafka() {
         let out = meta.advance_log_starts(t, vec![(0, 20)]).await.unwrap();
         assert_eq!(out, vec![(0, LogStartOutcome::Moved { low_watermark: 20 })]);
         assert_eq!(state(&pg, t, 0).await, (20, 30, 100));
+    });
+}
+
+async fn marker_offsets(pg: &Pg, t: Uuid) -> Vec<i64> {
+    let c = rutomq_meta::connect(&pg.url).await.unwrap();
+    c.query(
+        "SELECT marker_offset FROM markers WHERE topic_id = $1 ORDER BY marker_offset",
+        &[&t],
+    )
+    .await
+    .unwrap()
+    .iter()
+    .map(|r| r.get(0))
+    .collect()
+}
+
+#[test]
+fn markers_below_the_log_start_are_dropped_a_bounded_number_per_round() {
+    with_meta("drop-markers", |pg| async move {
+        let meta = &pg.meta;
+        let t = topic(meta, "dm", 1, &[("retention.ms", "-1")]).await;
+        commit(
+            meta,
+            object_of("objects/1/m.rtq", &[(t, 0, 10, 100, now_ms())]),
+        )
+        .await
+        .unwrap();
+        // Five markers among the ten offsets (the rows are all this test
+        // needs; a real end of a transaction writes them past its data).
+        let c = rutomq_meta::connect(&pg.url).await.unwrap();
+        for offset in [1i64, 3, 5, 7, 9] {
+            c.execute(
+                "INSERT INTO markers (topic_id, partition, marker_offset, producer_id, producer_epoch,
+                                      committed, coordinator_epoch, timestamp_ms)
+                 VALUES ($1, 0, $2, 42, 0, true, 0, 0)",
+                &[&t, &offset],
+            )
+            .await
+            .unwrap();
+        }
+        let out = meta.advance_log_starts(t, vec![(0, 8)]).await.unwrap();
+        assert_eq!(out, vec![(0, LogStartOutcome::Moved { low_watermark: 8 })]);
+        meta.drop_retired_spans(2, Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            marker_offsets(&pg, t).await,
+            vec![5, 7, 9],
+            "two per round, oldest first"
+        );
+        meta.drop_retired_spans(2, Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            marker_offsets(&pg, t).await,
+            vec![9],
+            "the one at the log start and above stays"
+        );
+        meta.drop_retired_spans(2, Duration::ZERO)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(marker_offsets(&pg, t).await, vec![9]);
     });
 }
 

@@ -723,8 +723,8 @@ impl Meta {
     }
 
     /// Deletes up to `limit` spans that end before their partition's log
-    /// start, and marks the objects left without spans for deletion after
-    /// `delay`. Returns (spans dropped, objects marked), or `None` when
+    /// start (and up to `limit` markers below it), and marks the objects
+    /// left without spans for deletion after `delay`. Returns (spans dropped, objects marked), or `None` when
     /// another agent is doing it right now.
     pub async fn drop_retired_spans(
         &self,
@@ -742,7 +742,7 @@ impl Meta {
                 return Ok(None);
             }
             let row = tx.query_one(sql::DROP_RETIRED_SPANS, &[&limit]).await?;
-            tx.execute(sql::DROP_RETIRED_MARKERS, &[]).await?;
+            tx.execute(sql::DROP_RETIRED_MARKERS, &[&limit]).await?;
             let dropped: i64 = row.get(0);
             let keys: Vec<String> = row.get(1);
             let marked = if keys.is_empty() {
