@@ -300,6 +300,33 @@ def read_to_eof(bootstrap, topic, partitions, isolation, timeout=60.0):
         c.close()
 
 
+def run_build_script(script, *args, timeout):
+    """Runs `bash script args...` from the repository root (the tests/*/build.sh
+    programs: idempotent, fast when nothing changed); fails the test with its
+    output (stderr's last 200 lines) when it fails or outlasts `timeout` s."""
+    import subprocess
+    import pytest
+    root = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    name = os.path.relpath(script, root)
+
+    def text(b):
+        if b is None:
+            return ""
+        return b.decode("utf-8", "replace") if isinstance(b, bytes) else b
+
+    def tail(t):
+        return "\n".join(t.splitlines()[-200:])
+    try:
+        res = subprocess.run(["bash", script, *args], cwd=root, stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"{name} did not finish in {timeout} s\n"
+                    f"stdout:\n{text(e.stdout)}\nstderr:\n{tail(text(e.stderr))}", pytrace=False)
+    if res.returncode != 0:
+        pytest.fail(f"{name} failed with exit code {res.returncode}\n"
+                    f"stdout:\n{res.stdout}\nstderr:\n{tail(res.stderr)}", pytrace=False)
+
+
 # librdkafka 2.15.0, the version the product promises (the venv has the newest):
 # installed by scripts/test.sh from tests/requirements-promised.txt.
 PROMISED_LIBRDKAFKA = "2.15.0"

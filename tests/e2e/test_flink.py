@@ -33,8 +33,9 @@ import uuid
 
 import pytest
 
-from kafkautil import Rec, consumer_config, create_topic, produce_confluent, unique_topic, watermarks
-from test_java_go import REPO_ROOT, _tail, _text
+from kafkautil import (Rec, consumer_config, create_topic, produce_confluent, run_build_script, unique_topic,
+                       watermarks)
+from test_java_go import REPO_ROOT
 
 BUILD_SH = os.path.join(REPO_ROOT, "tests", "flink", "build.sh")
 JAR_DIR = os.path.join(REPO_ROOT, "tests", ".cache", "bin")
@@ -54,15 +55,7 @@ JVM_ARGS = ["-Xmx768m", "-XX:+UseSerialGC"]
 @pytest.fixture(scope="session")
 def flink_jars():
     """Builds one FlinkEos jar per Flink version once per session (idempotent)."""
-    try:
-        res = subprocess.run(["bash", BUILD_SH], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
-                             capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"tests/flink/build.sh did not finish in {BUILD_TIMEOUT_S} s\n"
-                    f"stdout:\n{_text(e.stdout)}\nstderr:\n{_tail(_text(e.stderr), 200)}", pytrace=False)
-    if res.returncode != 0:
-        pytest.fail(f"tests/flink/build.sh failed with exit code {res.returncode}\n"
-                    f"stdout:\n{res.stdout}\nstderr:\n{_tail(res.stderr, 200)}", pytrace=False)
+    run_build_script(BUILD_SH, timeout=BUILD_TIMEOUT_S)
     return lambda version: os.path.join(JAR_DIR, f"flink-eos-{version}.jar")
 
 

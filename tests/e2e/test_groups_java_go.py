@@ -46,7 +46,7 @@ from collections import defaultdict
 import pytest
 
 from conftest import require_binary
-from kafkautil import (Rec, StreamProducer, committed_confluent, create_topic, finish_producing,
+from kafkautil import (Rec, run_build_script, StreamProducer, committed_confluent, create_topic, finish_producing,
                        high_watermarks, make_value, produce_confluent, producing, unique_topic,
                        wait_until)
 
@@ -63,12 +63,6 @@ KAFKA_CONSUMER_SESSION_S = 45.0  # Kafka's group.consumer.session.timeout.ms def
 
 
 
-def _text(b):
-    if b is None:
-        return ""
-    return b.decode("utf-8", "replace") if isinstance(b, bytes) else b
-
-
 def _tail(path, n):
     try:
         with open(path, "rb") as f:
@@ -81,15 +75,7 @@ def _tail(path, n):
 def group_clients():
     """Builds the Java and Go client programs once per session (idempotent)."""
     require_binary()  # skip before a cold build when there is no broker to test
-    try:
-        res = subprocess.run(["bash", BUILD_SH], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
-                             capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"tests/clients/build.sh did not finish in {BUILD_TIMEOUT_S} s\n"
-                    f"stdout:\n{_text(e.stdout)}\nstderr:\n{_text(e.stderr)[-20000:]}", pytrace=False)
-    if res.returncode != 0:
-        pytest.fail(f"tests/clients/build.sh failed with exit code {res.returncode}\n"
-                    f"stdout:\n{res.stdout}\nstderr:\n{res.stderr[-20000:]}", pytrace=False)
+    run_build_script(BUILD_SH, timeout=BUILD_TIMEOUT_S)
     return RUN_SH
 
 

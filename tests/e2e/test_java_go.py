@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from kafkautil import unique_topic
+from kafkautil import run_build_script, unique_topic
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD_SH = os.path.join(REPO_ROOT, "tests", "clients", "build.sh")
@@ -41,15 +41,7 @@ def _tail(text, n):
 @pytest.fixture(scope="session")
 def roundtrip_clients():
     """Builds the RoundTrip client programs once per session (idempotent)."""
-    try:
-        res = subprocess.run(["bash", BUILD_SH], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
-                             capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"tests/clients/build.sh did not finish in {BUILD_TIMEOUT_S} s\n"
-                    f"stdout:\n{_text(e.stdout)}\nstderr:\n{_tail(_text(e.stderr), 200)}", pytrace=False)
-    if res.returncode != 0:
-        pytest.fail(f"tests/clients/build.sh failed with exit code {res.returncode}\n"
-                    f"stdout:\n{res.stdout}\nstderr:\n{_tail(res.stderr, 200)}", pytrace=False)
+    run_build_script(BUILD_SH, timeout=BUILD_TIMEOUT_S)
     return RUN_SH
 
 

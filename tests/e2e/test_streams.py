@@ -53,7 +53,7 @@ from collections import defaultdict
 import pytest
 
 import kwire
-from kafkautil import (Rec, committed_confluent, create_topic, high_watermarks, produce_confluent,
+from kafkautil import (Rec, run_build_script, committed_confluent, create_topic, high_watermarks, produce_confluent,
                        unique_topic, wait_until)
 
 REPO_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -86,16 +86,7 @@ def streams_jar():
     """Builds the Streams program once per session (idempotent) for each
     version; returns version -> jar."""
     versions = [STREAMS_VERSION, STREAMS_NEWEST]
-    env = dict(os.environ)
-    try:
-        res = subprocess.run(["bash", BUILD_SH, *versions], cwd=REPO_ROOT, stdin=subprocess.DEVNULL,
-                             capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, env=env)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"tests/streams/build.sh did not finish in {BUILD_TIMEOUT_S} s\n"
-                    f"stdout:\n{_text(e.stdout)}\nstderr:\n{_text(e.stderr)[-20000:]}", pytrace=False)
-    if res.returncode != 0:
-        pytest.fail(f"tests/streams/build.sh failed with exit code {res.returncode}\n"
-                    f"stdout:\n{res.stdout}\nstderr:\n{res.stderr[-20000:]}", pytrace=False)
+    run_build_script(BUILD_SH, *versions, timeout=BUILD_TIMEOUT_S)
     return {v: _jar(v) for v in versions}
 
 
