@@ -109,6 +109,8 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         ("rutomq_committed_windows_total", "Flush windows (objects) committed.", C, m.committed_windows.load(r)),
         ("rutomq_commit_failures_total", "Failed window commits.", C, m.commit_failures.load(r)),
         ("rutomq_meta_queries_total", "Other metadata queries.", C, m.queries.load(r)),
+        ("rutomq_notices_sent_total", "Change announcements sent to the other agents (NOTIFY).", C, m.notices_sent.load(r)),
+        ("rutomq_notices_dropped_total", "Change announcements dropped: queue full or PostgreSQL away (the other agents' caches refresh).", C, m.notices_dropped.load(r)),
         ("rutomq_retention_log_starts_moved_total", "Partition log starts moved by retention.", C, m.log_starts_moved.load(r)),
         ("rutomq_group_rebalances_total", "Rebalances started by groups this agent coordinates.", C, g.rebalances.load(r)),
         ("rutomq_group_members_expired_total", "Group members removed because their session expired.", C, g.members_expired.load(r)),

@@ -132,6 +132,8 @@ pub struct CommitResult {
     pub watermarks: HashMap<(Uuid, i32), PartitionMarks>,
     /// The spans inserted, for the agent's own span caches.
     pub spans: Vec<SpanRow>,
+    /// Announcements of the new watermarks, to send once committed.
+    pub notices: Vec<String>,
 }
 
 /// A span row to insert.
@@ -368,7 +370,6 @@ pub struct Statements {
     insert_spans: tokio_postgres::Statement,
     advance_partitions: tokio_postgres::Statement,
     upsert_producer_state: tokio_postgres::Statement,
-    notify_watermarks: tokio_postgres::Statement,
     load_txn_producers: tokio_postgres::Statement,
     load_open_txns: tokio_postgres::Statement,
     insert_open_txns: tokio_postgres::Statement,
@@ -378,14 +379,13 @@ impl Statements {
     pub async fn prepare(
         client: &tokio_postgres::Client,
     ) -> Result<Statements, tokio_postgres::Error> {
-        let (a, b, c, d, e, f, g) = futures::join!(
+        let (a, b, c, d, e, f) = futures::join!(
             client.prepare(sql::LOCK_PARTITIONS),
             client.prepare(sql::LOAD_PRODUCER_STATE),
             client.prepare(sql::INSERT_OBJECTS),
             client.prepare(sql::INSERT_SPANS),
             client.prepare(sql::ADVANCE_PARTITIONS),
             client.prepare(sql::UPSERT_PRODUCER_STATE),
-            client.prepare(sql::NOTIFY_WATERMARKS),
         );
         let (h, i, j) = futures::join!(
             client.prepare(sql::LOAD_TXN_PRODUCERS),
@@ -399,7 +399,6 @@ impl Statements {
             insert_spans: d?,
             advance_partitions: e?,
             upsert_producer_state: f?,
-            notify_watermarks: g?,
             load_txn_producers: h?,
             load_open_txns: i?,
             insert_open_txns: j?,
@@ -597,7 +596,7 @@ async fn execute_pipelined(
         [&a_topic, &a_part, &a_next, &a_ts, &a_bytes, &a_pin];
     let opened_params: [&(dyn ToSql + Sync); 4] = [&o_topic, &o_part, &o_pid, &o_first];
     let producer_params: [&(dyn ToSql + Sync); 5] = [&p_id, &p_topic, &p_part, &p_epoch, &p_hist];
-    let notify_payloads = marks_payloads(
+    let notices = marks_payloads(
         plan.advanced
             .keys()
             .filter_map(|tp| plan.result.watermarks.get(tp).map(|m| (*tp, *m, None))),
@@ -632,31 +631,18 @@ async fn execute_pipelined(
             tx.execute(&st.insert_open_txns, &opened_params).await
         }
     };
-    // Every NOTIFY is sent with the rest, before the COMMIT: awaiting them
-    // one by one would send the second after the COMMIT, outside the
-    // transaction, and a failure there would report a committed window as
-    // failed.
-    let notify_params: Vec<[&(dyn ToSql + Sync); 1]> =
-        notify_payloads.iter().map(|p| [p as _]).collect();
-    let notify = futures::future::try_join_all(
-        notify_params
-            .iter()
-            .map(|params| tx.execute(&st.notify_watermarks, params)),
-    );
-    let (r1, r2, r3, r4, r6, r5, committed) = futures::join!(
+    let (r1, r2, r3, r4, r5, committed) = futures::join!(
         insert_objects,
         insert_spans,
         advance,
         producers_upsert,
         open_insert,
-        notify,
         tx.batch_execute("COMMIT")
     );
     r1?;
     r2?;
     let advanced_rows = r3?;
     r4?;
-    r6?;
     r5?;
     committed?;
     if advanced_rows as usize != a.len() {
@@ -670,6 +656,7 @@ async fn execute_pipelined(
     }
     let mut result = plan.result;
     result.spans = plan.spans;
+    result.notices = notices;
     Ok(result)
 }
 

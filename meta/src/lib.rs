@@ -1,11 +1,13 @@
 //! Ordered metadata in PostgreSQL: topics, partitions, spans, producer state,
 //! live agents.
 //!
-//! A dedicated thread runs a tokio runtime with three connections: one for
+//! A dedicated thread runs a tokio runtime with its connections: one for
 //! window commits (strictly in the order they are submitted, several queued
 //! windows group-committed in one transaction), one shared by every other
-//! query (tokio-postgres pipelines concurrent queries on it), and one that
-//! `LISTEN`s for high-watermark changes committed by any agent.
+//! query (tokio-postgres pipelines concurrent queries on it), one for topic
+//! changes, a few for transaction state changes, and two for change
+//! announcements (module `notify`): one `NOTIFY`s the other agents of what this
+//! one committed, one `LISTEN`s for what any agent committed.
 //!
 //! Callers on any runtime (glommio shards included) talk to it through
 //! [`Meta`], whose methods are `Send` futures over bounded channels.
@@ -13,6 +15,7 @@
 pub mod commit;
 pub mod groups;
 pub mod limits;
+mod notify;
 pub mod producer;
 mod sql;
 pub mod txn;
@@ -26,10 +29,10 @@ use std::time::Duration;
 
 use futures::channel::oneshot;
 use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use tokio::sync::mpsc;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::NoTls;
 use uuid::Uuid;
 
 pub use commit::{
@@ -159,6 +162,10 @@ pub struct MetaStats {
     pub log_starts_moved: AtomicU64,
     /// Spans dropped after the log start passed them.
     pub spans_dropped: AtomicU64,
+    /// Change announcements sent to the other agents.
+    pub notices_sent: AtomicU64,
+    /// Change announcements dropped (queue full, PostgreSQL away).
+    pub notices_dropped: AtomicU64,
 }
 
 /// The shared query connection, with the statements every fetch runs
@@ -213,6 +220,8 @@ struct Ctx {
     /// on first use.
     txn: Arc<[Arc<tokio::sync::Mutex<Option<txn::TxnConn>>>]>,
     url: Arc<str>,
+    /// Announces committed changes to the other agents.
+    notifier: notify::Notifier,
 }
 
 impl Ctx {
@@ -355,6 +364,7 @@ impl Meta {
                                 .map(|_| Arc::new(tokio::sync::Mutex::new(None)))
                                 .collect(),
                             url: url.as_str().into(),
+                            notifier: notify::Notifier::start(url.clone(), thread_stats.clone()),
                         };
                         Ok::<_, MetaError>((commit_conn, ctx))
                     };
@@ -365,12 +375,13 @@ impl Meta {
                             return;
                         }
                     };
-                    tokio::spawn(run_listener(url.clone(), Arc::new(on_notice)));
+                    tokio::spawn(notify::run_listener(url.clone(), Arc::new(on_notice)));
                     let _ = ready_tx.send(Ok(()));
                     let committer = tokio::spawn(run_committer(
                         url.clone(),
                         commit_conn,
                         commit_rx,
+                        ctx.notifier.clone(),
                         thread_stats.clone(),
                     ));
                     let mut ctx = ctx;
@@ -715,8 +726,9 @@ impl Meta {
             // the furthest offset asked for.
             wanted.sort_unstable_by_key(|&(p, o)| (p, if o == -1 { i64::MAX } else { o }));
             let tx = c.transaction().await?;
-            let outcomes = advance_log_starts_tx(&tx, topic_id, wanted).await?;
+            let (outcomes, notices) = advance_log_starts_tx(&tx, topic_id, wanted).await?;
             tx.commit().await?;
+            ctx.notifier.announce(notify::LOG_STARTS, notices);
             Ok(outcomes)
         })
         .await
@@ -859,12 +871,13 @@ fn span_from_row(r: &tokio_postgres::Row) -> SpanRecord {
 
 /// The statements of [`Meta::advance_log_starts`] inside its transaction,
 /// `wanted` sorted. The partitions are locked first, in key order (as
-/// window commits lock them), then moved and announced.
+/// window commits lock them), then moved; returns the outcomes and the
+/// announcements to send once committed.
 async fn advance_log_starts_tx(
     tx: &tokio_postgres::Transaction<'_>,
     topic_id: Uuid,
     wanted: Vec<(i32, i64)>,
-) -> Result<Vec<(i32, LogStartOutcome)>, MetaError> {
+) -> Result<(Vec<(i32, LogStartOutcome)>, Vec<String>), MetaError> {
     let parts: Vec<i32> = wanted.iter().map(|w| w.0).collect();
     let locked: HashMap<i32, (i64, i64)> = tx
         .query(sql::LOCK_TOPIC_PARTITIONS, &[&topic_id, &parts])
@@ -905,17 +918,15 @@ async fn advance_log_starts_tx(
             &[&topic_id, &moved_parts, &moved_to],
         )
         .await?;
-        let payloads = commit::offset_payloads(
+        let notices = commit::offset_payloads(
             moved_parts
                 .iter()
                 .zip(&moved_to)
                 .map(|(&p, &o)| (topic_id, p, o)),
         );
-        for p in &payloads {
-            tx.execute(sql::NOTIFY_LOG_STARTS, &[p]).await?;
-        }
+        return Ok((outcomes, notices));
     }
-    Ok(outcomes)
+    Ok((outcomes, Vec::new()))
 }
 
 /// Replaces the shared query and DDL connections when PostgreSQL dropped
@@ -940,69 +951,6 @@ async fn reconnect_if_closed(url: &str, ctx: &mut Ctx) {
     }
 }
 
-/// `LISTEN`s for watermark and log start changes committed by any agent,
-/// reconnecting with a bounded backoff. Changes missed while disconnected
-/// are picked up when the shards' cached watermarks expire.
-async fn run_listener(url: String, on_notice: Arc<NoticeListener>) {
-    let mut backoff = Duration::from_millis(100);
-    loop {
-        match listen_once(&url, &on_notice).await {
-            Ok(()) => backoff = Duration::from_millis(100),
-            Err(e) => tracing::warn!(error = %e, "LISTEN connection failed; reconnecting"),
-        }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(Duration::from_secs(5));
-    }
-}
-
-async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), MetaError> {
-    let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
-    type Received = Result<(bool, String), tokio_postgres::Error>;
-    let (ntx, mut nrx) = mpsc::channel::<Received>(NOTICES_QUEUED_MAX);
-    let pump = tokio::spawn(async move {
-        let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
-        while let Some(m) = messages.next().await {
-            match m {
-                Ok(AsyncMessage::Notification(n)) => {
-                    let kind = n.channel() == "rutomq_log_starts";
-                    match ntx.try_send(Ok((kind, n.payload().to_owned()))) {
-                        Ok(()) => {}
-                        // A notification is a hint: the shards' cached
-                        // watermarks expire and long polls end at their
-                        // max_wait_ms. Blocking here instead would leave
-                        // the connection unread and fill PostgreSQL's
-                        // notification queue, which fails commits.
-                        Err(mpsc::error::TrySendError::Full(_)) => {
-                            tracing::debug!(
-                                "notification queue full; a watermark notice is dropped"
-                            );
-                        }
-                        Err(mpsc::error::TrySendError::Closed(_)) => return,
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    let _ = ntx.try_send(Err(e));
-                    return;
-                }
-            }
-        }
-    });
-    client
-        .batch_execute("LISTEN rutomq_watermarks; LISTEN rutomq_log_starts")
-        .await?;
-    while let Some(m) = nrx.recv().await {
-        let (log_starts, payload) = m?;
-        on_notice(if log_starts {
-            Notice::LogStarts(commit::parse_offset_payload(&payload))
-        } else {
-            Notice::Watermarks(commit::parse_marks_payload(&payload))
-        });
-    }
-    pump.abort();
-    Ok(())
-}
-
 /// Pops queued commits in order and runs up to `GROUP_COMMIT_WINDOWS_MAX` of
 /// them in one transaction. A failed transaction fails every object in it (their
 /// uploads become orphans, collected later); the client retries.
@@ -1010,6 +958,7 @@ async fn run_committer(
     url: String,
     mut conn: CommitConn,
     mut rx: mpsc::Receiver<CommitJob>,
+    notifier: notify::Notifier,
     stats: Arc<MetaStats>,
 ) {
     let mut jobs = Vec::with_capacity(GROUP_COMMIT_WINDOWS_MAX);
@@ -1034,6 +983,7 @@ async fn run_committer(
         let result = commit::execute(&mut conn.client, &conn.statements, &objects).await;
         match result {
             Ok(mut r) => {
+                notifier.announce(notify::WATERMARKS, std::mem::take(&mut r.notices));
                 stats.commit_transactions.fetch_add(1, Ordering::Relaxed);
                 stats
                     .committed_windows

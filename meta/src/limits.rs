@@ -17,6 +17,11 @@ pub const FETCH_SPANS_MAX: i64 = 256;
 /// Notifications received but not yet handed to the listener callback;
 /// past it they are dropped (they are hints: cached watermarks expire).
 pub const NOTICES_QUEUED_MAX: usize = 4096;
+/// Change announcements queued towards the notifier connection; past it
+/// they are dropped (hints, as above).
+pub const NOTIFY_QUEUE_MAX: usize = 4096;
+/// Announcements sent in one notifier transaction at most.
+pub const NOTIFY_BATCH_MAX: usize = 256;
 /// Largest span the planner builds; keeps `byte_len` in an `int` column.
 pub const SPAN_BYTES_MAX: u64 = 1 << 30;
 /// Groups returned by one orphan lookup at most.

@@ -18,6 +18,7 @@ use uuid::Uuid;
 use crate::commit::{locked_from_row, marks_payloads, LockedPartition, PartitionMarks};
 use crate::groups::OffsetCommit;
 use crate::limits::{TXN_APPLY_ATTEMPTS_MAX, TXN_CONNECTIONS};
+use crate::notify::{Notifier, WATERMARKS};
 use crate::{sql, Meta, MetaError};
 
 /// Kafka's transaction states (`TransactionState`), by their names in
@@ -204,7 +205,6 @@ txn_statements! {
     close_open => sql::TXN_CLOSE_OPEN,
     apply_offsets => sql::TXN_APPLY_OFFSETS,
     clear => sql::TXN_CLEAR,
-    notify => sql::NOTIFY_WATERMARKS,
     update => sql::TXN_UPDATE,
     insert => sql::TXN_INSERT,
     add_partitions => sql::TXN_ADD_PARTITIONS,
@@ -272,6 +272,7 @@ enum Attempt<R> {
 /// One attempt of [`Meta::txn_apply`] on `c`.
 async fn apply_once<R>(
     conn: &TxnConn,
+    notifier: &Notifier,
     id: &[u8],
     lock_partitions: bool,
     want_producer_id: bool,
@@ -354,7 +355,7 @@ async fn apply_once<R>(
         c.batch_execute("COMMIT").await?;
         return Ok(Attempt::Done(reply));
     };
-    write_change(conn, id, &found, &change).await?;
+    write_change(conn, notifier, id, &found, &change).await?;
     Ok(Attempt::Done(reply))
 }
 
@@ -367,9 +368,11 @@ fn exec<'a>(
     Box::pin(async move { c.execute(statement, &params).await })
 }
 
-/// The writes of `change` and COMMIT, pipelined in one round trip.
+/// The writes of `change` and COMMIT, pipelined in one round trip; then
+/// the new marks are announced.
 async fn write_change(
     conn: &TxnConn,
+    notifier: &Notifier,
     id: &[u8],
     found: &TxnLocked,
     change: &TxnChange,
@@ -493,9 +496,6 @@ async fn write_change(
             futures.push(exec(c, &st.apply_offsets, vec![&id]));
         }
         futures.push(exec(c, &st.clear, vec![&id]));
-        for p in &m.payloads {
-            futures.push(exec(c, &st.notify, vec![p]));
-        }
     }
     futures.push(exec(
         c,
@@ -524,6 +524,9 @@ async fn write_change(
         w?;
     }
     committed?;
+    if let Some(m) = markers {
+        notifier.announce(WATERMARKS, m.payloads);
+    }
     Ok(())
 }
 
@@ -550,6 +553,7 @@ impl Meta {
                 let last_attempt = attempt + 1 == TXN_APPLY_ATTEMPTS_MAX;
                 match apply_once(
                     conn,
+                    &ctx.notifier,
                     &id,
                     lock_partitions,
                     want_producer_id,

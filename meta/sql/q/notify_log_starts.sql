@@ -1,1 +1,0 @@
-SELECT pg_notify('rutomq_log_starts', $1)
