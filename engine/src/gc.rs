@@ -33,7 +33,7 @@ use crate::limits::{
     GC_DELETE_CHUNK_OBJECTS, GC_DELETE_CHUNK_PACE_MAX, GC_DELETE_SPREAD_FRACTION,
     GC_OBJECTS_PER_ROUND_MAX, GC_STEP_REPEATS_MAX, RETIRED_SPANS_PER_TX_MAX,
 };
-use crate::topics::{config_i64, RETENTION_BYTES, RETENTION_MS};
+use crate::topics::{config_i64, is_deleting, RETENTION_BYTES, RETENTION_MS};
 
 #[derive(Clone, Copy, Debug)]
 pub struct GcConfig {
@@ -223,7 +223,9 @@ pub async fn apply_retention(
         .map_or(0, |d| d.as_millis() as i64);
     let mut moved = 0;
     for topic in meta.load_topics(None).await? {
-        if !owns(topic.topic_id) {
+        // Time and size retention belong to cleanup.policy `delete` (alone
+        // or with `compact`); a compact-only topic keeps its history.
+        if !owns(topic.topic_id) || !is_deleting(&topic) {
             continue;
         }
         let ms = config_i64(&topic, RETENTION_MS).filter(|&v| v >= 0);

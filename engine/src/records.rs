@@ -39,12 +39,36 @@ pub struct BatchInfo {
 pub struct Invalid {
     pub code: ErrorCode,
     pub message: String,
+    /// Indexes (within the batch) of the records at fault, for Produce's
+    /// `record_errors`; empty when the batch as a whole is.
+    pub records: Vec<i32>,
 }
 
 fn invalid(code: ErrorCode, message: impl Into<String>) -> Invalid {
     Invalid {
         code,
         message: message.into(),
+        records: Vec::new(),
+    }
+}
+
+/// What walking a batch's records found.
+#[derive(Default)]
+struct Walk {
+    count: u64,
+    /// The largest timestamp delta (None when there are no records).
+    max_delta: Option<i64>,
+    /// Indexes of the records with a null key, when keys were asked for.
+    keyless: Vec<i32>,
+}
+
+impl Walk {
+    fn record(&mut self, delta: i64, key_len: Option<i64>) {
+        self.max_delta = Some(self.max_delta.map_or(delta, |m| m.max(delta)));
+        if key_len.is_some_and(|k| k < 0) {
+            self.keyless.push(self.count as i32);
+        }
+        self.count += 1;
     }
 }
 
@@ -59,10 +83,12 @@ fn i64_at(b: &[u8], at: usize) -> i64 {
 }
 
 /// Validates the `records` of one partition of a Produce request: exactly one
-/// magic-2 batch whose CRC, lengths and record count hold.
+/// magic-2 batch whose CRC, lengths and record count hold; with
+/// `keys_required` (a compacted topic) every record has a key.
 pub fn validate_produce_records(
     records: &[u8],
     batch_bytes_max: usize,
+    keys_required: bool,
 ) -> Result<BatchInfo, Invalid> {
     if records.len() < BATCH_HEADER_BYTES {
         return Err(invalid(
@@ -145,16 +171,31 @@ pub fn validate_produce_records(
     }
     let codec = attributes & ATTR_COMPRESSION_MASK;
     let body = &records[BATCH_HEADER_BYTES..total];
-    let (counted, max_delta) = if codec == 0 {
-        count_records_in(body)
+    let walk = if codec == 0 {
+        count_records_in(body, keys_required)
     } else {
-        count_records(records_reader(codec, body)?, DECOMPRESSED_BATCH_BYTES_MAX)
+        count_records(
+            records_reader(codec, body)?,
+            DECOMPRESSED_BATCH_BYTES_MAX,
+            keys_required,
+        )
     }?;
+    let (counted, max_delta) = (walk.count, walk.max_delta);
     if counted != record_count as u64 {
         return Err(invalid(
             ErrorCode::CorruptMessage,
             format!("recordCount says {record_count} but the batch holds {counted} records"),
         ));
+    }
+    if !walk.keyless.is_empty() {
+        return Err(Invalid {
+            code: ErrorCode::InvalidRecord,
+            message: format!(
+                "{} of {record_count} records have no key; a compacted topic needs one on every record",
+                walk.keyless.len()
+            ),
+            records: walk.keyless,
+        });
     }
     // The records' own timestamps, whatever the header claims (a producer
     // setting the LogAppendTime flag could otherwise pick any max).
@@ -200,6 +241,14 @@ fn read_timestamp_delta<R: Read>(record: &mut R) -> Result<i64, Invalid> {
     record
         .read_exact(&mut attributes)
         .map_err(|_| truncated())?;
+    read_varint(record)?.ok_or_else(truncated)
+}
+
+/// The key length of a record read past its timestamp delta (the offset
+/// delta comes first); -1 is a null key.
+fn read_key_length<R: Read>(record: &mut R) -> Result<i64, Invalid> {
+    let truncated = || invalid(ErrorCode::CorruptMessage, "truncated record");
+    read_varint(record)?.ok_or_else(truncated)?;
     read_varint(record)?.ok_or_else(truncated)
 }
 
@@ -275,11 +324,10 @@ pub fn first_record_matching(
 /// among them (Kafka recomputes a batch's max timestamp from its records
 /// rather than trusting the header; so does rutomq, for retention and
 /// ListOffsets). Returns (records, largest delta or None when empty).
-fn count_records<R: Read>(r: R, bytes_max: u64) -> Result<(u64, Option<i64>), Invalid> {
+fn count_records<R: Read>(r: R, bytes_max: u64, keys: bool) -> Result<Walk, Invalid> {
     let mut r = std::io::BufReader::with_capacity(16 << 10, r.take(bytes_max + 1));
-    let mut count = 0u64;
+    let mut walk = Walk::default();
     let mut consumed = 0u64;
-    let mut max_delta: Option<i64> = None;
     let corrupt = |e: std::io::Error| {
         invalid(
             ErrorCode::CorruptMessage,
@@ -288,7 +336,7 @@ fn count_records<R: Read>(r: R, bytes_max: u64) -> Result<(u64, Option<i64>), In
     };
     loop {
         let Some(len) = read_varint(&mut r)? else {
-            return Ok((count, max_delta));
+            return Ok(walk);
         };
         if len <= 1 || len > i32::MAX as i64 {
             return Err(invalid(
@@ -305,7 +353,11 @@ fn count_records<R: Read>(r: R, bytes_max: u64) -> Result<(u64, Option<i64>), In
         }
         let mut record = (&mut r).take(len as u64);
         let delta = read_timestamp_delta(&mut record)?;
-        max_delta = Some(max_delta.map_or(delta, |m| m.max(delta)));
+        let key_len = if keys {
+            Some(read_key_length(&mut record)?)
+        } else {
+            None
+        };
         std::io::copy(&mut record, &mut std::io::sink()).map_err(corrupt)?;
         if record.limit() != 0 {
             return Err(invalid(
@@ -313,16 +365,15 @@ fn count_records<R: Read>(r: R, bytes_max: u64) -> Result<(u64, Option<i64>), In
                 "record extends past the batch",
             ));
         }
-        count += 1;
+        walk.record(delta, key_len);
     }
 }
 
 /// [`count_records`] for an uncompressed body: walks the slice in place
 /// (no copy of the record bytes; this runs for every produced record).
-fn count_records_in(body: &[u8]) -> Result<(u64, Option<i64>), Invalid> {
+fn count_records_in(body: &[u8], keys: bool) -> Result<Walk, Invalid> {
     let truncated = || invalid(ErrorCode::CorruptMessage, "record extends past the batch");
-    let mut count = 0u64;
-    let mut max_delta: Option<i64> = None;
+    let mut walk = Walk::default();
     let mut pos = 0usize;
     while pos < body.len() {
         let (len, n) = varint_in(&body[pos..])?;
@@ -334,13 +385,20 @@ fn count_records_in(body: &[u8]) -> Result<(u64, Option<i64>), Invalid> {
             ));
         }
         let record = body.get(pos..pos + len as usize).ok_or_else(truncated)?;
-        // record[0] is the attributes byte; the timestamp delta follows.
-        let (delta, _) = varint_in(&record[1..])?;
-        max_delta = Some(max_delta.map_or(delta, |m| m.max(delta)));
+        // record[0] is the attributes byte; the timestamp delta, the
+        // offset delta and the key length follow.
+        let (delta, n) = varint_in(&record[1..])?;
+        let key_len = if keys {
+            let rest = &record[1 + n..];
+            let (_, m) = varint_in(rest)?;
+            Some(varint_in(&rest[m..])?.0)
+        } else {
+            None
+        };
+        walk.record(delta, key_len);
         pos += len as usize;
-        count += 1;
     }
-    Ok((count, max_delta))
+    Ok(walk)
 }
 
 /// A zigzag varint at the start of `b`: (value, bytes it took).
@@ -563,21 +621,39 @@ pub mod tests {
 
     /// A minimal uncompressed batch of `n` records with 1-byte values.
     pub fn batch(n: i32, claimed: i32) -> Vec<u8> {
+        keyed_batch(&vec![None; n as usize], claimed, false)
+    }
+
+    /// A batch of records with these keys (None: a null key) and 1-byte
+    /// values, gzip-compressed when `gzip`.
+    fn keyed_batch(keys: &[Option<&[u8]>], claimed: i32, gzip: bool) -> Vec<u8> {
         let mut records = Vec::new();
-        for i in 0..n {
+        for (i, key) in keys.iter().enumerate() {
             let mut r = Vec::new();
             r.push(0); // attributes
             varint(&mut r, 0); // timestamp delta
             varint(&mut r, i as i64); // offset delta
-            varint(&mut r, -1); // key null
+            match key {
+                None => varint(&mut r, -1),
+                Some(k) => {
+                    varint(&mut r, k.len() as i64);
+                    r.extend_from_slice(k);
+                }
+            }
             varint(&mut r, 1);
             r.push(b'x');
             varint(&mut r, 0); // headers
             varint(&mut records, r.len() as i64);
             records.extend(r);
         }
+        if gzip {
+            let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            std::io::Write::write_all(&mut z, &records).unwrap();
+            records = z.finish().unwrap();
+        }
         let mut b = vec![0u8; BATCH_HEADER_BYTES];
         b[16] = 2;
+        b[21..23].copy_from_slice(&(gzip as i16).to_be_bytes());
         b[23..27].copy_from_slice(&(claimed - 1).to_be_bytes());
         b[35..43].copy_from_slice(&1000i64.to_be_bytes());
         b[43..51].copy_from_slice(&(-1i64).to_be_bytes());
@@ -593,8 +669,23 @@ pub mod tests {
     }
 
     #[test]
+    fn keyless_records_are_listed_when_keys_are_required() {
+        for gzip in [false, true] {
+            let keys: [Option<&[u8]>; 4] = [Some(b"a"), None, Some(b""), None];
+            let b = keyed_batch(&keys, 4, gzip);
+            assert!(validate_produce_records(&b, 1 << 20, false).is_ok());
+            let e = validate_produce_records(&b, 1 << 20, true).unwrap_err();
+            assert_eq!(e.code, ErrorCode::InvalidRecord);
+            // An empty key is a key; only null ones are refused.
+            assert_eq!(e.records, vec![1, 3], "gzip {gzip}");
+            let all: [Option<&[u8]>; 2] = [Some(b"k"), Some(b"l")];
+            assert!(validate_produce_records(&keyed_batch(&all, 2, gzip), 1 << 20, true).is_ok());
+        }
+    }
+
+    #[test]
     fn valid_batch() {
-        let info = validate_produce_records(&batch(3, 3), 1 << 20).unwrap();
+        let info = validate_produce_records(&batch(3, 3), 1 << 20, false).unwrap();
         assert_eq!(info.offset_count, 3);
         // The header claims 1000; the records (base 0, deltas 0) say 0, and
         // the records win, as in Kafka.
@@ -606,7 +697,9 @@ pub mod tests {
         let crc = crc32c::crc32c(&b[21..]);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
         assert_eq!(
-            validate_produce_records(&b, 1 << 20).unwrap().max_timestamp,
+            validate_produce_records(&b, 1 << 20, false)
+                .unwrap()
+                .max_timestamp,
             5000
         );
     }
@@ -617,14 +710,16 @@ pub mod tests {
         let last = b.len() - 1;
         b[last] ^= 1;
         assert_eq!(
-            validate_produce_records(&b, 1 << 20).unwrap_err().code,
+            validate_produce_records(&b, 1 << 20, false)
+                .unwrap_err()
+                .code,
             ErrorCode::CorruptMessage
         );
     }
 
     #[test]
     fn record_count_lie_is_rejected() {
-        let e = validate_produce_records(&batch(2, 1_000_000), 1 << 20).unwrap_err();
+        let e = validate_produce_records(&batch(2, 1_000_000), 1 << 20, false).unwrap_err();
         assert_eq!(e.code, ErrorCode::CorruptMessage);
     }
 
@@ -632,17 +727,17 @@ pub mod tests {
     fn too_large_and_truncated() {
         let b = batch(3, 3);
         assert_eq!(
-            validate_produce_records(&b, 64).unwrap_err().code,
+            validate_produce_records(&b, 64, false).unwrap_err().code,
             ErrorCode::MessageTooLarge
         );
         assert_eq!(
-            validate_produce_records(&b[..b.len() - 1], 1 << 20)
+            validate_produce_records(&b[..b.len() - 1], 1 << 20, false)
                 .unwrap_err()
                 .code,
             ErrorCode::CorruptMessage
         );
         assert_eq!(
-            validate_produce_records(&b[..10], 1 << 20)
+            validate_produce_records(&b[..10], 1 << 20, false)
                 .unwrap_err()
                 .code,
             ErrorCode::CorruptMessage
@@ -654,7 +749,9 @@ pub mod tests {
         let mut b = batch(1, 1);
         b.extend(batch(1, 1));
         assert_eq!(
-            validate_produce_records(&b, 1 << 20).unwrap_err().code,
+            validate_produce_records(&b, 1 << 20, false)
+                .unwrap_err()
+                .code,
             ErrorCode::InvalidRecord
         );
     }
@@ -715,7 +812,7 @@ pub mod tests {
             b[8..12].copy_from_slice(&batch_len.to_be_bytes());
             let crc = crc32c::crc32c(&b[21..]);
             b[17..21].copy_from_slice(&crc.to_be_bytes());
-            accepted += validate_produce_records(&b, 1 << 20).is_ok() as u32;
+            accepted += validate_produce_records(&b, 1 << 20, false).is_ok() as u32;
         }
         // Some got through the CRC and the whole walk (unflipped bodies).
         assert!(accepted > 0);
@@ -734,7 +831,7 @@ pub mod tests {
         put_with_base_offset(&mut out, &batches[1].bytes, 42);
         assert_eq!(i64_at(&out, 0), 42);
         assert!(
-            validate_produce_records(&out, 1 << 20).is_ok(),
+            validate_produce_records(&out, 1 << 20, false).is_ok(),
             "CRC still holds"
         );
     }

@@ -61,33 +61,34 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
             ));
             continue;
         }
-        let mut configs = Vec::new();
+        let mut configs: Vec<(String, String)> = Vec::new();
         let mut bad = None;
         for c in &t.configs {
-            let value = c.value.as_ref().map(|v| v.as_str());
-            match topics::valid_config(c.name.as_str(), value) {
-                Ok(()) => configs.extend(value.map(|v| (c.name.as_str().to_owned(), v.to_owned()))),
+            let (name, value) = (c.name.as_str(), c.value.as_ref().map(|v| v.as_str()));
+            match topics::valid_config(name, value) {
+                Ok(()) if configs.iter().any(|(n, _)| n == name) => {
+                    bad = Some(format!("topic config {name} is given twice"));
+                }
+                Ok(()) => configs.extend(value.map(|v| (name.to_owned(), v.to_owned()))),
                 Err(msg) => bad = Some(msg),
             }
         }
-        if let Some(msg) = bad {
+        if let Some(msg) = bad.or_else(|| topics::valid_together(&configs).err()) {
+            tracing::info!(topic = %name, reason = %msg, "CreateTopics refused a config");
             results.push(fail(result, ErrorCode::InvalidConfig, msg));
             continue;
         }
         let described: Vec<CreatableTopicConfigs> = topics::TOPIC_CONFIGS
             .iter()
-            .map(|(k, d)| {
-                let v = configs
-                    .iter()
-                    .find(|(n, _)| n == k)
-                    .map_or(*d, |(_, v)| v.as_str());
+            .map(|s| {
+                let set = configs.iter().find(|(n, _)| n == s.name);
                 CreatableTopicConfigs::default()
-                    .with_name(str_bytes(k))
-                    .with_value(Some(str_bytes(v)))
-                    .with_config_source(if configs.iter().any(|(n, _)| n == k) {
-                        1
+                    .with_name(str_bytes(s.name))
+                    .with_value(Some(str_bytes(set.map_or(s.default, |(_, v)| v.as_str()))))
+                    .with_config_source(if set.is_some() {
+                        topics::SOURCE_TOPIC
                     } else {
-                        5
+                        topics::SOURCE_DEFAULT
                     })
             })
             .collect();

@@ -1,18 +1,16 @@
 //! DescribeConfigs (key 32) for topics; broker configs are not served.
 
 use kafka_protocol::messages::describe_configs_response::{
-    DescribeConfigsResourceResult, DescribeConfigsResult,
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::{Api, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
-use crate::topics::TOPIC_CONFIGS;
+use crate::topics::{self, Effect, SOURCE_DEFAULT, SOURCE_TOPIC, TOPIC_CONFIGS};
 
 const RESOURCE_TOPIC: i8 = 2;
-const SOURCE_TOPIC: i8 = 1;
-const SOURCE_DEFAULT: i8 = 5;
 
 /// DescribeConfigs, versions 1–4.
 pub const API: Api<DescribeConfigsRequest> = Api::new(ApiKey::DescribeConfigs, 1, 4);
@@ -53,20 +51,50 @@ pub async fn handle(
         };
         let configs = TOPIC_CONFIGS
             .iter()
-            .filter(|(k, _)| wanted(k))
-            .map(|(k, d)| {
-                let set = topic.configs.iter().find(|(n, _)| n == k);
+            .filter(|s| wanted(s.name))
+            .map(|s| {
+                let set = topic.configs.iter().find(|(n, _)| n == s.name);
+                let value = set.map_or(s.default, |(_, v)| v.as_str());
+                let mut synonyms = Vec::new();
+                if body.include_synonyms {
+                    if let Some((_, v)) = set {
+                        synonyms.push(synonym(s.name, v, SOURCE_TOPIC));
+                    }
+                    synonyms.push(synonym(s.name, s.default, SOURCE_DEFAULT));
+                }
                 DescribeConfigsResourceResult::default()
-                    .with_name(str_bytes(k))
-                    .with_value(Some(str_bytes(set.map_or(*d, |(_, v)| v.as_str()))))
+                    .with_name(str_bytes(s.name))
+                    .with_value(Some(str_bytes(value)))
                     .with_config_source(if set.is_some() {
                         SOURCE_TOPIC
                     } else {
                         SOURCE_DEFAULT
                     })
+                    .with_synonyms(synonyms)
+                    .with_config_type(s.kind.code())
+                    .with_documentation(
+                        body.include_documentation
+                            .then(|| str_bytes(&documentation(s.name))),
+                    )
             })
             .collect();
         results.push(result.with_configs(configs));
     }
     DescribeConfigsResponse::default().with_results(results)
+}
+
+fn synonym(name: &str, value: &str, source: i8) -> DescribeConfigsSynonym {
+    DescribeConfigsSynonym::default()
+        .with_name(str_bytes(name))
+        .with_value(Some(str_bytes(value)))
+        .with_source(source)
+}
+
+/// What the config does on rutomq (not Kafka's text: this broker's).
+fn documentation(name: &str) -> String {
+    match topics::effect(name) {
+        Some(Effect::Applied) | None => format!("{name}: applied as Apache Kafka applies it."),
+        Some(Effect::Inert(why)) => format!("{name}: accepted and stored, no effect on rutomq: {why}."),
+        Some(Effect::Pending(why)) => format!("{name}: accepted and stored, not applied yet: {why}."),
+    }
 }

@@ -21,7 +21,8 @@ pub fn fuzz_frame(data: &[u8]) {
         for t in p.topic_data {
             for d in t.partition_data {
                 if let Some(r) = d.records {
-                    let _ = crate::records::validate_produce_records(&r, 1 << 20);
+                    let _ = crate::records::validate_produce_records(&r, 1 << 20, false);
+                    let _ = crate::records::validate_produce_records(&r, 1 << 20, true);
                 }
             }
         }

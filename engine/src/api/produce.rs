@@ -9,7 +9,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures::future::{select, Either, FutureExt};
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 
 use super::{encode, str_bytes, Api, Later, Req};
@@ -38,6 +40,8 @@ async fn wait(
 
 enum Pending {
     Done(ErrorCode, Option<String>),
+    /// Refused for some of its records (their indexes in the batch).
+    BadRecords(ErrorCode, String, Vec<i32>),
     /// Validated, not yet appended (pass 1).
     Valid {
         topic_id: uuid::Uuid,
@@ -96,12 +100,22 @@ pub async fn handle(
                 (Ok(Some(rec)), _) => match p.records {
                     None => Pending::Done(ErrorCode::InvalidRecord, Some("no records".into())),
                     Some(records) => {
-                        match validate_produce_records(&records, topics::max_message_bytes(rec)) {
+                        let keys_required = topics::is_compacted(rec);
+                        match validate_produce_records(
+                            &records,
+                            topics::max_message_bytes(rec),
+                            keys_required,
+                        ) {
                             Err(invalid) => {
                                 metrics
                                     .produce_batches_rejected
                                     .fetch_add(1, Ordering::Relaxed);
-                                Pending::Done(invalid.code, Some(invalid.message))
+                                if invalid.records.is_empty() {
+                                    Pending::Done(invalid.code, Some(invalid.message))
+                                } else {
+                                    tracing::debug!(topic = %rec.name, partition = p.index, reason = %invalid.message, "produce refused records");
+                                    Pending::BadRecords(invalid.code, invalid.message, invalid.records)
+                                }
                             }
                             // Kafka: transactional records need the request's
                             // transactional id (and its authorization).
@@ -174,6 +188,27 @@ pub async fn handle(
                     Pending::Done(code, msg) => r
                         .with_error_code(code.code())
                         .with_error_message(msg.as_deref().map(str_bytes)),
+                    Pending::BadRecords(code, msg, records) => {
+                        let r = r
+                            .with_error_code(code.code())
+                            .with_error_message(Some(str_bytes(&msg)));
+                        if version >= 8 {
+                            r.with_record_errors(
+                                records
+                                    .into_iter()
+                                    .map(|i| {
+                                        BatchIndexAndErrorMessage::default()
+                                            .with_batch_index(i)
+                                            .with_batch_index_error_message(Some(str_bytes(
+                                                "a compacted topic needs a key on every record",
+                                            )))
+                                    })
+                                    .collect(),
+                            )
+                        } else {
+                            r
+                        }
+                    }
                     Pending::Appended { done, part, batch } => match wait(done, deadline).await {
                         None => r
                             .with_error_code(ErrorCode::RequestTimedOut.code())

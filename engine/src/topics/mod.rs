@@ -1,0 +1,418 @@
+//! Topic names, configs and creation shared by Metadata and CreateTopics.
+
+use rutomq_meta::{CreateTopicError, TopicRecord};
+
+use crate::error::ErrorCode;
+use crate::limits::TOPIC_NAME_BYTES_MAX;
+use crate::shard::Shard;
+
+/// Kafka's default `max.message.bytes` (its default in [`TOPIC_CONFIGS`]).
+pub const MAX_MESSAGE_BYTES_DEFAULT: usize = 1_048_588;
+
+pub const RETENTION_MS: &str = "retention.ms";
+pub const RETENTION_BYTES: &str = "retention.bytes";
+pub const CLEANUP_POLICY: &str = "cleanup.policy";
+
+mod kafka_configs;
+
+pub use kafka_configs::{KAFKA_VERSION, TOPIC_CONFIGS};
+
+/// `config_source` of a config set on the topic (DYNAMIC_TOPIC_CONFIG).
+pub const SOURCE_TOPIC: i8 = 1;
+/// `config_source` of a config left at its default (DEFAULT_CONFIG).
+pub const SOURCE_DEFAULT: i8 = 5;
+
+/// A topic config's value type (Kafka's `ConfigDef.Type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Boolean,
+    Int,
+    Long,
+    Double,
+    String,
+    List,
+}
+
+impl Kind {
+    /// The `config_type` DescribeConfigs v3+ reports (`ConfigType` codes).
+    pub fn code(self) -> i8 {
+        match self {
+            Kind::Boolean => 1,
+            Kind::String => 2,
+            Kind::Int => 3,
+            Kind::Long => 5,
+            Kind::Double => 6,
+            Kind::List => 7,
+        }
+    }
+}
+
+/// What a value must satisfy besides parsing as its [`Kind`] (Kafka's
+/// validator of the config).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Check {
+    Any,
+    AtLeast(i64),
+    Between(i64, i64),
+    /// In the range, or exactly the third value.
+    BetweenOr(i64, i64, i64),
+    Ratio(f64, f64),
+    /// A string that is one of these (case-sensitive).
+    OneOf(&'static [&'static str]),
+    /// A list of distinct items, each one of these.
+    EachOf(&'static [&'static str]),
+    /// `*`, or a list of `partition:broker` pairs.
+    ThrottledReplicas,
+}
+
+/// One topic config Kafka defines.
+#[derive(Clone, Copy, Debug)]
+pub struct ConfigSpec {
+    pub name: &'static str,
+    pub kind: Kind,
+    /// Kafka's default, as DescribeConfigs shows it.
+    pub default: &'static str,
+    pub check: Check,
+}
+
+/// What a topic config does on rutomq.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Effect {
+    Applied,
+    /// Accepted, stored and described, with no effect here; why.
+    Inert(&'static str),
+    /// Accepted, stored and described; what it will do is not built yet.
+    Pending(&'static str),
+}
+
+const NO_SEGMENTS: &str =
+    "rutomq keeps no log segments or indexes: records live in immutable objects";
+const NO_REPLICAS: &str =
+    "rutomq has no replicas or leaders: a produce is acknowledged once it is in object storage and PostgreSQL";
+const NO_LOCAL_TIER: &str =
+    "every record is in object storage already; no agent keeps a local tier";
+
+/// What `name` does here; `None` for a name Kafka does not define. Every
+/// name of [`TOPIC_CONFIGS`] has an arm (a test checks it), so a config a
+/// newer Kafka adds is classified on purpose when the table is regenerated.
+pub fn effect(name: &str) -> Option<Effect> {
+    use Effect::{Applied, Inert, Pending};
+    Some(match name {
+        "cleanup.policy" | "retention.ms" | "retention.bytes" | "max.message.bytes" => Applied,
+        "delete.retention.ms"
+        | "min.compaction.lag.ms"
+        | "max.compaction.lag.ms"
+        | "min.cleanable.dirty.ratio" => Pending(
+            "the compactor is not built yet: a compact topic refuses keyless records and keeps every record",
+        ),
+        "message.timestamp.type"
+        | "message.timestamp.after.max.ms"
+        | "message.timestamp.before.max.ms" => Pending(
+            "records keep the producer's timestamps, unchecked (LogAppendTime and the timestamp bounds are not built yet)",
+        ),
+        "compression.type" | "compression.gzip.level" | "compression.lz4.level" | "compression.zstd.level" => {
+            Inert("batches are stored as the producer compressed them (as with compression.type=producer)")
+        }
+        "file.delete.delay.ms" => Inert(
+            "objects retired by retention or compaction are deleted after the agent's --file-delete-delay-ms",
+        ),
+        "flush.messages" | "flush.ms" => {
+            Inert("every acknowledged produce is already durable in object storage and PostgreSQL")
+        }
+        "segment.bytes" | "segment.ms" | "segment.jitter.ms" | "segment.index.bytes"
+        | "index.interval.bytes" | "preallocate" => Inert(NO_SEGMENTS),
+        "min.insync.replicas"
+        | "unclean.leader.election.enable"
+        | "leader.replication.throttled.replicas"
+        | "follower.replication.throttled.replicas" => Inert(NO_REPLICAS),
+        "local.retention.ms"
+        | "local.retention.bytes"
+        | "remote.storage.enable"
+        | "remote.log.copy.disable"
+        | "remote.log.delete.on.disable" => Inert(NO_LOCAL_TIER),
+        _ => return None,
+    })
+}
+
+/// The definition of topic config `name`.
+pub fn spec(name: &str) -> Option<&'static ConfigSpec> {
+    TOPIC_CONFIGS.iter().find(|s| s.name == name)
+}
+
+/// The items of a list value, as Kafka splits it (empty: no items).
+pub fn list_items(value: &str) -> Vec<&str> {
+    let v = value.trim();
+    if v.is_empty() {
+        return Vec::new();
+    }
+    v.split(',').map(str::trim).collect()
+}
+
+/// Validates a CreateTopics (or alter) config entry the way Kafka's
+/// broker does: a known name, a value of its type that passes its check.
+/// Values are stored as given.
+pub fn valid_config(name: &str, value: Option<&str>) -> Result<(), String> {
+    let spec = spec(name).ok_or_else(|| {
+        format!("unknown topic config {name:?} (Apache Kafka {KAFKA_VERSION} defines no such name)")
+    })?;
+    let value = value.ok_or_else(|| format!("topic config {name} needs a value (null given)"))?;
+    let v = value.trim();
+    let bad = |why: String| {
+        Err(format!(
+            "invalid value {value:?} for topic config {name}: {why}"
+        ))
+    };
+    let int = |v: &str| -> Result<i64, String> {
+        match spec.kind {
+            Kind::Int => v.parse::<i32>().map(i64::from),
+            _ => v.parse::<i64>(),
+        }
+        .map_err(|_| {
+            format!(
+                "not a number of type {}",
+                if spec.kind == Kind::Int {
+                    "int"
+                } else {
+                    "long"
+                }
+            )
+        })
+    };
+    match spec.kind {
+        Kind::Boolean => {
+            if !v.eq_ignore_ascii_case("true") && !v.eq_ignore_ascii_case("false") {
+                return bad("must be true or false".into());
+            }
+        }
+        Kind::Int | Kind::Long => {
+            let n = match int(v) {
+                Ok(n) => n,
+                Err(why) => return bad(why),
+            };
+            match spec.check {
+                Check::AtLeast(min) if n < min => return bad(format!("must be at least {min}")),
+                Check::Between(lo, hi) if n < lo || n > hi => {
+                    return bad(format!("must be between {lo} and {hi}"))
+                }
+                Check::BetweenOr(lo, hi, or) if n != or && (n < lo || n > hi) => {
+                    return bad(format!("must be between {lo} and {hi}, or {or}"))
+                }
+                _ => {}
+            }
+        }
+        Kind::Double => {
+            let Ok(x) = v.parse::<f64>() else {
+                return bad("not a number of type double".into());
+            };
+            // Written as Kafka's comparisons are: NaN passes them.
+            if let Check::Ratio(lo, hi) = spec.check {
+                if x < lo || x > hi {
+                    return bad(format!("must be between {lo} and {hi}"));
+                }
+            }
+        }
+        Kind::String => {
+            if let Check::OneOf(allowed) = spec.check {
+                if !allowed.contains(&v) {
+                    return bad(format!("must be one of {}", allowed.join(", ")));
+                }
+            }
+        }
+        Kind::List => {
+            let items = list_items(v);
+            match spec.check {
+                Check::EachOf(allowed) => {
+                    if let Some(i) = items.iter().find(|i| !allowed.contains(i)) {
+                        return bad(format!("{i:?} is not one of {}", allowed.join(", ")));
+                    }
+                    let mut seen = items.clone();
+                    seen.sort_unstable();
+                    if seen.windows(2).any(|w| w[0] == w[1]) {
+                        return bad("an item is repeated".into());
+                    }
+                }
+                Check::ThrottledReplicas => {
+                    let pair = |i: &str| {
+                        i.split_once(':').is_some_and(|(p, b)| {
+                            [p, b]
+                                .iter()
+                                .all(|s| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit()))
+                        })
+                    };
+                    if !(items == ["*"] || items.iter().all(|i| pair(i))) {
+                        return bad(
+                            "must be * or partition:broker pairs separated by commas".into()
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that hold between configs (Kafka's `LogConfig.validateValues`
+/// part that applies here): `configs` are the topic's own, validated one by
+/// one already.
+pub fn valid_together(configs: &[(String, String)]) -> Result<(), String> {
+    let get = |n: &str| {
+        configs
+            .iter()
+            .find(|(k, _)| k == n)
+            .map_or_else(|| spec(n).map_or("", |s| s.default), |(_, v)| v.as_str())
+            .trim()
+            .parse::<i64>()
+            .ok()
+    };
+    if let (Some(min), Some(max)) = (get("min.compaction.lag.ms"), get("max.compaction.lag.ms")) {
+        if min > max {
+            return Err(format!(
+                "min.compaction.lag.ms {min} is above max.compaction.lag.ms {max}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The topic's value of config `name`: its own or the default.
+pub fn config_value<'a>(t: &'a TopicRecord, name: &str) -> Option<&'a str> {
+    match t.configs.iter().find(|(k, _)| k == name) {
+        Some((_, v)) => Some(v.as_str()),
+        None => spec(name).map(|s| s.default),
+    }
+}
+
+/// Whether the topic's `cleanup.policy` includes compaction (on the
+/// produce path: no allocation).
+pub fn is_compacted(t: &TopicRecord) -> bool {
+    has_policy(t, "compact")
+}
+
+/// Whether the topic's `cleanup.policy` includes time and size retention.
+pub fn is_deleting(t: &TopicRecord) -> bool {
+    has_policy(t, "delete")
+}
+
+fn has_policy(t: &TopicRecord, policy: &str) -> bool {
+    config_value(t, CLEANUP_POLICY).is_some_and(|v| v.split(',').any(|i| i.trim() == policy))
+}
+
+/// Kafka's topic name rule: 1–249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
+pub fn valid_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > TOPIC_NAME_BYTES_MAX {
+        return Err(format!(
+            "topic name must be 1 to {TOPIC_NAME_BYTES_MAX} characters"
+        ));
+    }
+    if name == "." || name == ".." {
+        return Err("topic name cannot be '.' or '..'".into());
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
+        return Err(format!(
+            "topic name {name:?} has characters other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+/// An integer config of the topic, or its default.
+pub fn config_i64(t: &TopicRecord, name: &str) -> Option<i64> {
+    config_value(t, name)?.trim().parse().ok()
+}
+
+/// The topic's max.message.bytes.
+pub fn max_message_bytes(t: &TopicRecord) -> usize {
+    config_i64(t, "max.message.bytes")
+        .and_then(|v| usize::try_from(v).ok())
+        .unwrap_or(MAX_MESSAGE_BYTES_DEFAULT)
+}
+
+/// Creates a topic with the default partition count (Metadata auto-create);
+/// a concurrent creation by someone else is fine.
+pub async fn auto_create(shard: &Shard, name: &str) -> Result<Option<TopicRecord>, ErrorCode> {
+    let partitions = shard.agent.cfg.default_partitions;
+    match shard
+        .agent
+        .meta
+        .create_topic(name.to_owned(), partitions, Vec::new())
+        .await
+    {
+        Ok(Ok(t)) => {
+            tracing::info!(topic = name, partitions, "auto-created topic");
+            Ok(Some(t))
+        }
+        Ok(Err(CreateTopicError::AlreadyExists)) => {
+            shard.topics.forget(name);
+            shard.topics.by_name(name).await
+        }
+        Err(e) => Err(ErrorCode::from(&e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_max_message_bytes_is_the_config_tables() {
+        let table =
+            spec("max.message.bytes").map(|s| s.default.parse::<usize>().expect("a number"));
+        assert_eq!(table, Some(MAX_MESSAGE_BYTES_DEFAULT));
+    }
+
+    #[test]
+    fn every_kafka_topic_config_is_classified_and_its_default_valid() {
+        for s in TOPIC_CONFIGS {
+            assert!(effect(s.name).is_some(), "{} has no effect arm", s.name);
+            assert_eq!(valid_config(s.name, Some(s.default)), Ok(()), "{}", s.name);
+        }
+        assert_eq!(effect("log.retention.ms"), None);
+    }
+
+    #[test]
+    fn values_are_checked_as_kafka_checks_them() {
+        let ok = |n: &str, v: &str| valid_config(n, Some(v)).is_ok();
+        assert!(ok("cleanup.policy", "compact,delete"));
+        assert!(ok("cleanup.policy", " delete , compact "));
+        assert!(ok("cleanup.policy", ""));
+        assert!(!ok("cleanup.policy", "Compact"));
+        assert!(!ok("cleanup.policy", "compact,compact"));
+        assert!(!ok("cleanup.policy", "compact,,delete"));
+        assert!(ok("retention.ms", " -1 "));
+        assert!(!ok("retention.ms", "-2"));
+        assert!(ok("retention.bytes", "-5"));
+        assert!(!ok("max.message.bytes", "0x10"));
+        assert!(!ok("max.message.bytes", "3000000000"));
+        assert!(ok("segment.bytes", "+1048576"));
+        assert!(!ok("segment.bytes", "1048575"));
+        assert!(ok("preallocate", "TRUE"));
+        assert!(!ok("preallocate", "yes"));
+        assert!(!ok("min.cleanable.dirty.ratio", "1.5"));
+        assert!(ok("min.cleanable.dirty.ratio", "1e-1"));
+        assert!(ok("compression.gzip.level", "-1"));
+        assert!(!ok("compression.gzip.level", "0"));
+        assert!(!ok("message.timestamp.type", "createtime"));
+        assert!(ok("leader.replication.throttled.replicas", "*"));
+        assert!(ok("leader.replication.throttled.replicas", "0:1, 1:2"));
+        assert!(!ok("leader.replication.throttled.replicas", "0:x"));
+        assert!(valid_config("cleanup.policy", None).is_err());
+        assert!(valid_config("no.such.config", Some("1")).is_err());
+    }
+
+    #[test]
+    fn compaction_lags_must_not_cross() {
+        let c = |a: &str, b: &str| {
+            vec![
+                ("min.compaction.lag.ms".to_owned(), a.to_owned()),
+                ("max.compaction.lag.ms".to_owned(), b.to_owned()),
+            ]
+        };
+        assert!(valid_together(&c("10", "20")).is_ok());
+        assert!(valid_together(&c("30", "20")).is_err());
+        assert!(valid_together(&[("min.compaction.lag.ms".into(), "5".into())]).is_ok());
+    }
+}
