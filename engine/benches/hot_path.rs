@@ -74,7 +74,7 @@ fn validate(c: &mut Criterion) {
         let b = batch(codec);
         g.throughput(Throughput::Bytes((RECORDS_PER_BATCH * RECORD_BYTES) as u64));
         g.bench_function(format!("64x1KiB_{name}"), |bench| {
-            bench.iter(|| validate_produce_records(&b, 1 << 20, false).expect("valid"))
+            bench.iter(|| validate_produce_records(&b, 1 << 20, Default::default()).expect("valid"))
         });
     }
     g.finish();

@@ -21,6 +21,7 @@ use crate::limits::DECOMPRESSED_BATCH_BYTES_MAX;
 pub const BATCH_HEADER_BYTES: usize = 61;
 
 const ATTR_COMPRESSION_MASK: i16 = 0x07;
+const ATTR_LOG_APPEND_TIME: i16 = 0x08;
 const ATTR_TRANSACTIONAL: i16 = 0x10;
 const ATTR_CONTROL: i16 = 0x20;
 
@@ -52,21 +53,52 @@ fn invalid(code: ErrorCode, message: impl Into<String>) -> Invalid {
     }
 }
 
+/// What a topic asks of each record of a produced batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordRules {
+    /// Every record has a key (a compacted topic).
+    pub keys_required: bool,
+    /// Record timestamps must lie in this range, ends included (Kafka's
+    /// `message.timestamp.before/after.max.ms` around now, for CreateTime
+    /// topics); a record without a timestamp (-1) passes.
+    pub timestamps: Option<(i64, i64)>,
+}
+
 /// What walking a batch's records found.
-#[derive(Default)]
 struct Walk {
+    rules: RecordRules,
+    base_timestamp: i64,
     count: u64,
     /// The largest timestamp delta (None when there are no records).
     max_delta: Option<i64>,
-    /// Indexes of the records with a null key, when keys were asked for.
+    /// Indexes of the records with a null key, when keys are required.
     keyless: Vec<i32>,
+    /// Indexes of the records with a timestamp out of bounds.
+    out_of_time: Vec<i32>,
 }
 
 impl Walk {
+    fn new(rules: RecordRules, base_timestamp: i64) -> Walk {
+        Walk {
+            rules,
+            base_timestamp,
+            count: 0,
+            max_delta: None,
+            keyless: Vec::new(),
+            out_of_time: Vec::new(),
+        }
+    }
+
     fn record(&mut self, delta: i64, key_len: Option<i64>) {
         self.max_delta = Some(self.max_delta.map_or(delta, |m| m.max(delta)));
         if key_len.is_some_and(|k| k < 0) {
             self.keyless.push(self.count as i32);
+        }
+        if let Some((lo, hi)) = self.rules.timestamps {
+            let ts = self.base_timestamp.wrapping_add(delta);
+            if ts != -1 && (ts < lo || ts > hi) {
+                self.out_of_time.push(self.count as i32);
+            }
         }
         self.count += 1;
     }
@@ -83,12 +115,12 @@ fn i64_at(b: &[u8], at: usize) -> i64 {
 }
 
 /// Validates the `records` of one partition of a Produce request: exactly one
-/// magic-2 batch whose CRC, lengths and record count hold; with
-/// `keys_required` (a compacted topic) every record has a key.
+/// magic-2 batch whose CRC, lengths and record count hold, and whose
+/// records follow the topic's `rules` (refused ones are listed).
 pub fn validate_produce_records(
     records: &[u8],
     batch_bytes_max: usize,
-    keys_required: bool,
+    rules: RecordRules,
 ) -> Result<BatchInfo, Invalid> {
     if records.len() < BATCH_HEADER_BYTES {
         return Err(invalid(
@@ -171,13 +203,14 @@ pub fn validate_produce_records(
     }
     let codec = attributes & ATTR_COMPRESSION_MASK;
     let body = &records[BATCH_HEADER_BYTES..total];
+    let walk = Walk::new(rules, i64_at(records, 27));
     let walk = if codec == 0 {
-        count_records_in(body, keys_required)
+        count_records_in(body, walk)
     } else {
         count_records(
             records_reader(codec, body)?,
             DECOMPRESSED_BATCH_BYTES_MAX,
-            keys_required,
+            walk,
         )
     }?;
     let (counted, max_delta) = (walk.count, walk.max_delta);
@@ -197,6 +230,17 @@ pub fn validate_produce_records(
             records: walk.keyless,
         });
     }
+    if !walk.out_of_time.is_empty() {
+        return Err(Invalid {
+            code: ErrorCode::InvalidTimestamp,
+            message: format!(
+                "{} of {record_count} records have a timestamp outside the topic's \
+                 message.timestamp.before.max.ms / after.max.ms of the broker's clock",
+                walk.out_of_time.len()
+            ),
+            records: walk.out_of_time,
+        });
+    }
     // The records' own timestamps, whatever the header claims (a producer
     // setting the LogAppendTime flag could otherwise pick any max).
     let max_timestamp = match max_delta {
@@ -211,6 +255,20 @@ pub fn validate_produce_records(
         base_sequence,
         transactional: attributes & ATTR_TRANSACTIONAL != 0,
     })
+}
+
+/// A copy of a validated batch stamped with the broker's time, as Kafka
+/// does for a LogAppendTime topic: the timestamp-type attribute set,
+/// `maxTimestamp` = `now_ms` (which consumers then read as every record's
+/// timestamp), the CRC recomputed.
+pub fn stamp_log_append_time(batch: &[u8], now_ms: i64) -> Bytes {
+    let mut b = bytes::BytesMut::from(batch);
+    let attributes = i16_at(&b, 21) | ATTR_LOG_APPEND_TIME;
+    b[21..23].copy_from_slice(&attributes.to_be_bytes());
+    b[35..43].copy_from_slice(&now_ms.to_be_bytes());
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b.freeze()
 }
 
 /// The (decompressed) records of a batch body, for codec 0–4.
@@ -324,9 +382,9 @@ pub fn first_record_matching(
 /// among them (Kafka recomputes a batch's max timestamp from its records
 /// rather than trusting the header; so does rutomq, for retention and
 /// ListOffsets). Returns (records, largest delta or None when empty).
-fn count_records<R: Read>(r: R, bytes_max: u64, keys: bool) -> Result<Walk, Invalid> {
+fn count_records<R: Read>(r: R, bytes_max: u64, mut walk: Walk) -> Result<Walk, Invalid> {
     let mut r = std::io::BufReader::with_capacity(16 << 10, r.take(bytes_max + 1));
-    let mut walk = Walk::default();
+    let keys = walk.rules.keys_required;
     let mut consumed = 0u64;
     let corrupt = |e: std::io::Error| {
         invalid(
@@ -371,9 +429,9 @@ fn count_records<R: Read>(r: R, bytes_max: u64, keys: bool) -> Result<Walk, Inva
 
 /// [`count_records`] for an uncompressed body: walks the slice in place
 /// (no copy of the record bytes; this runs for every produced record).
-fn count_records_in(body: &[u8], keys: bool) -> Result<Walk, Invalid> {
+fn count_records_in(body: &[u8], mut walk: Walk) -> Result<Walk, Invalid> {
     let truncated = || invalid(ErrorCode::CorruptMessage, "record extends past the batch");
-    let mut walk = Walk::default();
+    let keys = walk.rules.keys_required;
     let mut pos = 0usize;
     while pos < body.len() {
         let (len, n) = varint_in(&body[pos..])?;
@@ -668,24 +726,47 @@ pub mod tests {
         b
     }
 
+    const KEYS: RecordRules = RecordRules {
+        keys_required: true,
+        timestamps: None,
+    };
+
+    #[test]
+    fn records_out_of_the_timestamp_bounds_are_listed() {
+        // Records at base 0 + deltas 0: timestamp 0.
+        let b = batch(3, 3);
+        let within = RecordRules {
+            keys_required: false,
+            timestamps: Some((0, 10)),
+        };
+        assert!(validate_produce_records(&b, 1 << 20, within).is_ok());
+        let after = RecordRules {
+            keys_required: false,
+            timestamps: Some((1, 10)),
+        };
+        let e = validate_produce_records(&b, 1 << 20, after).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidTimestamp);
+        assert_eq!(e.records, vec![0, 1, 2]);
+    }
+
     #[test]
     fn keyless_records_are_listed_when_keys_are_required() {
         for gzip in [false, true] {
             let keys: [Option<&[u8]>; 4] = [Some(b"a"), None, Some(b""), None];
             let b = keyed_batch(&keys, 4, gzip);
-            assert!(validate_produce_records(&b, 1 << 20, false).is_ok());
-            let e = validate_produce_records(&b, 1 << 20, true).unwrap_err();
+            assert!(validate_produce_records(&b, 1 << 20, RecordRules::default()).is_ok());
+            let e = validate_produce_records(&b, 1 << 20, KEYS).unwrap_err();
             assert_eq!(e.code, ErrorCode::InvalidRecord);
             // An empty key is a key; only null ones are refused.
             assert_eq!(e.records, vec![1, 3], "gzip {gzip}");
             let all: [Option<&[u8]>; 2] = [Some(b"k"), Some(b"l")];
-            assert!(validate_produce_records(&keyed_batch(&all, 2, gzip), 1 << 20, true).is_ok());
+            assert!(validate_produce_records(&keyed_batch(&all, 2, gzip), 1 << 20, KEYS).is_ok());
         }
     }
 
     #[test]
     fn valid_batch() {
-        let info = validate_produce_records(&batch(3, 3), 1 << 20, false).unwrap();
+        let info = validate_produce_records(&batch(3, 3), 1 << 20, RecordRules::default()).unwrap();
         assert_eq!(info.offset_count, 3);
         // The header claims 1000; the records (base 0, deltas 0) say 0, and
         // the records win, as in Kafka.
@@ -697,7 +778,7 @@ pub mod tests {
         let crc = crc32c::crc32c(&b[21..]);
         b[17..21].copy_from_slice(&crc.to_be_bytes());
         assert_eq!(
-            validate_produce_records(&b, 1 << 20, false)
+            validate_produce_records(&b, 1 << 20, RecordRules::default())
                 .unwrap()
                 .max_timestamp,
             5000
@@ -710,7 +791,7 @@ pub mod tests {
         let last = b.len() - 1;
         b[last] ^= 1;
         assert_eq!(
-            validate_produce_records(&b, 1 << 20, false)
+            validate_produce_records(&b, 1 << 20, RecordRules::default())
                 .unwrap_err()
                 .code,
             ErrorCode::CorruptMessage
@@ -719,7 +800,8 @@ pub mod tests {
 
     #[test]
     fn record_count_lie_is_rejected() {
-        let e = validate_produce_records(&batch(2, 1_000_000), 1 << 20, false).unwrap_err();
+        let e = validate_produce_records(&batch(2, 1_000_000), 1 << 20, RecordRules::default())
+            .unwrap_err();
         assert_eq!(e.code, ErrorCode::CorruptMessage);
     }
 
@@ -727,17 +809,19 @@ pub mod tests {
     fn too_large_and_truncated() {
         let b = batch(3, 3);
         assert_eq!(
-            validate_produce_records(&b, 64, false).unwrap_err().code,
+            validate_produce_records(&b, 64, RecordRules::default())
+                .unwrap_err()
+                .code,
             ErrorCode::MessageTooLarge
         );
         assert_eq!(
-            validate_produce_records(&b[..b.len() - 1], 1 << 20, false)
+            validate_produce_records(&b[..b.len() - 1], 1 << 20, RecordRules::default())
                 .unwrap_err()
                 .code,
             ErrorCode::CorruptMessage
         );
         assert_eq!(
-            validate_produce_records(&b[..10], 1 << 20, false)
+            validate_produce_records(&b[..10], 1 << 20, RecordRules::default())
                 .unwrap_err()
                 .code,
             ErrorCode::CorruptMessage
@@ -749,7 +833,7 @@ pub mod tests {
         let mut b = batch(1, 1);
         b.extend(batch(1, 1));
         assert_eq!(
-            validate_produce_records(&b, 1 << 20, false)
+            validate_produce_records(&b, 1 << 20, RecordRules::default())
                 .unwrap_err()
                 .code,
             ErrorCode::InvalidRecord
@@ -812,7 +896,8 @@ pub mod tests {
             b[8..12].copy_from_slice(&batch_len.to_be_bytes());
             let crc = crc32c::crc32c(&b[21..]);
             b[17..21].copy_from_slice(&crc.to_be_bytes());
-            accepted += validate_produce_records(&b, 1 << 20, false).is_ok() as u32;
+            accepted +=
+                validate_produce_records(&b, 1 << 20, RecordRules::default()).is_ok() as u32;
         }
         // Some got through the CRC and the whole walk (unflipped bodies).
         assert!(accepted > 0);
@@ -831,7 +916,7 @@ pub mod tests {
         put_with_base_offset(&mut out, &batches[1].bytes, 42);
         assert_eq!(i64_at(&out, 0), 42);
         assert!(
-            validate_produce_records(&out, 1 << 20, false).is_ok(),
+            validate_produce_records(&out, 1 << 20, RecordRules::default()).is_ok(),
             "CRC still holds"
         );
     }

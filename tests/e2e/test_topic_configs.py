@@ -11,11 +11,16 @@
 # INVALID_RECORD), while keyed records are stored.
 # How: confluent-kafka's AdminClient and Producer against one agent, and a
 # hand-built Produce v8 request over a raw socket for record_errors.
+# Timestamps: message.timestamp.type=LogAppendTime stamps records with the
+# broker's clock (consumers see TIMESTAMP_LOG_APPEND_TIME); on CreateTime
+# topics records past message.timestamp.after.max.ms (Kafka 4.x default: 1 h)
+# or before.max.ms are refused with INVALID_TIMESTAMP per record.
 
 import struct
+import time
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import ConfigResource, NewTopic
 
 import kwire
@@ -114,10 +119,10 @@ def _record(i, key, value):
     return kwire.varint(len(body)) + body
 
 
-def _batch(keys):
+def _batch(keys, timestamp=0):
     records = b"".join(_record(i, k, b"v%d" % i) for i, k in enumerate(keys))
     n = len(keys)
-    after_crc = (struct.pack(">hiqqqhii", 0, n - 1, 0, 0, -1, -1, -1, n)) + records
+    after_crc = (struct.pack(">hiqqqhii", 0, n - 1, timestamp, timestamp, -1, -1, -1, n)) + records
     crc = kwire.crc32c(after_crc)
     head = struct.pack(">qiib", 0, 4 + 1 + 4 + len(after_crc), -1, 2) + struct.pack(">I", crc)
     return head + after_crc
@@ -166,9 +171,53 @@ def test_a_compacted_topic_refuses_records_without_a_key(agent):
     p.flush(TIMEOUT_S)
     assert reports[0] is not None and reports[0].code() == KafkaError.INVALID_RECORD, reports
     assert reports[1] is None, reports
+    del p  # no reconnect attempts after the agent stops
 
     # A delete-policy topic takes keyless records as before.
     plain = unique_topic("plain")
     _create(adm, plain, {"cleanup.policy": "delete"}).result(TIMEOUT_S)
     error, _, indexes, _ = _produce_v8(conn, plain, _batch([None, None]))
     assert (error, indexes) == (0, [])
+
+
+def test_timestamps_follow_the_topics_timestamp_configs(agent):
+    adm = admin(agent.bootstrap)
+    conn = kwire.KafkaConn.to(agent.bootstrap)
+    now = int(time.time() * 1000)
+    hour = 3_600_000
+
+    # CreateTime with Kafka 4.x's default after.max.ms (1 h): the future is refused.
+    plain = unique_topic("createtime")
+    _create(adm, plain, {}).result(TIMEOUT_S)
+    error, _, indexes, message = _produce_v8(conn, plain, _batch([b"a", b"b"], now + 2 * hour))
+    assert (error, indexes) == (32, [0, 1]), message  # INVALID_TIMESTAMP
+    error, base, _, message = _produce_v8(conn, plain, _batch([b"a"], now - 30 * 24 * hour))
+    assert (error, base) == (0, 0), message  # before.max.ms defaults to unlimited
+    strict = unique_topic("strict")
+    _create(adm, strict, {"message.timestamp.before.max.ms": "60000"}).result(TIMEOUT_S)
+    error, _, indexes, message = _produce_v8(conn, strict, _batch([b"a"], now - hour))
+    assert (error, indexes) == (32, [0]), message
+
+    # LogAppendTime: the broker's clock, whatever the producer set.
+    stamped = unique_topic("appendtime")
+    _create(adm, stamped, {"message.timestamp.type": "LogAppendTime"}).result(TIMEOUT_S)
+    before = int(time.time() * 1000)
+    error, base, _, message = _produce_v8(conn, stamped, _batch([b"a", b"b"], 1000))
+    assert (error, base) == (0, 0), message
+    after = int(time.time() * 1000)
+    c = Consumer({"bootstrap.servers": agent.bootstrap, "group.id": unique_topic("g"),
+                  "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(stamped, 0, 0)])
+        got = []
+        deadline = time.monotonic() + TIMEOUT_S
+        while len(got) < 2 and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                got.append(m.timestamp())
+        assert len(got) == 2, got
+        for kind, ts in got:
+            assert kind == TIMESTAMP_LOG_APPEND_TIME
+            assert before <= ts <= after, (before, ts, after)
+    finally:
+        c.close()

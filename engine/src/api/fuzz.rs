@@ -21,8 +21,19 @@ pub fn fuzz_frame(data: &[u8]) {
         for t in p.topic_data {
             for d in t.partition_data {
                 if let Some(r) = d.records {
-                    let _ = crate::records::validate_produce_records(&r, 1 << 20, false);
-                    let _ = crate::records::validate_produce_records(&r, 1 << 20, true);
+                    let _ = crate::records::validate_produce_records(
+                        &r,
+                        1 << 20,
+                        crate::records::RecordRules::default(),
+                    );
+                    let _ = crate::records::validate_produce_records(
+                        &r,
+                        1 << 20,
+                        crate::records::RecordRules {
+                            keys_required: true,
+                            timestamps: Some((0, i64::MAX)),
+                        },
+                    );
                 }
             }
         }

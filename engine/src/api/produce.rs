@@ -47,11 +47,14 @@ enum Pending {
         topic_id: uuid::Uuid,
         records: bytes::Bytes,
         info: crate::records::BatchInfo,
+        /// The broker's timestamp (LogAppendTime topics), else -1.
+        append_time: i64,
     },
     Appended {
         done: BufferDone,
         part: usize,
         batch: usize,
+        append_time: i64,
     },
 }
 
@@ -100,11 +103,12 @@ pub async fn handle(
                 (Ok(Some(rec)), _) => match p.records {
                     None => Pending::Done(ErrorCode::InvalidRecord, Some("no records".into())),
                     Some(records) => {
-                        let keys_required = topics::is_compacted(rec);
+                        let now_ms = topics::now_ms();
+                        let (rules, stamp) = topics::record_rules(rec, now_ms);
                         match validate_produce_records(
                             &records,
                             topics::max_message_bytes(rec),
-                            keys_required,
+                            rules,
                         ) {
                             Err(invalid) => {
                                 metrics
@@ -125,12 +129,19 @@ pub async fn handle(
                                     Some("transactional records without a transactional id".into()),
                                 )
                             }
-                            Ok(info) => {
+                            Ok(mut info) => {
                                 accepted_bytes += records.len();
+                                let (records, append_time) = if stamp {
+                                    info.max_timestamp = now_ms;
+                                    (crate::records::stamp_log_append_time(&records, now_ms), now_ms)
+                                } else {
+                                    (records, -1)
+                                };
                                 Pending::Valid {
                                     topic_id: rec.topic_id,
                                     records,
                                     info,
+                                    append_time,
                                 }
                             }
                         }
@@ -155,6 +166,7 @@ pub async fn handle(
                     topic_id,
                     records,
                     info,
+                    append_time,
                 } = std::mem::replace(pending, Pending::Done(ErrorCode::None, None))
                 else {
                     unreachable!("matched above")
@@ -169,7 +181,12 @@ pub async fn handle(
                     .produce_bytes
                     .fetch_add(records.len() as u64, Ordering::Relaxed);
                 let (done, part, batch) = shard.buffer.append(topic_id, *index, records, &info);
-                *pending = Pending::Appended { done, part, batch };
+                *pending = Pending::Appended {
+                    done,
+                    part,
+                    batch,
+                    append_time,
+                };
             }
         }
     }
@@ -200,7 +217,11 @@ pub async fn handle(
                                         BatchIndexAndErrorMessage::default()
                                             .with_batch_index(i)
                                             .with_batch_index_error_message(Some(str_bytes(
-                                                "a compacted topic needs a key on every record",
+                                                if code == ErrorCode::InvalidTimestamp {
+                                                    "timestamp out of the topic's bounds"
+                                                } else {
+                                                    "a compacted topic needs a key on every record"
+                                                },
                                             )))
                                     })
                                     .collect(),
@@ -209,7 +230,12 @@ pub async fn handle(
                             r
                         }
                     }
-                    Pending::Appended { done, part, batch } => match wait(done, deadline).await {
+                    Pending::Appended {
+                        done,
+                        part,
+                        batch,
+                        append_time,
+                    } => match wait(done, deadline).await {
                         None => r
                             .with_error_code(ErrorCode::RequestTimedOut.code())
                             .with_error_message(Some(str_bytes(
@@ -220,9 +246,9 @@ pub async fn handle(
                             let r = r.with_log_start_offset(part.log_start_offset);
                             match part.batches[batch] {
                                 rutomq_meta::BatchOutcome::Appended { base_offset }
-                                | rutomq_meta::BatchOutcome::Duplicate { base_offset } => {
-                                    r.with_base_offset(base_offset)
-                                }
+                                | rutomq_meta::BatchOutcome::Duplicate { base_offset } => r
+                                    .with_base_offset(base_offset)
+                                    .with_log_append_time_ms(append_time),
                                 other => r.with_error_code(produce_error(other, version).code()),
                             }
                         }

@@ -4,6 +4,7 @@ use rutomq_meta::{CreateTopicError, TopicRecord};
 
 use crate::error::ErrorCode;
 use crate::limits::TOPIC_NAME_BYTES_MAX;
+use crate::records::RecordRules;
 use crate::shard::Shard;
 
 /// Kafka's default `max.message.bytes` (its default in [`TOPIC_CONFIGS`]).
@@ -107,9 +108,7 @@ pub fn effect(name: &str) -> Option<Effect> {
         ),
         "message.timestamp.type"
         | "message.timestamp.after.max.ms"
-        | "message.timestamp.before.max.ms" => Pending(
-            "records keep the producer's timestamps, unchecked (LogAppendTime and the timestamp bounds are not built yet)",
-        ),
+        | "message.timestamp.before.max.ms" => Applied,
         "compression.type" | "compression.gzip.level" | "compression.lz4.level" | "compression.zstd.level" => {
             Inert("batches are stored as the producer compressed them (as with compression.type=producer)")
         }
@@ -281,6 +280,33 @@ pub fn config_value<'a>(t: &'a TopicRecord, name: &str) -> Option<&'a str> {
         Some((_, v)) => Some(v.as_str()),
         None => spec(name).map(|s| s.default),
     }
+}
+
+/// The wall clock in milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// What the topic asks of records produced at `now_ms`, and whether they
+/// are stamped with the broker's time (`message.timestamp.type` =
+/// LogAppendTime, whose topics check no client timestamps).
+pub fn record_rules(t: &TopicRecord, now_ms: i64) -> (RecordRules, bool) {
+    let stamp =
+        config_value(t, "message.timestamp.type").is_some_and(|v| v.trim() == "LogAppendTime");
+    let bound = |name| config_i64(t, name).unwrap_or(i64::MAX);
+    let timestamps = (!stamp).then(|| {
+        (
+            now_ms.saturating_sub(bound("message.timestamp.before.max.ms")),
+            now_ms.saturating_add(bound("message.timestamp.after.max.ms")),
+        )
+    });
+    let rules = RecordRules {
+        keys_required: is_compacted(t),
+        timestamps,
+    };
+    (rules, stamp)
 }
 
 /// Whether the topic's `cleanup.policy` includes compaction (on the
