@@ -63,6 +63,9 @@ PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     [[ -d "$WORK/kafka" ]] && "$here/kafka/start-kafka.sh" --stop "$WORK/kafka" >/dev/null 2>&1 || true
+    # Both systems' data (10+ GiB a run): runs left behind filled the disk.
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
 }
 trap cleanup EXIT
 
