@@ -218,9 +218,7 @@ pub async fn apply_retention(
     meta: &Meta,
     owns: &(dyn Fn(uuid::Uuid) -> bool + Send + Sync),
 ) -> anyhow::Result<usize> {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let now_ms = crate::wall::now_ms();
     let mut moved = 0;
     for topic in meta.load_topics(None).await? {
         // Time and size retention belong to cleanup.policy `delete` (alone

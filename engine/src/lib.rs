@@ -24,3 +24,4 @@ pub mod serve;
 pub mod shard;
 pub mod topics;
 pub mod txns;
+pub mod wall;

@@ -43,6 +43,8 @@ pub struct Invalid {
     /// Indexes (within the batch) of the records at fault, for Produce's
     /// `record_errors`; empty when the batch as a whole is.
     pub records: Vec<i32>,
+    /// What is wrong with each of them.
+    pub record_message: &'static str,
 }
 
 fn invalid(code: ErrorCode, message: impl Into<String>) -> Invalid {
@@ -50,6 +52,7 @@ fn invalid(code: ErrorCode, message: impl Into<String>) -> Invalid {
         code,
         message: message.into(),
         records: Vec::new(),
+        record_message: "",
     }
 }
 
@@ -228,6 +231,7 @@ pub fn validate_produce_records(
                 walk.keyless.len()
             ),
             records: walk.keyless,
+            record_message: "a compacted topic needs a key on every record",
         });
     }
     if !walk.out_of_time.is_empty() {
@@ -239,6 +243,7 @@ pub fn validate_produce_records(
                 walk.out_of_time.len()
             ),
             records: walk.out_of_time,
+            record_message: "timestamp outside the topic's bounds",
         });
     }
     // The records' own timestamps, whatever the header claims (a producer

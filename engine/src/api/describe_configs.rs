@@ -98,3 +98,16 @@ fn documentation(name: &str) -> String {
         Some(Effect::Pending(why)) => format!("{name}: accepted and stored, not applied yet: {why}."),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::documentation;
+
+    #[test]
+    fn documentation_says_what_the_config_does_here() {
+        assert!(documentation("retention.ms").contains("applied as Apache Kafka"));
+        let inert = documentation("segment.bytes");
+        assert!(inert.contains("no effect on rutomq") && inert.contains("segments"), "{inert}");
+        assert!(documentation("min.compaction.lag.ms").contains("not applied yet"));
+    }
+}

@@ -71,9 +71,7 @@ pub async fn handle(
             return resp.with_error_code(ErrorCode::CoordinatorNotAvailable.code());
         }
     };
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64);
+    let now_ms = crate::wall::now_ms();
     let mut out = Vec::new();
     for (id, pid, state, start_ms) in listed {
         let Ok(name) = String::from_utf8(id) else {

@@ -40,8 +40,8 @@ async fn wait(
 
 enum Pending {
     Done(ErrorCode, Option<String>),
-    /// Refused for some of its records (their indexes in the batch).
-    BadRecords(ErrorCode, String, Vec<i32>),
+    /// Refused for some of its records (listed in it).
+    BadRecords(crate::records::Invalid),
     /// Validated, not yet appended (pass 1).
     Valid {
         topic_id: uuid::Uuid,
@@ -76,6 +76,8 @@ pub async fn handle(
     let deadline = (body.timeout_ms > 0)
         .then(|| Instant::now() + Duration::from_millis(body.timeout_ms as u64));
     let acks_valid = matches!(acks, -1..=1);
+    // One append time for the whole request, as Kafka takes one per append.
+    let now_ms = crate::wall::now_ms();
     let mut topics_out = Vec::with_capacity(body.topic_data.len());
     let mut accepted_bytes = 0usize;
     for t in body.topic_data {
@@ -83,6 +85,11 @@ pub async fn handle(
             shard.topics.by_id(t.topic_id).await
         } else {
             shard.topics.by_name(t.name.0.as_str()).await
+        };
+        // Once per topic: its configs' demands on the records.
+        let (rules, stamp) = match &topic {
+            Ok(Some(rec)) => topics::record_rules(rec, now_ms),
+            _ => Default::default(), // unused: its partitions are refused
         };
         let mut parts = Vec::with_capacity(t.partition_data.len());
         for p in t.partition_data {
@@ -103,8 +110,6 @@ pub async fn handle(
                 (Ok(Some(rec)), _) => match p.records {
                     None => Pending::Done(ErrorCode::InvalidRecord, Some("no records".into())),
                     Some(records) => {
-                        let now_ms = topics::now_ms();
-                        let (rules, stamp) = topics::record_rules(rec, now_ms);
                         match validate_produce_records(
                             &records,
                             topics::max_message_bytes(rec),
@@ -118,7 +123,7 @@ pub async fn handle(
                                     Pending::Done(invalid.code, Some(invalid.message))
                                 } else {
                                     tracing::debug!(topic = %rec.name, partition = p.index, reason = %invalid.message, "produce refused records");
-                                    Pending::BadRecords(invalid.code, invalid.message, invalid.records)
+                                    Pending::BadRecords(invalid)
                                 }
                             }
                             // Kafka: transactional records need the request's
@@ -205,24 +210,20 @@ pub async fn handle(
                     Pending::Done(code, msg) => r
                         .with_error_code(code.code())
                         .with_error_message(msg.as_deref().map(str_bytes)),
-                    Pending::BadRecords(code, msg, records) => {
+                    Pending::BadRecords(invalid) => {
                         let r = r
-                            .with_error_code(code.code())
-                            .with_error_message(Some(str_bytes(&msg)));
+                            .with_error_code(invalid.code.code())
+                            .with_error_message(Some(str_bytes(&invalid.message)));
                         if version >= 8 {
+                            let why = str_bytes(invalid.record_message);
                             r.with_record_errors(
-                                records
+                                invalid
+                                    .records
                                     .into_iter()
                                     .map(|i| {
                                         BatchIndexAndErrorMessage::default()
                                             .with_batch_index(i)
-                                            .with_batch_index_error_message(Some(str_bytes(
-                                                if code == ErrorCode::InvalidTimestamp {
-                                                    "timestamp out of the topic's bounds"
-                                                } else {
-                                                    "a compacted topic needs a key on every record"
-                                                },
-                                            )))
+                                            .with_batch_index_error_message(Some(why.clone()))
                                     })
                                     .collect(),
                             )

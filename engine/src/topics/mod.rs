@@ -255,15 +255,7 @@ pub fn valid_config(name: &str, value: Option<&str>) -> Result<(), String> {
 /// part that applies here): `configs` are the topic's own, validated one by
 /// one already.
 pub fn valid_together(configs: &[(String, String)]) -> Result<(), String> {
-    let get = |n: &str| {
-        configs
-            .iter()
-            .find(|(k, _)| k == n)
-            .map_or_else(|| spec(n).map_or("", |s| s.default), |(_, v)| v.as_str())
-            .trim()
-            .parse::<i64>()
-            .ok()
-    };
+    let get = |n: &str| value_in(configs, n)?.trim().parse::<i64>().ok();
     if let (Some(min), Some(max)) = (get("min.compaction.lag.ms"), get("max.compaction.lag.ms")) {
         if min > max {
             return Err(format!(
@@ -276,17 +268,15 @@ pub fn valid_together(configs: &[(String, String)]) -> Result<(), String> {
 
 /// The topic's value of config `name`: its own or the default.
 pub fn config_value<'a>(t: &'a TopicRecord, name: &str) -> Option<&'a str> {
-    match t.configs.iter().find(|(k, _)| k == name) {
+    value_in(&t.configs, name)
+}
+
+/// Config `name` among `configs`, or its default.
+fn value_in<'a>(configs: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    match configs.iter().find(|(k, _)| k == name) {
         Some((_, v)) => Some(v.as_str()),
         None => spec(name).map(|s| s.default),
     }
-}
-
-/// The wall clock in milliseconds since the epoch.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// What the topic asks of records produced at `now_ms`, and whether they

@@ -8,7 +8,7 @@
 //! [`ClassicGroup::next_wake`].
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::channel::oneshot;
@@ -139,12 +139,6 @@ pub struct ClassicGroup {
     cfg: GroupsConfig,
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 impl ClassicGroup {
     pub fn new(group_id: String, cfg: GroupsConfig) -> ClassicGroup {
         ClassicGroup {
@@ -162,7 +156,7 @@ impl ClassicGroup {
             new_member_added: false,
             pending_sync: HashSet::new(),
             sync_deadline: None,
-            state_since_ms: now_ms(),
+            state_since_ms: crate::wall::now_ms(),
             cfg,
         }
     }
@@ -250,7 +244,7 @@ impl ClassicGroup {
     fn set_state(&mut self, state: State) {
         if self.state != state {
             self.state = state;
-            self.state_since_ms = now_ms();
+            self.state_since_ms = crate::wall::now_ms();
         }
     }
 

@@ -13,7 +13,7 @@
 //!   revoke within its rebalance timeout, is removed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use rutomq_meta::groups::StoredGroup;
 use uuid::Uuid;
@@ -142,12 +142,6 @@ pub struct ConsumerGroup {
     cfg: GroupsConfig,
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
-
 fn count(p: &Partitions) -> usize {
     p.values().map(BTreeSet::len).sum()
 }
@@ -180,7 +174,7 @@ impl ConsumerGroup {
             members: BTreeMap::new(),
             target: HashMap::new(),
             statics: HashMap::new(),
-            state_since_ms: now_ms(),
+            state_since_ms: crate::wall::now_ms(),
             assignor: ASSIGNORS[0].to_owned(),
             assigned_with: None,
             cfg,
@@ -242,7 +236,7 @@ impl ConsumerGroup {
 
     fn bump(&mut self) {
         self.group_epoch += 1;
-        self.state_since_ms = now_ms();
+        self.state_since_ms = crate::wall::now_ms();
     }
 
     /// Whether a partition is owned (assigned or being revoked) by a member
