@@ -162,6 +162,7 @@ impl SpanRow {
             batch_count: self.batch_count,
             max_timestamp: self.max_timestamp,
             object_size,
+            sparse: false,
             marker: None,
         }
     }

@@ -13,6 +13,7 @@
 //! [`Meta`], whose methods are `Send` futures over bounded channels.
 
 pub mod commit;
+pub mod compact;
 pub mod groups;
 pub mod limits;
 mod notify;
@@ -102,6 +103,10 @@ pub struct SpanRecord {
     /// Size of the whole object (0 if unknown): small objects are read
     /// whole once and cached, so the partitions sharing them cost one GET.
     pub object_size: u64,
+    /// Written by compaction: each batch carries its own base offset and
+    /// gaps lie between them (the last batch still ends at `last_offset`).
+    /// Otherwise batches follow each other from `base_offset`.
+    pub sparse: bool,
     /// A transaction marker (one offset, no object: `object_key` is empty).
     pub marker: Option<crate::txn::MarkerRecord>,
 }
@@ -129,6 +134,8 @@ pub enum Notice {
     Watermarks(Vec<MarksNews>),
     /// New log start offsets (retention, DeleteRecords).
     LogStarts(Vec<(Uuid, i32, i64)>),
+    /// Partitions a compaction pass rewrote, with the offset it cleaned to.
+    Compacted(Vec<(Uuid, i32, i64)>),
 }
 
 /// Called with every notification.
@@ -281,6 +288,7 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaErro
         (2, include_str!("../sql/0002_retention.sql")),
         (3, include_str!("../sql/0003_groups.sql")),
         (4, include_str!("../sql/0004_transactions.sql")),
+        (5, include_str!("../sql/0005_compaction.sql")),
     ];
     client
         .batch_execute(
@@ -854,14 +862,15 @@ fn span_from_row(r: &tokio_postgres::Row) -> SpanRecord {
         batch_count: r.get(5),
         max_timestamp: r.get(6),
         object_size: r.get::<_, i64>(7).max(0) as u64,
+        sparse: r.get(8),
         // Fetch queries add the marker columns; other span queries do not.
-        marker: if r.len() > 8 {
-            r.get::<_, Option<i64>>(8)
+        marker: if r.len() > 9 {
+            r.get::<_, Option<i64>>(9)
                 .map(|producer_id| crate::txn::MarkerRecord {
                     producer_id,
-                    producer_epoch: r.get(9),
-                    commit: r.get(10),
-                    coordinator_epoch: r.get(11),
+                    producer_epoch: r.get(10),
+                    commit: r.get(11),
+                    coordinator_epoch: r.get(12),
                 })
         } else {
             None

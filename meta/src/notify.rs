@@ -36,6 +36,9 @@ use crate::{commit, sql, MetaError, MetaStats, Notice, NoticeListener};
 pub(crate) const WATERMARKS: &str = "rutomq_watermarks";
 /// The channel of new log start offsets.
 pub(crate) const LOG_STARTS: &str = "rutomq_log_starts";
+/// The channel of partitions a compaction pass rewrote (their cached spans
+/// are stale: they still read, as the older history).
+pub(crate) const COMPACTED: &str = "rutomq_compacted";
 
 struct Announcement {
     channel: &'static str,
@@ -157,15 +160,15 @@ pub(crate) async fn run_listener(url: String, on_notice: Arc<NoticeListener>) {
 
 async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), MetaError> {
     let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
-    type Received = Result<(bool, String), tokio_postgres::Error>;
+    type Received = Result<(String, String), tokio_postgres::Error>;
     let (ntx, mut nrx) = mpsc::channel::<Received>(NOTICES_QUEUED_MAX);
     let pump = tokio::spawn(async move {
         let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(m) = messages.next().await {
             match m {
                 Ok(AsyncMessage::Notification(n)) => {
-                    let kind = n.channel() == LOG_STARTS;
-                    match ntx.try_send(Ok((kind, n.payload().to_owned()))) {
+                    let channel = n.channel().to_owned();
+                    match ntx.try_send(Ok((channel, n.payload().to_owned()))) {
                         Ok(()) => {}
                         // A notification is a hint: the shards' cached
                         // watermarks expire and long polls end at their
@@ -189,14 +192,16 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
         }
     });
     client
-        .batch_execute(&format!("LISTEN {WATERMARKS}; LISTEN {LOG_STARTS}"))
+        .batch_execute(&format!(
+            "LISTEN {WATERMARKS}; LISTEN {LOG_STARTS}; LISTEN {COMPACTED}"
+        ))
         .await?;
     while let Some(m) = nrx.recv().await {
-        let (log_starts, payload) = m?;
-        on_notice(if log_starts {
-            Notice::LogStarts(commit::parse_offset_payload(&payload))
-        } else {
-            Notice::Watermarks(commit::parse_marks_payload(&payload))
+        let (channel, payload) = m?;
+        on_notice(match channel.as_str() {
+            LOG_STARTS => Notice::LogStarts(commit::parse_offset_payload(&payload)),
+            COMPACTED => Notice::Compacted(commit::parse_offset_payload(&payload)),
+            _ => Notice::Watermarks(commit::parse_marks_payload(&payload)),
         });
     }
     pump.abort();

@@ -7,6 +7,16 @@ macro_rules! statements {
 }
 
 statements! {
+    COMPACTION_DIRT => "compaction_dirt.sql",
+    CLAIM_COMPACTION => "claim_compaction.sql",
+    COMPACTION_ITEMS => "compaction_items.sql",
+    COMPACTION_ABORTED => "compaction_aborted.sql",
+    COMPACTION_FENCE => "compaction_fence.sql",
+    COMPACTION_DROP_SPANS => "compaction_drop_spans.sql",
+    COMPACTION_INSERT_SPANS => "compaction_insert_spans.sql",
+    COMPACTION_DROP_MARKERS => "compaction_drop_markers.sql",
+    COMPACTION_STAMP_MARKERS => "compaction_stamp_markers.sql",
+    COMPACTION_DONE => "compaction_done.sql",
     LOCK_PARTITIONS => "lock_partitions.sql",
     LOAD_PRODUCER_STATE => "load_producer_state.sql",
     INSERT_OBJECTS => "insert_objects.sql",

@@ -4,6 +4,7 @@
 -- retained log stays at or over $3 bytes (NULL = no size limit); Kafka's
 -- rules, with a span in place of a segment: a leading prefix only, a span is
 -- kept or retired whole, and retention.bytes keeps at least that much.
+-- The retained size is partitions.size_bytes less what compaction removed.
 -- Both walk the spans from the log start in offset order and stop at the
 -- first one kept, so a round costs about the spans it retires.
 SELECT p.partition, p.log_start_offset,
@@ -15,7 +16,7 @@ SELECT p.partition, p.log_start_offset,
               AND s.last_offset >= p.log_start_offset AND s.max_timestamp >= $2
             ORDER BY s.base_offset LIMIT 1),
            p.next_offset) END,
-         CASE WHEN $3::bigint IS NULL OR p.size_bytes <= $3 THEN p.log_start_offset ELSE coalesce(
+         CASE WHEN $3::bigint IS NULL OR p.size_bytes - coalesce(c.bytes_removed, 0) <= $3 THEN p.log_start_offset ELSE coalesce(
            (SELECT x.base_offset
             FROM (SELECT s.base_offset,
                          sum(s.byte_len) OVER (ORDER BY s.base_offset) AS through
@@ -23,7 +24,7 @@ SELECT p.partition, p.log_start_offset,
                   WHERE s.topic_id = p.topic_id AND s.partition = p.partition
                     AND s.last_offset >= p.log_start_offset
                   ORDER BY s.base_offset) x
-            WHERE p.size_bytes - x.through < $3
+            WHERE p.size_bytes - coalesce(c.bytes_removed, 0) - x.through < $3
             ORDER BY x.base_offset LIMIT 1),
            -- Every span could go: only right with a limit of 0 (else the
            -- size counter is off, and the newest span stays).
@@ -32,5 +33,6 @@ SELECT p.partition, p.log_start_offset,
               WHERE s.topic_id = p.topic_id AND s.partition = p.partition) END,
            p.log_start_offset) END)
 FROM partitions p
+LEFT JOIN compaction c ON c.topic_id = p.topic_id AND c.partition = p.partition
 WHERE p.topic_id = $1
 ORDER BY p.partition
