@@ -48,6 +48,8 @@ pub struct Agent {
     pub groups: std::sync::OnceLock<Groups>,
     /// Transaction coordinator counters, for `/metrics`.
     pub txn_stats: crate::metrics::TxnStats,
+    /// What the compactor did, for `/metrics`.
+    pub compaction_stats: Arc<crate::metrics::CompactionStats>,
 }
 
 impl Agent {
@@ -98,6 +100,14 @@ impl Agent {
     pub fn retains(&self, topic_id: Uuid) -> bool {
         let agents = self.cluster.read().expect("cluster lock");
         agents.is_empty() || Self::leader_for(&agents, topic_id, 0) == self.agent_id
+    }
+
+    /// Whether this agent compacts `partition` of `topic_id`: its leader
+    /// does (any agent, while the list is unknown: the partition's lease
+    /// in PostgreSQL keeps passes one at a time).
+    pub fn compacts(&self, topic_id: Uuid, partition: i32) -> bool {
+        let agents = self.cluster.read().expect("cluster lock");
+        agents.is_empty() || Self::leader_for(&agents, topic_id, partition) == self.agent_id
     }
 
     /// The agent that leads `partition` of `topic_id` in Metadata responses:

@@ -113,6 +113,19 @@ pub struct ServeArgs {
     /// after (Kafka's file.delete.delay.ms), so reads under way finish.
     #[arg(long, env = "RUTOMQ_FILE_DELETE_DELAY_MS", default_value_t = 60_000)]
     pub file_delete_delay_ms: u64,
+    /// How often each agent's compactor looks for compacted partitions to
+    /// clean (Kafka's log.cleaner.backoff.ms).
+    #[arg(long, env = "RUTOMQ_COMPACTION_INTERVAL_MS", default_value_t = 15_000)]
+    pub compaction_interval_ms: u64,
+    /// Memory of the compactor's key map (Kafka's
+    /// log.cleaner.dedupe.buffer.size): 24 bytes per key, filled to 90%;
+    /// a partition with more distinct dirty keys is compacted in passes.
+    #[arg(
+        long,
+        env = "RUTOMQ_COMPACTION_KEY_MAP_BYTES",
+        default_value_t = crate::limits::COMPACTION_KEY_MAP_BYTES_DEFAULT
+    )]
+    pub compaction_key_map_bytes: usize,
     /// How often the orphan collector scans for objects nothing refers to.
     #[arg(long, env = "RUTOMQ_GC_INTERVAL_MS", default_value_t = 60_000)]
     pub gc_interval_ms: u64,
@@ -127,6 +140,14 @@ pub struct ServeArgs {
     pub inject_object_latency_ms: u64,
     #[arg(long, env = "RUTOMQ_INJECT_OBJECT_JITTER_MS", default_value_t = 0)]
     pub inject_object_jitter_ms: u64,
+    /// Testing only: a compaction pass waits this many ms between uploading
+    /// its objects and committing them (to kill an agent mid-pass). 0 = off.
+    #[arg(
+        long,
+        env = "RUTOMQ_INJECT_COMPACTION_SWAP_DELAY_MS",
+        default_value_t = 0
+    )]
+    pub inject_compaction_swap_delay_ms: u64,
     /// How long a group's first rebalance waits for more members to join
     /// (Kafka's group.initial.rebalance.delay.ms).
     #[arg(

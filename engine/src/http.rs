@@ -82,6 +82,7 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
     let w = &agent.flush.stages;
     let g = &agent.groups().stats;
     let t = &agent.txn_stats;
+    let k = &agent.compaction_stats;
     let r = Ordering::Relaxed;
     const C: &str = "counter";
     const G: &str = "gauge";
@@ -124,6 +125,14 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         ("rutomq_txn_operator_aborts_total", "Transactions aborted by WriteTxnMarkers (kafka-transactions.sh abort).", C, t.operator_aborts.load(r)),
         ("rutomq_txn_refused_total", "Transaction coordinator requests answered with an error.", C, t.refused.load(r)),
         ("rutomq_txn_expired_ids_total", "Idle transactional ids forgotten.", C, t.expired_ids.load(r)),
+        ("rutomq_compaction_passes_total", "Compaction passes committed.", C, k.passes.load(r)),
+        ("rutomq_compaction_passes_failed_total", "Compaction passes that failed (logged).", C, k.passes_failed.load(r)),
+        ("rutomq_compaction_passes_abandoned_total", "Compaction passes that committed nothing: the lease was lost or the log changed under them.", C, k.passes_abandoned.load(r)),
+        ("rutomq_compaction_read_bytes_total", "Bytes of spans compaction passes read and rewrote.", C, k.bytes_read.load(r)),
+        ("rutomq_compaction_written_bytes_total", "Bytes of objects compaction passes wrote.", C, k.bytes_written.load(r)),
+        ("rutomq_compaction_removed_bytes_total", "Bytes compaction took off the retained logs.", C, k.bytes_removed.load(r)),
+        ("rutomq_compaction_removed_records_total", "Records compaction removed (superseded, expired tombstones, aborted, keyless).", C, k.records_removed.load(r)),
+        ("rutomq_compaction_removed_markers_total", "Transaction markers compaction removed.", C, k.markers_removed.load(r)),
         ("rutomq_retention_spans_dropped_total", "Spans dropped after the log start passed them.", C, m.spans_dropped.load(r)),
         ("rutomq_object_deletes_total", "Objects deleted (retired or orphaned).", C, s.deletes.load(r)),
         ("rutomq_connections_open", "Open Kafka connections.", G, shards.connections_open.load(r) as u64),
@@ -144,6 +153,7 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
     crate::metrics::render(&mut out, &shard_metrics);
     w.render(&mut out);
     t.render(&mut out);
+    k.render(&mut out);
     let name = "rutomq_shard_connections_open";
     let _ = writeln!(
         out,

@@ -21,6 +21,8 @@ pub struct HubNews {
     pub spans: Vec<NewSpan>,
     /// Log start offsets moved (retention, DeleteRecords).
     pub log_starts: Vec<(Uuid, i32, i64)>,
+    /// Partitions a compaction pass rewrote (with the offset it cleaned to).
+    pub compacted: Vec<(Uuid, i32, i64)>,
 }
 
 /// Sends news to every shard.
@@ -43,6 +45,7 @@ impl Hub {
                 marks,
                 spans,
                 log_starts: Vec::new(),
+                compacted: Vec::new(),
             });
         }
     }
@@ -53,6 +56,18 @@ impl Hub {
                 marks: Vec::new(),
                 spans: Vec::new(),
                 log_starts,
+                compacted: Vec::new(),
+            });
+        }
+    }
+
+    pub fn notify_compacted(&self, compacted: Vec<(Uuid, i32, i64)>) {
+        if !compacted.is_empty() {
+            self.send(HubNews {
+                marks: Vec::new(),
+                spans: Vec::new(),
+                log_starts: Vec::new(),
+                compacted,
             });
         }
     }

@@ -7,6 +7,7 @@ static GLOBAL: rutomq_shards::alloc::GuardedAlloc = rutomq_shards::alloc::Guarde
 
 pub mod agent;
 pub mod api;
+pub mod compact;
 pub mod config;
 pub mod coordinator;
 pub mod embedded_pg;

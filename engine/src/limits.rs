@@ -137,6 +137,43 @@ pub const GC_DELETE_CHUNK_PACE_MAX: Duration = Duration::from_millis(100);
 /// round from ever ending; the next round goes on with it).
 pub const GC_STEP_REPEATS_MAX: usize = 100;
 
+// ---- compaction ----------------------------------------------------------------
+
+/// Largest span a compaction pass writes (a fetch reads about this much
+/// for one span).
+pub const COMPACTED_SPAN_BYTES_MAX: usize = 1 << 20;
+/// A pass starts a new object past this many bytes (what it holds in
+/// memory before an upload).
+pub const COMPACTED_OBJECT_BYTES_MAX: usize = 16 << 20;
+/// Dirty bytes one pass indexes at most (bounds its time; the rest waits
+/// for the next pass).
+pub const COMPACTION_PASS_DIRTY_BYTES_MAX: u64 = 256 << 20;
+/// Dirty spans one pass indexes at most (bounds its swap transaction).
+pub const COMPACTION_PASS_DIRTY_SPANS_MAX: usize = 65_536;
+/// Spans and markers read from PostgreSQL per query.
+pub const COMPACTION_ITEMS_PER_QUERY: i64 = 1024;
+/// Aborted transactions one pass follows at most (a pass stops below the
+/// first one past it).
+pub const COMPACTION_ABORTS_MAX: i64 = 100_000;
+/// Producers with transaction data a pass follows at most; past it the
+/// pass removes no marker.
+pub const COMPACTION_TXN_PRODUCERS_MAX: usize = 100_000;
+/// How long one pass may hold a partition.
+pub const COMPACTION_LEASE: Duration = Duration::from_secs(600);
+/// An abort marker stays at least this long after its data went: a shard
+/// may serve spans read before for LOG_START_CACHE_TTL, and only the
+/// marker's listing keeps read_committed consumers from returning that
+/// data.
+pub const ABORT_MARKER_GRACE: Duration = Duration::from_secs(30);
+/// Objects a pass retired are deleted no sooner than this (shards may
+/// still serve their cached spans).
+pub const COMPACTED_OBJECT_DELETE_DELAY_MIN: Duration = Duration::from_secs(30);
+/// Partitions with a dirty-ratio and lag gauge on /metrics at most.
+pub const COMPACTION_GAUGED_PARTITIONS_MAX: usize = 1000;
+/// Key map memory by default (`--compaction-key-map-bytes`): about 1.2 M
+/// keys per pass.
+pub const COMPACTION_KEY_MAP_BYTES_DEFAULT: usize = 32 << 20;
+
 // ---- coordinators ------------------------------------------------------------
 
 /// Results of spawned work waiting for the loop at most; the tasks that
@@ -189,3 +226,9 @@ const _: () = assert!(GC_DELETE_SPREAD_FRACTION <= 1.0);
 const _: () = assert!(ABORTED_TXNS_LOADED_MAX as usize <= ABORTED_TXNS_CACHED_MAX);
 // A partition read asks PostgreSQL for no more spans than it returns.
 const _: () = assert!(FETCH_SPANS_READ_MAX <= rutomq_meta::FETCH_SPANS_MAX);
+// Cached spans holding data a pass removed expire before its abort
+// markers and its retired objects go.
+const _: () = assert!(ABORT_MARKER_GRACE.as_secs() > LOG_START_CACHE_TTL.as_secs());
+const _: () = assert!(COMPACTED_OBJECT_DELETE_DELAY_MIN.as_secs() > LOG_START_CACHE_TTL.as_secs());
+// A written span fits an object, and one batch a span.
+const _: () = assert!(COMPACTED_SPAN_BYTES_MAX <= COMPACTED_OBJECT_BYTES_MAX);

@@ -243,3 +243,47 @@ impl TxnStats {
         }
     }
 }
+
+/// What the compactors did, for `/metrics`.
+#[derive(Default)]
+pub struct CompactionStats {
+    pub passes: AtomicU64,
+    pub passes_failed: AtomicU64,
+    /// Passes that committed nothing: lease lost, or the log changed.
+    pub passes_abandoned: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub bytes_removed: AtomicU64,
+    pub records_removed: AtomicU64,
+    pub markers_removed: AtomicU64,
+    /// Per partition led here: (dirty ratio, compaction lag in ms), as
+    /// of the last round.
+    pub partitions: std::sync::Mutex<std::collections::HashMap<(String, i32), (f64, i64)>>,
+}
+
+impl CompactionStats {
+    /// `/metrics` lines of the per-partition gauges.
+    pub fn render(&self, out: &mut String) {
+        let parts = self.partitions.lock().expect("stats lock");
+        let mut rows: Vec<_> = parts.iter().collect();
+        rows.sort_by(|a, b| a.0.cmp(b.0));
+        for (name, help, pick) in [
+            (
+                "rutomq_compaction_dirty_ratio",
+                "Dirty bytes (not compacted yet) over retained bytes, per compacted partition this agent leads.",
+                0,
+            ),
+            (
+                "rutomq_compaction_lag_seconds",
+                "Age of the oldest dirty records, per compacted partition this agent leads.",
+                1,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for ((topic, partition), (ratio, lag_ms)) in &rows {
+                let v = if pick == 0 { *ratio } else { *lag_ms as f64 / 1000.0 };
+                let _ = writeln!(out, "{name}{{topic=\"{topic}\",partition=\"{partition}\"}} {v}");
+            }
+        }
+    }
+}

@@ -20,10 +20,12 @@ use crate::limits::DECOMPRESSED_BATCH_BYTES_MAX;
 
 pub const BATCH_HEADER_BYTES: usize = 61;
 
-const ATTR_COMPRESSION_MASK: i16 = 0x07;
-const ATTR_LOG_APPEND_TIME: i16 = 0x08;
-const ATTR_TRANSACTIONAL: i16 = 0x10;
-const ATTR_CONTROL: i16 = 0x20;
+pub(crate) const ATTR_COMPRESSION_MASK: i16 = 0x07;
+pub(crate) const ATTR_LOG_APPEND_TIME: i16 = 0x08;
+pub(crate) const ATTR_TRANSACTIONAL: i16 = 0x10;
+pub(crate) const ATTR_CONTROL: i16 = 0x20;
+/// The base timestamp is a delete horizon (KIP-534), set by compaction.
+pub(crate) const ATTR_DELETE_HORIZON: i16 = 0x40;
 
 /// What the broker needs to know of one valid batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,7 +49,7 @@ pub struct Invalid {
     pub record_message: &'static str,
 }
 
-fn invalid(code: ErrorCode, message: impl Into<String>) -> Invalid {
+pub(crate) fn invalid(code: ErrorCode, message: impl Into<String>) -> Invalid {
     Invalid {
         code,
         message: message.into(),
@@ -107,13 +109,13 @@ impl Walk {
     }
 }
 
-fn i16_at(b: &[u8], at: usize) -> i16 {
+pub(crate) fn i16_at(b: &[u8], at: usize) -> i16 {
     i16::from_be_bytes([b[at], b[at + 1]])
 }
-fn i32_at(b: &[u8], at: usize) -> i32 {
+pub(crate) fn i32_at(b: &[u8], at: usize) -> i32 {
     i32::from_be_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
-fn i64_at(b: &[u8], at: usize) -> i64 {
+pub(crate) fn i64_at(b: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
@@ -277,7 +279,7 @@ pub fn stamp_log_append_time(batch: &[u8], now_ms: i64) -> Bytes {
 }
 
 /// The (decompressed) records of a batch body, for codec 0–4.
-fn records_reader(codec: i16, body: &[u8]) -> Result<Box<dyn Read + '_>, Invalid> {
+pub(crate) fn records_reader(codec: i16, body: &[u8]) -> Result<Box<dyn Read + '_>, Invalid> {
     Ok(match codec {
         0 => Box::new(body),
         1 => Box::new(flate2::read::GzDecoder::new(body)),
@@ -287,6 +289,51 @@ fn records_reader(codec: i16, body: &[u8]) -> Result<Box<dyn Read + '_>, Invalid
             zstd::stream::read::Decoder::with_buffer(body)
                 .map_err(|e| invalid(ErrorCode::CorruptMessage, format!("zstd: {e}")))?,
         ),
+        c => {
+            return Err(invalid(
+                ErrorCode::InvalidRecord,
+                format!("unknown compression codec {c}"),
+            ))
+        }
+    })
+}
+
+/// `raw` records compressed with `codec` (0–4) at its default level, as
+/// Kafka's cleaner recompresses a batch it rewrites; snappy in the xerial
+/// framing the Java client writes (every client reads it).
+pub(crate) fn compress(codec: i16, raw: &[u8]) -> Result<Vec<u8>, Invalid> {
+    use std::io::Write;
+    let failed =
+        |e: std::io::Error| invalid(ErrorCode::KafkaStorageError, format!("compression: {e}"));
+    Ok(match codec {
+        0 => raw.to_vec(),
+        1 => {
+            let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            z.write_all(raw).map_err(failed)?;
+            z.finish().map_err(failed)?
+        }
+        2 => {
+            const XERIAL_BLOCK_BYTES: usize = 32 << 10;
+            let mut out = Vec::with_capacity(raw.len() / 2 + 32);
+            out.extend_from_slice(XERIAL_MAGIC);
+            out.extend_from_slice(&1i32.to_be_bytes()); // version
+            out.extend_from_slice(&1i32.to_be_bytes()); // compatible version
+            let mut enc = snap::raw::Encoder::new();
+            for block in raw.chunks(XERIAL_BLOCK_BYTES) {
+                let c = enc
+                    .compress_vec(block)
+                    .map_err(|e| failed(std::io::Error::other(e)))?;
+                out.extend_from_slice(&(c.len() as i32).to_be_bytes());
+                out.extend_from_slice(&c);
+            }
+            out
+        }
+        3 => {
+            let mut z = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            z.write_all(raw).map_err(failed)?;
+            z.finish().map_err(|e| failed(std::io::Error::other(e)))?
+        }
+        4 => zstd::stream::encode_all(raw, 0).map_err(failed)?,
         c => {
             return Err(invalid(
                 ErrorCode::InvalidRecord,
@@ -465,7 +512,7 @@ fn count_records_in(body: &[u8], mut walk: Walk) -> Result<Walk, Invalid> {
 }
 
 /// A zigzag varint at the start of `b`: (value, bytes it took).
-fn varint_in(b: &[u8]) -> Result<(i64, usize), Invalid> {
+pub(crate) fn varint_in(b: &[u8]) -> Result<(i64, usize), Invalid> {
     let mut value: u64 = 0;
     for (i, &byte) in b.iter().take(10).enumerate() {
         value |= ((byte & 0x7f) as u64) << (7 * i);

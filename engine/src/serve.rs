@@ -76,6 +76,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         Box::new(move |notice| match notice {
             Notice::Watermarks(marks) => listen_hub.notify(marks, Vec::new()),
             Notice::LogStarts(offsets) => listen_hub.notify_log_starts(offsets),
+            Notice::Compacted(parts) => listen_hub.notify_compacted(parts),
         }),
     )
     .context("cannot reach PostgreSQL")?;
@@ -138,6 +139,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         shard_metrics: Mutex::new(Vec::new()),
         groups: std::sync::OnceLock::new(),
         txn_stats: Default::default(),
+        compaction_stats: Default::default(),
     });
     refresh_cluster(&rt, &agent);
     let weak = Arc::downgrade(&agent);
@@ -171,6 +173,23 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         ),
         Box::new(move |topic_id| owner.retains(topic_id)),
     ));
+    // Compacted topics, by the agents leading their partitions.
+    let owner = agent.clone();
+    let _compactor = crate::compact::start(
+        meta.clone(),
+        storage.clone(),
+        agent_id,
+        crate::compact::CompactConfig {
+            interval: Duration::from_millis(args.compaction_interval_ms.max(100)),
+            key_map_bytes: args.compaction_key_map_bytes,
+            delete_delay: Duration::from_millis(args.file_delete_delay_ms),
+            commit_age_max: gc_grace / 2,
+            swap_delay: Duration::from_millis(args.inject_compaction_swap_delay_ms),
+        },
+        Box::new(move |topic_id, partition| owner.compacts(topic_id, partition)),
+        agent.compaction_stats.clone(),
+    )
+    .context("cannot start the compactor thread")?;
     // Open transactions past their timeout are aborted by their coordinator.
     storage.spawn(crate::txns::run_timeouts(agent.clone()));
 

@@ -95,7 +95,6 @@ fn documentation(name: &str) -> String {
     match topics::effect(name) {
         Some(Effect::Applied) | None => format!("{name}: applied as Apache Kafka applies it."),
         Some(Effect::Inert(why)) => format!("{name}: accepted and stored, no effect on rutomq: {why}."),
-        Some(Effect::Pending(why)) => format!("{name}: accepted and stored, not applied yet: {why}."),
     }
 }
 
@@ -108,6 +107,6 @@ mod tests {
         assert!(documentation("retention.ms").contains("applied as Apache Kafka"));
         let inert = documentation("segment.bytes");
         assert!(inert.contains("no effect on rutomq") && inert.contains("segments"), "{inert}");
-        assert!(documentation("min.compaction.lag.ms").contains("not applied yet"));
+        assert!(documentation("min.compaction.lag.ms").contains("applied as Apache Kafka"));
     }
 }

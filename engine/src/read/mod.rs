@@ -94,65 +94,12 @@ impl Reader {
         self.stable.learn(&news.marks);
         self.watermarks.learn(&news.marks);
         self.spans.advance_log_starts(&news.log_starts);
+        self.spans.forget(&news.compacted);
     }
 
     /// Reads the batches of `span` (checked: CRC again, offsets add up).
     pub async fn read_span(&self, span: &SpanRecord) -> Result<Vec<ReadBatch>, ErrorCode> {
-        if let Some(m) = span.marker {
-            // A marker has no object: its 78 bytes are built here.
-            return Ok(vec![ReadBatch {
-                base_offset: span.base_offset,
-                batch: StoredBatch {
-                    bytes: txn_marker_batch(&TxnMarker {
-                        producer_id: m.producer_id,
-                        producer_epoch: m.producer_epoch,
-                        commit: m.commit,
-                        coordinator_epoch: m.coordinator_epoch,
-                        timestamp_ms: span.max_timestamp,
-                    }),
-                    last_offset_delta: 0,
-                    max_timestamp: span.max_timestamp,
-                },
-            }]);
-        }
-        let (bytes, origin) = self
-            .storage
-            .get_range(
-                span.object_key.clone(),
-                span.byte_start..span.byte_start + span.byte_len as u64,
-                span.object_size,
-            )
-            .await
-            .map_err(|e| {
-                tracing::error!(error = %e, key = span.object_key, "reading a committed span failed");
-                ErrorCode::from(&e)
-            })?;
-        let mut out = Vec::with_capacity(span.batch_count.max(0) as usize);
-        let mut next = span.base_offset;
-        for b in walk_batches(bytes, origin == rutomq_storage::Origin::Stored) {
-            let b = b.map_err(|invalid| {
-                tracing::error!(
-                    key = span.object_key,
-                    message = invalid.message,
-                    "committed span is corrupt"
-                );
-                ErrorCode::KafkaStorageError
-            })?;
-            let base = next;
-            next += b.last_offset_delta as i64 + 1;
-            out.push(ReadBatch {
-                base_offset: base,
-                batch: b,
-            });
-        }
-        if next != span.last_offset + 1 || out.len() != span.batch_count as usize {
-            tracing::error!(
-                key = span.object_key,
-                "span offsets do not match its batches"
-            );
-            return Err(ErrorCode::KafkaStorageError);
-        }
-        Ok(out)
+        read_span(&self.storage, span).await
     }
 
     /// What a read_committed fetch from `fetch_offset` may return and must
@@ -275,7 +222,9 @@ impl Reader {
         }
         let reads = futures::future::join_all(chosen.iter().map(|s| self.read_span(s))).await;
         let mut end_offset = fetch_offset;
-        'spans: for read in reads {
+        // Markers returned (compaction may have removed others).
+        let mut markers = Vec::new();
+        'spans: for (span, read) in chosen.iter().zip(reads) {
             for rb in read? {
                 let last = rb.base_offset + rb.batch.last_offset_delta as i64;
                 if last < fetch_offset {
@@ -288,6 +237,9 @@ impl Reader {
                     break 'spans;
                 }
                 out.records.push(rb.base_offset, rb.batch.bytes);
+                if span.marker.is_some() {
+                    markers.push(rb.base_offset);
+                }
                 end_offset = last + 1;
                 if out.records.len >= bytes_max {
                     break 'spans;
@@ -297,11 +249,18 @@ impl Reader {
         if let Some(s) = stable {
             // Kafka's rule: the aborted transactions whose marker is at or
             // after the fetch offset and that began below the end of what
-            // is returned, by first offset.
+            // is returned, by first offset. One whose marker lies within
+            // what is returned must come with it: compaction removes a
+            // marker (after its data) and a cached list may still hold it;
+            // listed without its marker, it would make consumers drop the
+            // producer's later committed batches.
             let mut aborted: Vec<(i64, i64)> = s
                 .aborted
                 .iter()
                 .filter(|a| a.first_offset < end_offset)
+                .filter(|a| {
+                    a.marker_offset >= end_offset || markers.binary_search(&a.marker_offset).is_ok()
+                })
                 .map(|a| (a.producer_id, a.first_offset))
                 .collect();
             aborted.sort_by_key(|a| a.1);
@@ -309,4 +268,72 @@ impl Reader {
         }
         Ok(out)
     }
+}
+
+/// Reads the batches of `span` (checked: CRC again, offsets add up).
+pub async fn read_span(storage: &Storage, span: &SpanRecord) -> Result<Vec<ReadBatch>, ErrorCode> {
+    if let Some(m) = span.marker {
+        // A marker has no object: its 78 bytes are built here.
+        return Ok(vec![ReadBatch {
+            base_offset: span.base_offset,
+            batch: StoredBatch {
+                bytes: txn_marker_batch(&TxnMarker {
+                    producer_id: m.producer_id,
+                    producer_epoch: m.producer_epoch,
+                    commit: m.commit,
+                    coordinator_epoch: m.coordinator_epoch,
+                    timestamp_ms: span.max_timestamp,
+                }),
+                last_offset_delta: 0,
+                max_timestamp: span.max_timestamp,
+            },
+        }]);
+    }
+    let (bytes, origin) = storage
+        .get_range(
+            span.object_key.clone(),
+            span.byte_start..span.byte_start + span.byte_len as u64,
+            span.object_size,
+        )
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, key = span.object_key, "reading a committed span failed");
+            ErrorCode::from(&e)
+        })?;
+    let mut out = Vec::with_capacity(span.batch_count.max(0) as usize);
+    let mut next = span.base_offset;
+    for b in walk_batches(bytes, origin == rutomq_storage::Origin::Stored) {
+        let b = b.map_err(|invalid| {
+            tracing::error!(
+                key = span.object_key,
+                message = invalid.message,
+                "committed span is corrupt"
+            );
+            ErrorCode::KafkaStorageError
+        })?;
+        // A compacted (sparse) span's batches say where they start;
+        // others follow each other from the span's base.
+        let base = if span.sparse {
+            i64::from_be_bytes(b.bytes[..8].try_into().expect("a batch header"))
+        } else {
+            next
+        };
+        if base < next {
+            tracing::error!(key = span.object_key, "span batches overlap");
+            return Err(ErrorCode::KafkaStorageError);
+        }
+        next = base + b.last_offset_delta as i64 + 1;
+        out.push(ReadBatch {
+            base_offset: base,
+            batch: b,
+        });
+    }
+    if next != span.last_offset + 1 || out.len() != span.batch_count as usize {
+        tracing::error!(
+            key = span.object_key,
+            "span offsets do not match its batches"
+        );
+        return Err(ErrorCode::KafkaStorageError);
+    }
+    Ok(out)
 }

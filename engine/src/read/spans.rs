@@ -1,6 +1,8 @@
 //! The committed spans a shard last read per partition, with the log start
-//! offset. Spans never change once committed, so a consumer reading on is
-//! served from here instead of asking PostgreSQL on every fetch.
+//! offset. Spans never change once committed (compaction replaces them, and
+//! keeps the objects of the old ones readable for longer than an entry
+//! lives), so a consumer reading on is served from here instead of asking
+//! PostgreSQL on every fetch.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -119,6 +121,18 @@ impl SpanCache {
                 read_at: asked_at,
             },
         );
+    }
+
+    /// Partitions a compaction pass rewrote: their cached spans still read
+    /// (an older history), but the next fetch asks for the new ones.
+    pub fn forget(&self, compacted: &[(Uuid, i32, i64)]) {
+        if compacted.is_empty() {
+            return;
+        }
+        let mut map = self.map.borrow_mut();
+        for &(t, p, _) in compacted {
+            map.remove(&(t, p));
+        }
     }
 
     /// Log starts moved by retention or DeleteRecords: cached spans before

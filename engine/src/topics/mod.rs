@@ -82,8 +82,6 @@ pub enum Effect {
     Applied,
     /// Accepted, stored and described, with no effect here; why.
     Inert(&'static str),
-    /// Accepted, stored and described; what it will do is not built yet.
-    Pending(&'static str),
 }
 
 const NO_SEGMENTS: &str =
@@ -97,15 +95,13 @@ const NO_LOCAL_TIER: &str =
 /// name of [`TOPIC_CONFIGS`] has an arm (a test checks it), so a config a
 /// newer Kafka adds is classified on purpose when the table is regenerated.
 pub fn effect(name: &str) -> Option<Effect> {
-    use Effect::{Applied, Inert, Pending};
+    use Effect::{Applied, Inert};
     Some(match name {
         "cleanup.policy" | "retention.ms" | "retention.bytes" | "max.message.bytes" => Applied,
         "delete.retention.ms"
         | "min.compaction.lag.ms"
         | "max.compaction.lag.ms"
-        | "min.cleanable.dirty.ratio" => Pending(
-            "the compactor is not built yet: a compact topic refuses keyless records and keeps every record",
-        ),
+        | "min.cleanable.dirty.ratio" => Applied,
         "message.timestamp.type"
         | "message.timestamp.after.max.ms"
         | "message.timestamp.before.max.ms" => Applied,
@@ -333,6 +329,34 @@ pub fn valid_name(name: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// What a compacted topic's configs ask of the compactor.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CompactionConfig {
+    /// How long tombstones and markers with no data stay once a pass saw
+    /// them (`delete.retention.ms`).
+    pub delete_retention_ms: i64,
+    /// Records newer than this are not compacted (`min.compaction.lag.ms`).
+    pub min_lag_ms: i64,
+    /// Dirty records older than this are compacted whatever the dirty
+    /// ratio (`max.compaction.lag.ms`).
+    pub max_lag_ms: i64,
+    /// A pass runs when dirty bytes / retained bytes exceed this
+    /// (`min.cleanable.dirty.ratio`).
+    pub min_dirty_ratio: f64,
+}
+
+pub fn compaction_config(t: &TopicRecord) -> CompactionConfig {
+    let ms = |name, default| config_i64(t, name).filter(|&v| v >= 0).unwrap_or(default);
+    CompactionConfig {
+        delete_retention_ms: ms("delete.retention.ms", 86_400_000),
+        min_lag_ms: ms("min.compaction.lag.ms", 0),
+        max_lag_ms: ms("max.compaction.lag.ms", i64::MAX),
+        min_dirty_ratio: config_value(t, "min.cleanable.dirty.ratio")
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.5),
+    }
 }
 
 /// An integer config of the topic, or its default.
