@@ -17,6 +17,11 @@
 #    key, and commit markers whose data is all gone are removed;
 #  - a partition with more distinct keys than the key map holds is
 #    compacted in several passes, to the same result;
+#  - the official Java client (kafka-clients 4.2.0, 3.9.2, 4.4.0) and
+#    franz-go (1.21.5 and the newest), reading a compacted log without a
+#    group in both isolation levels, step over its gaps, its empty batches,
+#    its removed tail and removed aborted data to the same records
+#    librdkafka reads (tests/java/.../Dump.java, tests/go/dump.go);
 #  - an agent killed while it compacts leaves a log that reads whole (the
 #    old spans or the new, never a mix), the restarted agent finishes the
 #    job, and no object outlives the orphan collector unreferenced.
@@ -27,12 +32,14 @@
 
 import os
 import signal
+import subprocess
 import threading
 import time
 import uuid
 
 import pytest
 
+from test_java_go import GO_CLIENTS, JAVA_CLIENTS, REPO_ROOT, _tail, roundtrip_clients  # noqa: F401 (fixture)
 from kafkautil import Rec, create_topic, produce_confluent, unique_topic, watermarks
 
 FAST = ["--compaction-interval-ms", "300", "--file-delete-delay-ms", "500",
@@ -250,6 +257,62 @@ def test_more_keys_than_the_key_map_holds(start_agent):
     _check_history(recs, sent)
     assert {o for o, *_ in recs} == {r.offset for r in latest.values()}
     assert agent.metrics()["rutomq_compaction_passes_total"] >= 3, "several passes"
+
+
+def _dump(run_sh, client, bootstrap, topic, isolation):
+    """[(offset, key, value)] of partition 0 as a RoundTrip client's dump
+    mode reads it ("-" is null)."""
+    res = subprocess.run(["bash", run_sh, client, "dump", "--bootstrap", bootstrap, "--topic", topic,
+                          "--partitions", "1", "--isolation", isolation],
+                         cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    lines = res.stdout.splitlines()
+    assert res.returncode == 0 and lines and lines[-1].startswith("RESULT ok"), \
+        f"{client} dump {isolation}: rc={res.returncode}\n{_tail(res.stdout, 5)}\n{_tail(res.stderr, 20)}"
+    out = []
+    for line in lines:
+        if line.startswith("REC "):
+            _, part, off, key, value = line.split(" ", 4)
+            assert part == "0"
+            out.append((int(off), None if key == "-" else key.encode(), None if value == "-" else value.encode()))
+    return out
+
+
+def test_java_and_franz_go_read_a_compacted_log(start_agent, request):
+    from confluent_kafka import Producer
+    run_sh = request.getfixturevalue("roundtrip_clients")
+    agent = start_agent(extra_args=FAST)
+    topic = unique_topic("cmpjg")
+    create_topic(agent.bootstrap, topic, 1, config={**COMPACT, "delete.retention.ms": "1000"})
+    p = Producer({"bootstrap.servers": agent.bootstrap, "transactional.id": "cmpjg-" + uuid.uuid4().hex,
+                  "linger.ms": 1})
+    p.init_transactions(30)
+    for pairs, commit in [([(b"ta", b"ta1"), (b"tb", b"tb1")], True),
+                          ([(b"ta", b"ta-aborted"), (b"td", b"td-aborted")], False)]:
+        p.begin_transaction()
+        for k, v in pairs:
+            p.produce(topic, key=k, value=v, partition=0)
+        p.flush(30)
+        (p.commit_transaction if commit else p.abort_transaction)(30)
+    # Then plain batches in every codec, ending with tombstones: once they
+    # go, the log's tail is removed records only.
+    sent = _produce_rounds(agent.bootstrap, topic, rounds=6, keys=40, per_round=120, tombstones=range(25, 40))
+    live = {k: r for k, r in _latest(sent).items() if r.value is not None}
+    want = {k: r.value for k, r in live.items()} | {b"ta": b"ta1", b"tb": b"tb1"}
+    hw = watermarks(agent.bootstrap, topic, [0])[0][1]
+
+    def compacted():
+        recs, end = _read(agent.bootstrap, topic)
+        return recs if len(recs) == len(want) and end == hw else None
+    ref = _wait("compacted, tombstones and aborted data gone", compacted, timeout=90)
+    assert {k: v for _, k, v, _ in ref} == want
+    assert ref[-1][0] < hw - 15, "the tail (the tombstones) is removed"
+    ref = [(o, k, v) for o, k, v, _ in ref]
+    for isolation in ["read_uncommitted", "read_committed"]:
+        recs, end = _read(agent.bootstrap, topic, isolation=isolation)
+        assert ([(o, k, v) for o, k, v, _ in recs], end) == (ref, hw), f"librdkafka {isolation}"
+        for client in JAVA_CLIENTS + GO_CLIENTS:
+            got = _dump(run_sh, client, agent.bootstrap, topic, isolation)
+            assert got == ref, f"{client} {isolation} reads what librdkafka reads"
 
 
 def _object_files(root):

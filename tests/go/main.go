@@ -48,6 +48,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "group-consume" {
 		os.Exit(groupConsumeMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "dump" {
+		os.Exit(dumpMain(os.Args[2:]))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "txn" {
 		os.Exit(txnMain(os.Args[2:]))
 	}

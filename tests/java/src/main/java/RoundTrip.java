@@ -65,6 +65,10 @@ public final class RoundTrip {
         if (args.length > 0 && args[0].equals("txn")) {
             System.exit(Txn.main(Arrays.copyOfRange(args, 1, args.length)));
         }
+        // Reading a topic to its end offsets (tests/e2e/test_compaction.py), same jar.
+        if (args.length > 0 && args[0].equals("dump")) {
+            System.exit(Dump.main(Arrays.copyOfRange(args, 1, args.length)));
+        }
         // Consumer-group programs (tests/e2e/test_groups_java_go.py), same jar.
         if (args.length > 0 && (args[0].equals("group-consume") || args[0].equals("group-admin"))) {
             String[] rest = Arrays.copyOfRange(args, 1, args.length);
