@@ -68,7 +68,7 @@ public final class StreamsEos {
     private static volatile long stallMs = -1;
     private static boolean stallStarted; // guarded by StreamsEos.class
     private static long stallEndNs; // guarded by StreamsEos.class
-    private static volatile long delayNs;
+    static volatile long delayNs;
 
     static synchronized void log(String line) {
         System.err.println(LocalTime.now() + " " + line);
@@ -198,6 +198,10 @@ public final class StreamsEos {
         }
         System.setProperty("org.slf4j.simpleLogger.showDateTime", "true");
         System.setProperty("org.slf4j.simpleLogger.dateTimeFormat", "HH:mm:ss.SSS");
+        if (argv.length > 0 && argv[0].equals("stateful")) {
+            StreamsStateful.main(java.util.Arrays.copyOfRange(argv, 1, argv.length));
+            return;
+        }
         Map<String, String> a = parseArgs(argv);
         delayNs = Long.parseLong(a.getOrDefault("delay-us", "0")) * 1000L;
         stallAfter = Long.parseLong(a.getOrDefault("stall-after", String.valueOf(Long.MAX_VALUE)));
@@ -219,8 +223,13 @@ public final class StreamsEos {
         p.put(StreamsConfig.producerPrefix(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG),
               Integer.parseInt(a.getOrDefault("transaction-timeout-ms", "10000")));
 
-        KafkaStreams streams = new KafkaStreams(
-            topology(need(a, "input"), need(a, "out-fizz"), need(a, "out-rest"), withStore), p);
+        Topology t = topology(need(a, "input"), need(a, "out-fizz"), need(a, "out-rest"), withStore);
+        System.exit(run(t, p));
+    }
+
+    /** Runs `topology` until stdin says "stop" (or ends); the exit code. */
+    static int run(Topology topology, Properties p) throws Exception {
+        KafkaStreams streams = new KafkaStreams(topology, p);
         streams.setStateListener((next, old) -> log("STATE " + old + " -> " + next));
         streams.setUncaughtExceptionHandler(e -> {
             log("FATAL " + e);
@@ -255,6 +264,6 @@ public final class StreamsEos {
         }
         boolean clean = streams.close(Duration.ofSeconds(30));
         log("CLOSED clean=" + clean + " processed=" + PROCESSED.get());
-        System.exit(clean ? 0 : 1);
+        return clean ? 0 : 1;
     }
 }
