@@ -60,9 +60,22 @@ def require_binary():
 
 def free_port():
     """A TCP port that was free a moment ago on 127.0.0.1 (bind to port 0)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n):
+    """`n` distinct TCP ports that were free a moment ago on 127.0.0.1. The
+    sockets are held until all are bound: two free_port() calls in a row can
+    get the same port back (an agent once got one port for its Kafka and its
+    HTTP listener)."""
+    socks = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def tail(path, n=50):
@@ -522,8 +535,9 @@ def start_agent(request, tmp_path):
                 extra_dirs.append(data_dir)
             else:
                 data_dir = str(tmp_path / f"{name}-data")
-        a = Agent(binary=binary, name=name, data_dir=str(data_dir), port=free_port(),
-                  http_port=free_port(), db_url=db_url, object_store=object_store, shards=shards,
+        port, http_port = free_ports(2)
+        a = Agent(binary=binary, name=name, data_dir=str(data_dir), port=port,
+                  http_port=http_port, db_url=db_url, object_store=object_store, shards=shards,
                   flush_interval_ms=flush_interval_ms, auto_create_topics=auto_create_topics,
                   default_partitions=default_partitions, extra_args=extra_args,
                   embedded_pg=embedded_pg, log_path=log_path or str(tmp_path / f"{name}.log"),

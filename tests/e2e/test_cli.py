@@ -12,7 +12,7 @@ import subprocess
 
 import psycopg
 
-from conftest import free_port, require_binary
+from conftest import free_ports, require_binary
 
 
 def schema_snapshot(url):
@@ -50,7 +50,7 @@ def test_migrate_is_idempotent_and_serve_uses_it(fresh_db, start_agent, tmp_path
 def test_serve_rejects_bad_object_store(fresh_db, tmp_path):
     binary = require_binary()
     log = tmp_path / "bad-store.log"
-    port, hport = free_port(), free_port()
+    port, hport = free_ports(2)
     args = [binary, "serve", "--data-dir", str(tmp_path / "data"),
             "--listen", f"127.0.0.1:{port}", "--advertise", f"127.0.0.1:{port}",
             "--http", f"127.0.0.1:{hport}", "--postgres-url", fresh_db,

@@ -40,7 +40,7 @@ import uuid
 import pytest
 
 from test_java_go import GO_CLIENTS, JAVA_CLIENTS, REPO_ROOT, _tail, roundtrip_clients  # noqa: F401 (fixture)
-from kafkautil import Rec, create_topic, produce_confluent, unique_topic, watermarks
+from kafkautil import Rec, create_topic, produce_confluent, unique_topic, wait_until, watermarks
 
 FAST = ["--compaction-interval-ms", "300", "--file-delete-delay-ms", "500",
         "--gc-interval-ms", "300", "--retention-check-interval-ms", "300"]
@@ -74,13 +74,7 @@ def _read(bootstrap, topic, start=0, isolation="read_uncommitted", timeout=60.0)
 
 
 def _wait(what, cond, timeout=60.0, interval=0.3):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        assert time.monotonic() < deadline, f"timed out after {timeout}s waiting for {what}"
-        time.sleep(interval)
+    return wait_until(what, cond, timeout, interval=interval)
 
 
 def _check_history(records, sent):
