@@ -14,6 +14,7 @@ use crate::limits::HUB_MESSAGES_QUEUED_MAX;
 /// One piece of news, shared by every shard.
 pub type HubMessage = Arc<HubNews>;
 
+#[derive(Default)]
 pub struct HubNews {
     /// High watermarks, last stable offsets, aborts.
     pub marks: Vec<MarksNews>,
@@ -23,6 +24,9 @@ pub struct HubNews {
     pub log_starts: Vec<(Uuid, i32, i64)>,
     /// Partitions a compaction pass rewrote (with the offset it cleaned to).
     pub compacted: Vec<(Uuid, i32, i64)>,
+    /// Topics whose row changed (created, partitions added, deleted,
+    /// configs): cached copies are dropped.
+    pub topics: Vec<String>,
 }
 
 /// Sends news to every shard.
@@ -44,8 +48,7 @@ impl Hub {
             self.send(HubNews {
                 marks,
                 spans,
-                log_starts: Vec::new(),
-                compacted: Vec::new(),
+                ..HubNews::default()
             });
         }
     }
@@ -53,10 +56,8 @@ impl Hub {
     pub fn notify_log_starts(&self, log_starts: Vec<(Uuid, i32, i64)>) {
         if !log_starts.is_empty() {
             self.send(HubNews {
-                marks: Vec::new(),
-                spans: Vec::new(),
                 log_starts,
-                compacted: Vec::new(),
+                ..HubNews::default()
             });
         }
     }
@@ -64,12 +65,17 @@ impl Hub {
     pub fn notify_compacted(&self, compacted: Vec<(Uuid, i32, i64)>) {
         if !compacted.is_empty() {
             self.send(HubNews {
-                marks: Vec::new(),
-                spans: Vec::new(),
-                log_starts: Vec::new(),
                 compacted,
+                ..HubNews::default()
             });
         }
+    }
+
+    pub fn notify_topic_changed(&self, name: String) {
+        self.send(HubNews {
+            topics: vec![name],
+            ..HubNews::default()
+        });
     }
 
     fn send(&self, news: HubNews) {

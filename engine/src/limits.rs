@@ -40,7 +40,9 @@ pub const WINDOW_SLOTS: usize = 64;
 
 // ---- shard caches ------------------------------------------------------------
 
-/// Topic metadata cached per shard; refreshed after this long.
+/// Topic metadata cached per shard; refreshed after this long, or at once
+/// when `rutomq_topics` says the row changed (the TTL bounds staleness when
+/// that notification is lost: a LISTEN reconnect, a full hub queue).
 pub const TOPIC_CACHE_TTL: Duration = Duration::from_secs(5);
 /// Topics cached per shard at most.
 pub const TOPIC_CACHE_ENTRIES_MAX: usize = 100_000;

@@ -77,6 +77,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             Notice::Watermarks(marks) => listen_hub.notify(marks, Vec::new()),
             Notice::LogStarts(offsets) => listen_hub.notify_log_starts(offsets),
             Notice::Compacted(parts) => listen_hub.notify_compacted(parts),
+            Notice::TopicChanged(name) => listen_hub.notify_topic_changed(name),
         }),
     )
     .context("cannot reach PostgreSQL")?;

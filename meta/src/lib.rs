@@ -136,6 +136,9 @@ pub enum Notice {
     LogStarts(Vec<(Uuid, i32, i64)>),
     /// Partitions a compaction pass rewrote, with the offset it cleaned to.
     Compacted(Vec<(Uuid, i32, i64)>),
+    /// A topic row changed (created, partitions added, deleted, configs):
+    /// its name (announced by a trigger, migration 6).
+    TopicChanged(String),
 }
 
 /// Called with every notification.
@@ -289,6 +292,7 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaErro
         (3, include_str!("../sql/0003_groups.sql")),
         (4, include_str!("../sql/0004_transactions.sql")),
         (5, include_str!("../sql/0005_compaction.sql")),
+        (6, include_str!("../sql/0006_topic_notices.sql")),
     ];
     client
         .batch_execute(

@@ -39,6 +39,8 @@ pub(crate) const LOG_STARTS: &str = "rutomq_log_starts";
 /// The channel of partitions a compaction pass rewrote (their cached spans
 /// are stale: they still read, as the older history).
 pub(crate) const COMPACTED: &str = "rutomq_compacted";
+/// The channel of topic rows changed (a trigger on `topics` announces them).
+pub(crate) const TOPICS: &str = "rutomq_topics";
 
 struct Announcement {
     channel: &'static str,
@@ -193,7 +195,7 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
     });
     client
         .batch_execute(&format!(
-            "LISTEN {WATERMARKS}; LISTEN {LOG_STARTS}; LISTEN {COMPACTED}"
+            "LISTEN {WATERMARKS}; LISTEN {LOG_STARTS}; LISTEN {COMPACTED}; LISTEN {TOPICS}"
         ))
         .await?;
     while let Some(m) = nrx.recv().await {
@@ -201,6 +203,7 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
         on_notice(match channel.as_str() {
             LOG_STARTS => Notice::LogStarts(commit::parse_offset_payload(&payload)),
             COMPACTED => Notice::Compacted(commit::parse_offset_payload(&payload)),
+            TOPICS => Notice::TopicChanged(payload),
             _ => Notice::Watermarks(commit::parse_marks_payload(&payload)),
         });
     }

@@ -124,6 +124,28 @@ def test_create_topic_metadata_and_already_exists(agent):
     assert ei.value.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS, f"got {ei.value!r}"
 
 
+
+def test_new_partitions_are_seen_at_once_by_every_agent(start_agent):
+    """CreatePartitions through one agent: within a second every shard of
+    every agent serves the new partitions (the topic row's change is
+    announced to all of them), though each had cached the topic with its old
+    partition count; a producer that trusted the CreatePartitions answer
+    used to be told "Unknown partition" for up to the cache's 5 s."""
+    from confluent_kafka.admin import NewPartitions
+    agents = [start_agent(), start_agent()]
+    topic = unique_topic("rdk-cp")
+    create_topic(agents[0].bootstrap, topic, 2)
+    for a in agents:  # fresh connections: their shards cache the 2-partition row
+        for _ in range(4):
+            assert len(admin(a.bootstrap).list_topics(topic, timeout=10).topics[topic].partitions) == 2
+    adm = admin(agents[0].bootstrap)
+    adm.create_partitions([NewPartitions(topic, 4)], operation_timeout=30, request_timeout=30)[topic].result(30)
+    time.sleep(0.5)
+    for a in agents:
+        for i in range(4):
+            recs = produce_confluent(a.bootstrap, topic, [Rec(i, b"k", b"new", partition=2 + i % 2)], timeout=10)
+            assert recs[0].partition == 2 + i % 2
+
 def test_delete_topic(agent):
     topic = unique_topic("rdk-del")
     keep = unique_topic("rdk-keep")

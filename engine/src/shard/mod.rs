@@ -55,6 +55,9 @@ impl Shard {
         rutomq_shards::spawn(async move {
             while let Ok(msg) = hub_rx.recv().await {
                 let Some(shard) = weak.upgrade() else { break };
+                for name in &msg.topics {
+                    shard.topics.forget(name);
+                }
                 shard.reader.learn(&msg);
             }
         });
