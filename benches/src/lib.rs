@@ -41,14 +41,17 @@ pub fn payload(size: usize) -> Bytes {
     Bytes::from(value)
 }
 
-/// One batch of `count` keyless records holding `value`, all at
-/// `timestamp`, written by `producer` (none: no producer id).
+/// One batch of `count` records holding `value`, all at `timestamp`,
+/// written by `producer` (none: no producer id). Keyless, or with `keyed`
+/// each record's key is its index in the batch (`k00000000`, ...), as a
+/// compacted topic needs: every such batch overwrites the same keys.
 pub fn record_batch(
     count: usize,
     value: &Bytes,
     timestamp: i64,
     compression: Compression,
     producer: Option<BatchProducer>,
+    keyed: bool,
 ) -> Result<Bytes> {
     // offset - sequence must be the same for every record, or the encoder
     // splits them into batches; without a producer the base sequence is -1.
@@ -68,7 +71,7 @@ pub fn record_batch(
             offset: i as i64,
             sequence: base_sequence.wrapping_add(i as i32),
             timestamp,
-            key: None,
+            key: keyed.then(|| Bytes::from(format!("k{i:08}"))),
             value: Some(value.clone()),
             headers: Default::default(),
         })

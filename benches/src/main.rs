@@ -87,9 +87,14 @@ struct Args {
     /// retention.bytes=1073741824 for runs longer than the disk holds.
     #[arg(long = "topic-config", value_parser = parse_topic_config)]
     topic_configs: Vec<(String, String)>,
-    /// Bytes of value per record (no key).
+    /// Bytes of value per record.
     #[arg(long, default_value_t = 1024)]
     record_size: usize,
+    /// Give produced records keys (`k00000000`.. by index in the batch), as
+    /// compacted topics need; every batch then overwrites the same keys, so
+    /// a compactor keeps one batch's worth per partition. Default: no key.
+    #[arg(long)]
+    keyed: bool,
     /// Records per batch; a produce request holds one batch per partition of
     /// its connection.
     #[arg(long, default_value_t = 64)]
@@ -316,6 +321,7 @@ async fn run(args: Args) -> Result<()> {
                 parts: mine,
                 record_size: args.record_size,
                 batch_records: args.batch_records,
+                keyed: args.keyed,
                 compression,
                 acks: args.acks,
                 in_flight: args.in_flight,
@@ -536,7 +542,7 @@ fn summarize(
         "time_utc": utc_stamp(),
         "workload": {
             "bootstrap": args.bootstrap, "topics": topics, "partitions": args.partitions,
-            "record_size": args.record_size, "batch_records": args.batch_records,
+            "record_size": args.record_size, "batch_records": args.batch_records, "keyed": args.keyed,
             "producers": args.producers, "in_flight": args.in_flight, "rate": args.rate,
             "duration": args.duration, "records": args.records, "warmup": args.warmup,
             "acks": args.acks, "compression": format!("{:?}", args.compression).to_lowercase(),

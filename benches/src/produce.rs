@@ -27,6 +27,8 @@ pub struct ProducerConfig {
     pub parts: Vec<(String, i32)>,
     pub record_size: usize,
     pub batch_records: usize,
+    /// Keyed records (see `record_batch`).
+    pub keyed: bool,
     pub compression: Compression,
     pub acks: i16,
     pub in_flight: usize,
@@ -53,7 +55,14 @@ struct Template {
 
 fn build_template(cfg: &ProducerConfig) -> Result<Template> {
     let value = payload(cfg.record_size);
-    let batch = record_batch(cfg.batch_records, &value, 0, cfg.compression, None)?;
+    let batch = record_batch(
+        cfg.batch_records,
+        &value,
+        0,
+        cfg.compression,
+        None,
+        cfg.keyed,
+    )?;
     let topics = by_topic(cfg.parts.iter().map(|(t, p)| (t.clone(), *p)))
         .into_iter()
         .map(|(t, parts)| {

@@ -213,6 +213,7 @@ pub async fn run(cfg: TxnConfig, shared: Arc<Shared>) -> Result<()> {
                     unix_ms(),
                     cfg.compression,
                     Some(producer),
+                    false,
                 )?;
                 seqs[i] = seqs[i].wrapping_add(cfg.batch_records as i32);
                 items.push((

@@ -30,6 +30,7 @@ fn batch(compression: Compression) -> Bytes {
         1_700_000_000_000,
         compression,
         None,
+        false,
     )
     .expect("encode batch")
 }
