@@ -34,7 +34,7 @@ import uuid
 import pytest
 
 from kafkautil import (Rec, consumer_config, create_topic, produce_confluent, run_build_script, unique_topic,
-                       watermarks)
+                       wait_for_topic, watermarks)
 from test_java_go import REPO_ROOT
 
 BUILD_SH = os.path.join(REPO_ROOT, "tests", "flink", "build.sh")
@@ -346,3 +346,111 @@ def test_flink_default_transaction_timeout_refused(agent, jobs, tmp_path, reques
         f"expected the job to fail on INVALID_TRANSACTION_TIMEOUT: {result}\n{job.describe()}")
     counts, _ = _read_all(agent.bootstrap, dst, "read_uncommitted", partitions=1)
     assert not counts, f"the refused job wrote {sum(counts.values())} records"
+
+
+FLINK_VERSIONS = ["2.2.1", "2.3.0"]
+
+
+def _committed(bootstrap, group, topic, partitions):
+    from kafkautil import committed_confluent
+    return committed_confluent(bootstrap, group, topic, range(partitions))
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("version", FLINK_VERSIONS)
+def test_flink_source_discovers_partitions_and_commits_offsets(version, agent, jobs, tmp_path, request):
+    """An unbounded KafkaSource with partition discovery and an AT_LEAST_ONCE
+    KafkaSink: the partitions CreatePartitions adds mid-run are found and read
+    from their start, every value reaches the output, and the source commits
+    its offsets to its group on checkpoints, up to the input's end offsets."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+    jar = request.getfixturevalue("flink_jars")(version)
+    tag = version.replace(".", "")
+    src, dst = unique_topic(f"flink-disc-{tag}"), unique_topic(f"flink-disc-out-{tag}")
+    create_topic(agent.bootstrap, src, partitions=2)
+    create_topic(agent.bootstrap, dst, partitions=PARTITIONS)
+    n = 2000
+    produce_confluent(agent.bootstrap, src, [Rec(i, None, _value(i), partition=i % 2) for i in range(n)])
+    prefix = f"flink-disc-{tag}-{uuid.uuid4().hex[:8]}"
+    ck_dir = str(tmp_path / "checkpoints")
+    os.makedirs(ck_dir)
+    args = ["--bootstrap", agent.bootstrap, "--input", src, "--output", dst, "--txn-prefix", prefix,
+            "--checkpoint-dir", ck_dir, "--parallelism", str(PARALLELISM), "--record-delay-us", "0",
+            "--guarantee", "AT_LEAST_ONCE", "--discovery-ms", "1000"]
+    job = Job(jar, args, tmp_path / "job.log")
+    jobs.append(job)
+    seen = Output(agent.bootstrap, dst, "read_uncommitted")
+    try:
+        _watch(job, seen, lambda: len(seen.counts) >= n, FIRST_OUTPUT_TIMEOUT_S, f"the first {n} values")
+        a = AdminClient({"bootstrap.servers": agent.bootstrap})
+        a.create_partitions([NewPartitions(src, 4)])[src].result(timeout=30)
+        wait_for_topic(agent.bootstrap, src, partitions=4)
+        produce_confluent(agent.bootstrap, src,
+                          [Rec(i, None, _value(i), partition=2 + i % 2) for i in range(n, 2 * n)])
+        _watch(job, seen, lambda: len(seen.counts) >= 2 * n, 60,
+               f"the {n} values written to the two partitions added mid-run")
+        ends = {p: hw for p, (_lo, hw) in watermarks(agent.bootstrap, src, range(4)).items()}
+        group = prefix + "-source"
+
+        def offsets_committed():
+            got = _committed(agent.bootstrap, group, src, 4)
+            return got == ends or None
+        deadline = time.monotonic() + 30
+        while not offsets_committed():
+            assert job.proc.poll() is None, job.describe()
+            assert time.monotonic() < deadline, (
+                f"the source's committed offsets {_committed(agent.bootstrap, group, src, 4)} "
+                f"did not reach the input's end offsets {ends}\n{job.describe()}")
+            seen.poll(0.2)
+        job.kill()
+    finally:
+        seen.close()
+    counts, _ = _read_all(agent.bootstrap, dst, "read_uncommitted")
+    want = {_value(i) for i in range(2 * n)}
+    assert set(counts) == want, (f"{len(want - set(counts))} values missing, "
+                                 f"{len(set(counts) - want)} foreign in the output")
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("version", FLINK_VERSIONS)
+def test_flink_bounded_source_exactly_once(version, agent, jobs, tmp_path, request):
+    """A bounded KafkaSource (up to the end offsets at the start) into an
+    EXACTLY_ONCE KafkaSink: the job finishes by itself after its final
+    checkpoint, its output holds the input up to those offsets exactly once
+    for read_committed (records written to the input after it started are
+    not read), and no transaction is left open."""
+    jar = request.getfixturevalue("flink_jars")(version)
+    tag = version.replace(".", "")
+    src, dst = unique_topic(f"flink-bnd-{tag}"), unique_topic(f"flink-bnd-out-{tag}")
+    create_topic(agent.bootstrap, src, partitions=PARTITIONS)
+    create_topic(agent.bootstrap, dst, partitions=PARTITIONS)
+    n = 5000
+    produce_confluent(agent.bootstrap, src, [Rec(i, None, _value(i), partition=i % PARTITIONS) for i in range(n)])
+    ck_dir = str(tmp_path / "checkpoints")
+    os.makedirs(ck_dir)
+    args = _job_args(agent.bootstrap, src, dst, f"flink-bnd-{tag}-{uuid.uuid4().hex[:8]}", ck_dir, 60000)
+    args += ["--bounded", "true"]
+    args[args.index("--record-delay-us") + 1] = "200"
+    job = Job(jar, args, tmp_path / "job.log")
+    jobs.append(job)
+    seen = Output(agent.bootstrap, dst, "read_committed")
+    try:
+        _watch(job, seen, lambda: seen.total() > 0, FIRST_OUTPUT_TIMEOUT_S, "the first committed output")
+    finally:
+        seen.close()
+    # The source resolved its end offsets when it started: these are past them.
+    produce_confluent(agent.bootstrap, src,
+                      [Rec(i, None, _value(i), partition=i % PARTITIONS) for i in range(n, n + 100)])
+    try:
+        rc = job.proc.wait(timeout=180)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the bounded job did not finish in 180 s\n{job.describe()}", pytrace=False)
+    assert rc == 0 and job.result_line().startswith("RESULT ok"), job.describe()
+    counts, ends = _read_all(agent.bootstrap, dst, "read_committed")
+    want = {_value(i) for i in range(n)}
+    dups = sorted(v for v, c in counts.items() if c > 1)
+    assert set(counts) == want and not dups, (
+        f"read_committed output is not the bounded input exactly once: {len(want - set(counts))} missing, "
+        f"{len(dups)} duplicated, {len(set(counts) - want)} foreign")
+    hw = {p: high for p, (_low, high) in watermarks(agent.bootstrap, dst, range(PARTITIONS)).items()}
+    assert ends == hw, f"a transaction is still open after the job finished: {ends} != {hw}"

@@ -4,6 +4,8 @@
 //                 --txn-prefix P [--group G] [--restore CHK_DIR] [--parallelism N]
 //                 [--record-delay-us N] [--checkpoint-interval-ms N]
 //                 [--transaction-timeout-ms N] [--naming INCREMENTING|POOLING]
+//                 [--guarantee EXACTLY_ONCE|AT_LEAST_ONCE] [--bounded true]
+//                 [--discovery-ms N]
 //
 // One local MiniCluster (StreamExecutionEnvironment in this JVM, STREAMING mode)
 // runs KafkaSource (input, from the earliest offsets, unbounded) -> a map that
@@ -11,6 +13,12 @@
 // with DeliveryGuarantee.EXACTLY_ONCE and the given transactional id prefix.
 // Values pass through unchanged; each output record's key is its value (so
 // they spread over the output partitions).
+// --guarantee sets the sink's delivery guarantee (default EXACTLY_ONCE).
+// --bounded true: the source stops at the end offsets it finds at the start
+// (OffsetsInitializer.latest()), the job finishes after its final checkpoint
+// and prints "RESULT ok" (exit 0). --discovery-ms: the source looks for new
+// partitions of the input this often (partition.discovery.interval.ms; Flink's
+// default 5 min for an unbounded source).
 // Checkpoints every checkpoint-interval-ms (default 500) into DIR/<job id>/chk-N,
 // retained on cancellation (and, since nothing deletes them, after a SIGKILL).
 // --restore CHK_DIR starts from that retained checkpoint (its _metadata).
@@ -45,6 +53,7 @@ import org.apache.flink.connector.kafka.sink.KafkaSink;
 import org.apache.flink.connector.kafka.sink.KafkaSinkBuilder;
 import org.apache.flink.connector.kafka.sink.TransactionNamingStrategy;
 import org.apache.flink.connector.kafka.source.KafkaSource;
+import org.apache.flink.connector.kafka.source.KafkaSourceBuilder;
 import org.apache.flink.connector.kafka.source.enumerator.initializer.OffsetsInitializer;
 import org.apache.flink.runtime.util.EnvironmentInformation;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -100,7 +109,7 @@ public final class FlinkEos {
         defaultLogLevels();
         try {
             JobExecutionResult r = run(parseArgs(argv));
-            System.out.println("RESULT ok job=" + r.getJobID() + " (the unbounded job ended)");
+            System.out.println("RESULT ok job=" + r.getJobID() + " (the job ended)");
             System.out.flush();
             System.exit(0);
         } catch (Throwable t) {
@@ -134,13 +143,18 @@ public final class FlinkEos {
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
         env.setParallelism(parallelism);
 
-        KafkaSource<String> source = KafkaSource.<String>builder()
+        KafkaSourceBuilder<String> source = KafkaSource.<String>builder()
                 .setBootstrapServers(bootstrap)
                 .setTopics(a.get("input"))
                 .setGroupId(a.getOrDefault("group", a.get("txn-prefix") + "-source"))
                 .setStartingOffsets(OffsetsInitializer.earliest())
-                .setValueOnlyDeserializer(new SimpleStringSchema())
-                .build();
+                .setValueOnlyDeserializer(new SimpleStringSchema());
+        if (Boolean.parseBoolean(a.getOrDefault("bounded", "false"))) {
+            source.setBounded(OffsetsInitializer.latest());
+        }
+        if (a.containsKey("discovery-ms")) {
+            source.setProperty("partition.discovery.interval.ms", a.get("discovery-ms"));
+        }
 
         KafkaSinkBuilder<String> sink = KafkaSink.<String>builder()
                 .setBootstrapServers(bootstrap)
@@ -149,7 +163,7 @@ public final class FlinkEos {
                         .setKeySerializationSchema(new SimpleStringSchema())
                         .setValueSerializationSchema(new SimpleStringSchema())
                         .build())
-                .setDeliveryGuarantee(DeliveryGuarantee.EXACTLY_ONCE)
+                .setDeliveryGuarantee(DeliveryGuarantee.valueOf(a.getOrDefault("guarantee", "EXACTLY_ONCE")))
                 .setTransactionalIdPrefix(a.get("txn-prefix"))
                 .setTransactionNamingStrategy(
                         TransactionNamingStrategy.valueOf(a.getOrDefault("naming", "INCREMENTING")));
@@ -157,7 +171,7 @@ public final class FlinkEos {
             sink.setProperty("transaction.timeout.ms", a.get("transaction-timeout-ms"));
         }
 
-        env.fromSource(source, WatermarkStrategy.noWatermarks(), "kafka-source").uid("kafka-source")
+        env.fromSource(source.build(), WatermarkStrategy.noWatermarks(), "kafka-source").uid("kafka-source")
                 .map(new SlowMap(Long.parseLong(a.getOrDefault("record-delay-us", "1000"))))
                 .uid("slow-map").name("slow-map")
                 .sinkTo(sink.build()).uid("kafka-sink").name("kafka-sink");
