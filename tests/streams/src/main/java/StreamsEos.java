@@ -198,6 +198,10 @@ public final class StreamsEos {
         }
         System.setProperty("org.slf4j.simpleLogger.showDateTime", "true");
         System.setProperty("org.slf4j.simpleLogger.dateTimeFormat", "HH:mm:ss.SSS");
+        if (argv.length > 0 && argv[0].equals("wordcount")) {
+            StreamsWordCount.main(java.util.Arrays.copyOfRange(argv, 1, argv.length));
+            return;
+        }
         if (argv.length > 0 && argv[0].equals("stateful")) {
             StreamsStateful.main(java.util.Arrays.copyOfRange(argv, 1, argv.length));
             return;
