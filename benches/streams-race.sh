@@ -42,7 +42,7 @@ trap cleanup EXIT
 
 bash "$repo/tests/streams/build.sh" 4.2.0 >&2
 
-start() { # system -> prints the bootstrap address
+start() { # system -> sets BOOTSTRAP (not in a subshell: PIDS must keep the agent)
     local sys="$1" port hport
     port="$(free_port)"
     case "$sys" in
@@ -63,7 +63,7 @@ start() { # system -> prints the bootstrap address
                 sleep 0.2
             done ;;
     esac
-    echo "127.0.0.1:$port"
+    BOOTSTRAP="127.0.0.1:$port"
 }
 
 stop() {
@@ -77,7 +77,8 @@ for round in $(seq 1 "$ROUNDS"); do
     order="$SYSTEMS"
     (( round % 2 == 0 )) && order="$(echo "$SYSTEMS" | tr ' ' '\n' | tac | tr '\n' ' ')"
     for sys in $order; do
-        bootstrap="$(start "$sys")"
+        start "$sys"
+        bootstrap="$BOOTSTRAP"
         for g in at_least_once exactly_once_v2; do
             log "$sys round $round: word count of $LINES lines, $g"
             rm -rf "$WORK/state"
