@@ -1,0 +1,148 @@
+"""Turns a pytest JUnit XML result of the e2e suite into the dated
+compatibility result (docs/compatibility/YYYY-MM-DD.md): which client, at
+which version, passed which scenario against rutomq, and the physical-broker
+behaviour rutomq deliberately answers differently.
+
+Usage: report.py RESULT.xml DATE GIT_REV > docs/compatibility/DATE.md
+
+The client of each test is declared below (CLIENTS: fnmatch patterns over
+"file::test[params]", first match wins); the versions come from the files
+that pin them (tests/requirements*.txt, tests/clients/versions.sh,
+tests/flink/build.sh, tests/e2e/test_streams.py), so the report names what
+ran."""
+
+import fnmatch
+import os
+import re
+import sys
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def _pin(path, pattern, default="?"):
+    try:
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+            m = re.search(pattern, f.read(), re.M)
+        return m.group(1) if m else default
+    except OSError:
+        return default
+
+
+V = {
+    "rdkafka": _pin("tests/requirements.txt", r"^confluent-kafka==(\S+)"),
+    "rdkafka_promised": _pin("tests/requirements-promised.txt", r"^confluent-kafka==(\S+)"),
+    "kafka_python": _pin("tests/requirements.txt", r"^kafka-python==(\S+)"),
+    "java4": _pin("tests/clients/versions.sh", r'JAVA_CLIENT_4:-([^}]+)\}'),
+    "java39": _pin("tests/clients/versions.sh", r'JAVA_CLIENT_39:-([^}]+)\}'),
+    "java_newest": _pin("tests/clients/versions.sh", r'JAVA_CLIENT_NEWEST:-([^}]+)\}'),
+    "tools": _pin("tests/clients/versions.sh", r'KAFKA_TOOLS:-([^}]+)\}'),
+    "franz_promised": _pin("tests/clients/versions.sh", r"^FRANZ_GO_PROMISED=(\S+)"),
+    "franz": _pin("tests/go/go.mod", r"github.com/twmb/franz-go v(\S+)"),
+    "streams": _pin("tests/e2e/test_streams.py", r'"STREAMS_VERSION", "([^"]+)"'),
+    "streams_newest": _pin("tests/e2e/test_streams.py", r'"STREAMS_NEWEST", "([^"]+)"'),
+    "connector": _pin("tests/flink/build.sh", r'FLINK_CONNECTOR_KAFKA:-([^}]+)\}'),
+}
+JAVA = f"Java kafka-clients {V['java4']}, {V['java39']}, {V['java_newest']}"
+FRANZ = f"franz-go {V['franz_promised']}, {V['franz']}"
+RDK = f"librdkafka (confluent-kafka {V['rdkafka']})"
+CLIENTS = [
+    ("test_java_go.py::*java-4*", f"Java kafka-clients {V['java4']}"),
+    ("test_java_go.py::*java-3.9*", f"Java kafka-clients {V['java39']}"),
+    ("test_java_go.py::*java-newest*", f"Java kafka-clients {V['java_newest']}"),
+    ("test_*.py::*go-1.21.5*", f"franz-go {V['franz_promised']}"),
+    ("test_*.py::*[[]go[]]", f"franz-go {V['franz']}"),
+    ("test_java_go.py::test_franz_go_builds*", FRANZ),
+    ("test_transactions.py::*java-4*", f"Java kafka-clients {V['java4']}"),
+    ("test_transactions.py::*java-3.9*", f"Java kafka-clients {V['java39']}"),
+    ("test_transactions.py::*java-newest*", f"Java kafka-clients {V['java_newest']}"),
+    ("test_transactions.py::*" + V["rdkafka_promised"] + "*",
+     f"librdkafka (confluent-kafka {V['rdkafka_promised']})"),
+    ("test_transactions.py::test_kafka_transactions_tool*", f"Kafka CLI tools {V['tools']}"),
+    ("test_groups_java_go.py::test_java_*", f"Java kafka-clients {V['java4']}"),
+    ("test_groups_java_go.py::test_franz_go_*", f"franz-go {V['franz']}"),
+    ("test_groups_java_go.py::test_mixed_*", f"{JAVA}; franz-go {V['franz']}; librdkafka"),
+    ("test_compaction.py::test_java_and_franz_go_*", f"{JAVA}; {FRANZ}"),
+    ("test_streams.py::*" + V["streams_newest"] + "*", f"Kafka Streams {V['streams_newest']}"),
+    ("test_streams*.py::*", f"Kafka Streams {V['streams']}"),
+    ("test_flink.py::*2.2.1*", f"Flink 2.2.1 + flink-connector-kafka {V['connector']}"),
+    ("test_flink.py::*2.3.0*", f"Flink 2.3.0 + flink-connector-kafka {V['connector']}"),
+    ("test_flink.py::test_flink_default_transaction_timeout_refused*",
+     f"Flink 2.2.1 + flink-connector-kafka {V['connector']}"),
+    ("test_kafka_python.py::*", f"kafka-python {V['kafka_python']}"),
+    ("test_librdkafka.py::*promised*", f"librdkafka (confluent-kafka {V['rdkafka_promised']})"),
+    ("test_raw_protocol.py::*", "raw Kafka protocol (the suite's own encoder)"),
+    ("test_harness.py::*", "rutomq's benchmark harness"),
+    ("test_cli.py::*", "the rutomq binary"),
+    ("test_*.py::*", RDK),
+]
+
+# What a physical Kafka broker does that rutomq deliberately does not, and
+# what it answers instead (kept in step with the README and DESIGN.md).
+DIFFERENCES = """\
+| Kafka behaviour | rutomq |
+|---|---|
+| Partition replicas on brokers, ISR, replica placement | Data lives in the object store (its durability is the store's). Metadata names one live agent per partition as leader (a rendezvous hash over the live agents), with replicas = ISR = [that agent]; any agent serves any partition, so a client that talks to another agent is served too. |
+| `replication.factor`, replica assignments in CreateTopics | `replication.factor` -1 or >= 1 is accepted and has no effect; a manual replica assignment is refused with INVALID_REPLICA_ASSIGNMENT ("any agent serves any partition"). |
+| Leader elections, preferred leaders, unclean election | None: when an agent leaves, the hash moves its partitions to the others at once (no data moves). Leader epoch is reported as 0. |
+| Log directories, segments, index files | None on the agents. Segment, index, flush and tiering topic configs are accepted, stored, described, and inert (DescribeConfigs says why). |
+| The cleaner's threads and I/O throttle | One compactor thread per agent over the compacted partitions it leads; no `log.cleaner.io.max.bytes.per.second` throttle yet. |
+| Transaction markers written by the coordinator to partition leaders | EndTxn writes every partition's marker, the offsets and the last stable offsets in one PostgreSQL transaction: no hanging or half-written transaction. |
+| KRaft controller, quorum and broker-registration APIs | Not served (agents register in PostgreSQL). |
+"""
+
+
+def _cases(xml_path):
+    root = ET.parse(xml_path).getroot()
+    for tc in root.iter("testcase"):
+        module = tc.get("classname", "").split(".")[-1]
+        name = tc.get("name", "")
+        if tc.find("skipped") is not None:
+            outcome = "skipped"
+        elif tc.find("failure") is not None or tc.find("error") is not None:
+            outcome = "FAIL"
+        else:
+            outcome = "pass"
+        yield f"{module}.py::{name}", outcome, float(tc.get("time", "0"))
+
+
+def _client(test_id):
+    for pattern, client in CLIENTS:
+        if fnmatch.fnmatchcase(test_id, pattern):
+            return client
+    return "—"
+
+
+def main():
+    xml_path, date, rev = sys.argv[1:4]
+    by_client = defaultdict(list)
+    total = defaultdict(int)
+    for test_id, outcome, secs in _cases(xml_path):
+        by_client[_client(test_id)].append((test_id, outcome, secs))
+        total[outcome] += 1
+    out = [f"# rutomq compatibility result, {date}", "",
+           f"rutomq at `{rev}`, tested by `tests/compat/run.sh` (the end-to-end suite of "
+           "`scripts/test.sh`, each test against real agents over TCP with a real PostgreSQL; "
+           "clients at the versions below, unmodified). "
+           f"{total['pass']} passed, {total['FAIL']} failed, {total['skipped']} skipped.", "",
+           "## By client", "", "| Client | Passed | Failed | Skipped |", "|---|---|---|---|"]
+    order = sorted(by_client, key=lambda c: (c.startswith(("raw", "rutomq", "the rutomq", "—")), c))
+    for c in order:
+        rows = by_client[c]
+        n = {o: sum(1 for _, x, _ in rows if x == o) for o in ("pass", "FAIL", "skipped")}
+        out.append(f"| {c} | {n['pass']} | {n['FAIL']} | {n['skipped']} |")
+    out += ["", "## Scenarios", "",
+            "Each test's file starts with what it proves and how; the fault cases (agents, "
+            "PostgreSQL, client processes killed, paused or restarted mid-run) are named in the test.", ""]
+    for c in order:
+        out += [f"### {c}", "", "| Test | Result | Seconds |", "|---|---|---|"]
+        for test_id, outcome, secs in sorted(by_client[c]):
+            out.append(f"| `{test_id}` | {outcome} | {secs:.0f} |")
+        out.append("")
+    out += ["## What rutomq answers instead of a physical broker", "", DIFFERENCES]
+    sys.stdout.write("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()
