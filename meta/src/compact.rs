@@ -73,18 +73,6 @@ pub struct AbortedTxn {
     pub marker_offset: i64,
 }
 
-/// A span a pass wrote (sparse).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CompactedSpan {
-    pub base_offset: i64,
-    pub last_offset: i64,
-    pub object_key: String,
-    pub byte_start: i64,
-    pub byte_len: i32,
-    pub batch_count: i32,
-    pub max_timestamp: i64,
-}
-
 /// Everything a pass commits.
 #[derive(Clone, Debug, Default)]
 pub struct Swap {
@@ -96,7 +84,8 @@ pub struct Swap {
     pub objects: Vec<(String, i64)>,
     /// Base offsets of the spans replaced.
     pub replaced: Vec<i64>,
-    pub spans: Vec<CompactedSpan>,
+    /// The spans written (sparse), in offset order.
+    pub spans: Vec<crate::commit::SpanRow>,
     /// Offsets of markers removed (their horizon has passed).
     pub markers_removed: Vec<i64>,
     /// (offset, horizon) of markers that may go from their horizon on.
@@ -258,7 +247,8 @@ impl Meta {
             let mut old_objects: Vec<String> = gone.iter().map(|r| r.get(1)).collect();
             old_objects.sort_unstable();
             old_objects.dedup();
-            let col = |f: fn(&CompactedSpan) -> i64| s.spans.iter().map(f).collect::<Vec<i64>>();
+            let col =
+                |f: fn(&crate::commit::SpanRow) -> i64| s.spans.iter().map(f).collect::<Vec<i64>>();
             let keys: Vec<&str> = s.spans.iter().map(|x| x.object_key.as_str()).collect();
             let lens: Vec<i32> = s.spans.iter().map(|x| x.byte_len).collect();
             let counts: Vec<i32> = s.spans.iter().map(|x| x.batch_count).collect();

@@ -38,7 +38,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::FutureExt;
-use rutomq_meta::compact::{CompactedSpan, Item, PartitionDirt, Swap, SwapOutcome};
+use rutomq_meta::commit::SpanRow;
+use rutomq_meta::compact::{Item, PartitionDirt, Swap, SwapOutcome};
 use rutomq_meta::{Meta, TopicRecord};
 use rutomq_storage::Storage;
 use uuid::Uuid;
@@ -306,7 +307,11 @@ impl Compactor {
             end,
         };
         let mut w = Rewriter::new(rules, map, &aborts);
-        let mut out = Output::default();
+        let mut out = Output {
+            topic_id,
+            partition,
+            ..Output::default()
+        };
         let mut from = d.dirt.log_start_offset;
         loop {
             let items = self
@@ -424,10 +429,12 @@ fn corrupt(e: crate::records::Invalid) -> anyhow::Error {
 /// past [`COMPACTED_OBJECT_BYTES_MAX`].
 #[derive(Default)]
 struct Output {
+    topic_id: Uuid,
+    partition: i32,
     key: Option<String>,
     chunks: Vec<Bytes>,
     len: usize,
-    spans: Vec<CompactedSpan>,
+    spans: Vec<SpanRow>,
     /// Uploaded objects, with their sizes.
     objects: Vec<(String, i64)>,
     bytes_written: u64,
@@ -439,7 +446,9 @@ impl Output {
             .key
             .get_or_insert_with(|| storage.new_object_key(agent_id))
             .clone();
-        self.spans.push(CompactedSpan {
+        self.spans.push(SpanRow {
+            topic_id: self.topic_id,
+            partition: self.partition,
             base_offset: run.base_offset,
             last_offset: run.last_offset,
             object_key: key,
