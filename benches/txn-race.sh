@@ -6,7 +6,7 @@
 #
 # Usage: benches/txn-race.sh [--duration S] [--warmup S] [--producers N]
 #                            [--batches K] [--batch-records R] [--rounds N]
-#                            [--systems "kafka rutomq"]
+#                            [--commit-rates "100 200"] [--systems "kafka rutomq"]
 # Build first: cargo build --release --bin rutomq --bin rutomq-bench
 #
 # Per system:
@@ -22,6 +22,13 @@
 #   b and c run ROUNDS times (default 3) in alternating order (c b, b c, c b,
 #   ...): whichever reads first pays for cold caches, so one read of each is
 #   no comparison. The table has the median of each; all rounds are kept.
+#   d. txn       for each of COMMIT_RATES (commits/s over all ids, default
+#                "100 200"; "" for none), run (a) again on a new topic at that
+#                fixed rate, each id beginning a transaction on its schedule:
+#                the commit latency of a system that is not saturated (at
+#                saturation, (a), a closed loop's latency is its queueing).
+#                A rate a system cannot hold shows as achieved commits/s
+#                below it and as start lag (transactions begun late).
 # Systems: kafka (Apache Kafka $KAFKA_VERSION, default 4.2.0, one KRaft node via
 # benches/kafka/start-kafka.sh) and rutomq (embedded defaults: private
 # PostgreSQL, file object store, default flush window).
@@ -33,6 +40,7 @@ BENCH="${RUTOMQ_BENCH:-$repo/target/release/rutomq-bench}"
 RUTOMQ_BIN="${RUTOMQ_BIN:-$repo/target/release/rutomq}"
 export KAFKA_VERSION="${KAFKA_VERSION:-4.2.0}"
 DURATION=30 WARMUP=5 PRODUCERS=8 BATCHES=4 BATCH_RECORDS=64 ROUNDS=3 SYSTEMS="kafka rutomq"
+COMMIT_RATES="100 200"
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --duration) DURATION="$2"; shift 2 ;;
@@ -42,7 +50,8 @@ while [[ $# -gt 0 ]]; do
         --batch-records) BATCH_RECORDS="$2"; shift 2 ;;
         --rounds) ROUNDS="$2"; shift 2 ;;
         --systems) SYSTEMS="$2"; shift 2 ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+        --commit-rates) COMMIT_RATES="$2"; shift 2 ;;
+        -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
         *) echo "txn-race: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -111,6 +120,16 @@ run_system() {
                 >"$OUT/$sys-consume-$iso-$round.log" 2>&1
         done
     done
+    # Records per commit over all ids: every id commits BATCHES batches of
+    # BATCH_RECORDS records in each of its partitions (8 dealt out).
+    local per_commit=$(( BATCHES * BATCH_RECORDS * 8 / PRODUCERS )) c
+    for c in $COMMIT_RATES; do
+        log "$sys: txn produce at $c commits/s"
+        "$BENCH" txn --bootstrap "$bootstrap" --topic "txn-rate-$c" --create --partitions 8 \
+            --producers "$PRODUCERS" --txn-batches "$BATCHES" --batch-records "$BATCH_RECORDS" \
+            --rate "$(( c * per_commit ))" --duration "$DURATION" --warmup "$WARMUP" \
+            --label "$sys" --out "$OUT/$sys-txn-rate-$c.json" >"$OUT/$sys-txn-rate-$c.log" 2>&1
+    done
     case "$sys" in
         kafka) "$here/kafka/start-kafka.sh" --stop "$WORK/kafka" >/dev/null 2>&1 || true ;;
         rutomq) kill "${PIDS[-1]}"; wait "${PIDS[-1]}" 2>/dev/null || true ;;
@@ -119,11 +138,14 @@ run_system() {
 
 for s in $SYSTEMS; do run_system "$s"; done
 
-python3 - "$OUT" "$ROUNDS" $SYSTEMS <<'EOF' | tee "$OUT/summary.md"
+python3 - "$OUT" "$ROUNDS" "$COMMIT_RATES" $SYSTEMS <<'EOF' | tee "$OUT/summary.md"
 import json, statistics, sys
-out, rounds, systems = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+out, rounds, rates, systems = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4:]
 def load(name):
     return json.load(open(f"{out}/{name}.json"))
+def commits(t):
+    # Every transaction holds the same records: commits/s from records/s.
+    return t["records_per_sec"] * t["requests"] / max(t["records_total"], 1)
 def reads(s, iso):
     return [load(f"{s}-consume-{iso}-{r}")["mib_per_sec"] for r in range(1, rounds + 1)]
 rows, rounds_seen = {}, {}
@@ -134,14 +156,19 @@ for s in systems:
     lat = t["latency_ms"]
     rows[s] = {
         "txn MiB/s": t["mib_per_sec"],
-        # Every transaction holds the same records: commits/s from records/s.
-        "commits/s": t["records_per_sec"] * t["requests"] / max(t["records_total"], 1),
+        "commits/s": commits(t),
         "commit p50 ms": lat["p50"],
         "commit p99 ms": lat["p99"],
         "read_committed MiB/s": statistics.median(rc),
         "read_uncommitted MiB/s": statistics.median(ru),
     }
     rows[s]["committed / uncommitted"] = rows[s]["read_committed MiB/s"] / rows[s]["read_uncommitted MiB/s"]
+    for c in rates:
+        f = load(f"{s}-txn-rate-{c}")
+        rows[s][f"at {c}/s: commits/s"] = commits(f)
+        rows[s][f"at {c}/s: commit p50 ms"] = f["latency_ms"]["p50"]
+        rows[s][f"at {c}/s: commit p99 ms"] = f["latency_ms"]["p99"]
+        rows[s][f"at {c}/s: start lag p99 ms"] = f["send_lag_ms"]["p99"]
 keys = list(next(iter(rows.values())).keys())
 print("| | " + " | ".join(systems) + (" | rutomq / kafka |" if len(systems) == 2 else " |"))
 print("|---" * (len(systems) + 1 + (len(systems) == 2)) + "|")

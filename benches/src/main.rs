@@ -110,7 +110,9 @@ struct Args {
     /// latency.
     #[arg(long, default_value_t = 32)]
     in_flight: usize,
-    /// Records per second over all producers; 0 = as fast as the broker acks.
+    /// Records per second over all producers (txn: in whole transactions,
+    /// so commits/s = rate / records per transaction); 0 = as fast as the
+    /// broker acks.
     #[arg(long, default_value_t = 0.0)]
     rate: f64,
     /// Seconds to run (after the warmup). Default 30 unless --records is set.
@@ -292,10 +294,10 @@ async fn run(args: Args) -> Result<()> {
     if args.mode == Mode::Txn {
         let compression = args.compression.compression();
         let run_id = std::process::id();
-        for (i, mine) in deal_producers(&parts, args.producers)
-            .into_iter()
-            .enumerate()
-        {
+        let groups = deal_producers(&parts, args.producers);
+        let connections = groups.len();
+        let schedule_start = Instant::now();
+        for (i, mine) in groups.into_iter().enumerate() {
             let cfg = txn::TxnConfig {
                 addr: args.bootstrap.clone(),
                 transactional_id: format!("{}-txn-{run_id}-{i}", args.topic),
@@ -305,6 +307,9 @@ async fn run(args: Args) -> Result<()> {
                 compression,
                 batches: args.txn_batches.max(1),
                 timeout_ms: args.txn_timeout_ms,
+                rate: args.rate / connections as f64,
+                phase: i as f64 / connections as f64,
+                schedule_start,
             };
             tasks.spawn(txn::run(cfg, shared.clone()));
         }

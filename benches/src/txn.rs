@@ -53,6 +53,14 @@ pub struct TxnConfig {
     /// Produce requests per transaction.
     pub batches: usize,
     pub timeout_ms: i32,
+    /// Records per second for this transactional id (whole transactions:
+    /// one begins every `records per transaction / rate` seconds); 0 =
+    /// back to back.
+    pub rate: f64,
+    /// Where in the transaction interval this id's schedule sits, in
+    /// [0, 1) from `schedule_start` (the ids spread evenly over it).
+    pub phase: f64,
+    pub schedule_start: Instant,
 }
 
 struct Conn {
@@ -179,8 +187,25 @@ pub async fn run(cfg: TxnConfig, shared: Arc<Shared>) -> Result<()> {
     let mut seqs = vec![0i32; cfg.parts.len()];
     let records_per_txn = (cfg.batches * cfg.batch_records * cfg.parts.len()) as u64;
     let bytes_per_txn = records_per_txn * cfg.record_size as u64;
+    let interval =
+        (cfg.rate > 0.0).then(|| Duration::from_secs_f64(records_per_txn as f64 / cfg.rate));
+    let mut due = match interval {
+        Some(iv) => cfg.schedule_start + iv.mul_f64(cfg.phase.clamp(0.0, 1.0)),
+        None => Instant::now(),
+    };
 
     while !shared.stopped() {
+        // At a fixed rate a transaction begins when due; one begun late
+        // (the previous one took longer than the interval) shows in the
+        // send lag, since its commit latency does not count the wait.
+        if let Some(iv) = interval {
+            due += iv;
+            tokio::time::sleep_until(due.into()).await;
+            shared.sent(due.elapsed().as_micros() as u64);
+            if shared.stopped() {
+                break;
+            }
+        }
         // AddPartitionsToTxn (retried while the previous end settles).
         let mut retries = Retries::new("AddPartitionsToTxn");
         loop {
