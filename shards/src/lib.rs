@@ -1,9 +1,10 @@
 //! The thread-per-core runtime of rutomq.
 //!
 //! One glommio executor per shard, each pinned to its own core, each with its
-//! own `SO_REUSEPORT` listener on the same address so the kernel spreads
-//! connections across shards. A connection lives on the shard that accepted it
-//! for its whole life. This crate is the only one that touches glommio: the
+//! own `SO_REUSEPORT` listener on each configured address so the kernel
+//! spreads connections across shards. A connection lives on the shard that
+//! accepted it for its whole life, with the state the engine keeps for it
+//! ([`Service::open`]: which listener, its authentication). This crate is the only one that touches glommio: the
 //! engine supplies a [`Service`] (built inside each shard by a factory) and uses
 //! [`spawn`], [`sleep`] and [`yield_if_needed`] from here.
 //!
@@ -46,6 +47,9 @@ pub enum Reply {
     Now(Option<Bytes>),
     /// The response comes later (durable produce, long-poll fetch).
     Later(LocalBoxFuture<'static, Option<Bytes>>),
+    /// The connection's last response (a failed authentication): nothing
+    /// more is read; once this is written the connection closes.
+    Last(LocalBoxFuture<'static, Option<Bytes>>),
 }
 
 /// Why a connection is closed instead of answered.
@@ -54,16 +58,30 @@ pub struct Close(pub &'static str);
 
 /// The engine's per-shard request handler.
 ///
-/// `call` receives one frame without its size prefix. It runs in connection
-/// order: the next frame of the same connection is not read until the future
-/// it returns resolves, so anything order-sensitive (appending produce batches)
-/// happens before it resolves. Returned frames must include the size prefix.
+/// `open` makes the state of a new connection; `call` receives one frame of
+/// it without its size prefix. `call` runs in connection order: the next
+/// frame of the same connection is not read until the future it returns
+/// resolves, so anything order-sensitive (appending produce batches, an
+/// authentication step) happens before it resolves. Returned frames must
+/// include the size prefix.
 pub trait Service: 'static {
-    /// Handles one request frame of the connection from `peer` (its
-    /// address, when the socket still knows it).
+    /// What the engine keeps per connection (cloned into each call).
+    type Conn: Clone + 'static;
+
+    /// A connection accepted on listener `listener` (its index in
+    /// [`ShardConfig::listeners`]) from `peer` (when the socket knows it).
+    fn open(&self, listener: usize, peer: Option<SocketAddr>) -> Self::Conn;
+
+    /// The largest frame `conn` may send now (below the configured one:
+    /// before a client authenticates, say).
+    fn frame_bytes_max(&self, _conn: &Self::Conn) -> usize {
+        usize::MAX
+    }
+
+    /// Handles one request frame of connection `conn`.
     fn call(
         self: Rc<Self>,
-        peer: Option<SocketAddr>,
+        conn: Self::Conn,
         frame: Bytes,
     ) -> LocalBoxFuture<'static, Result<Reply, Close>>;
 }
@@ -72,7 +90,8 @@ pub trait Service: 'static {
 #[derive(Clone, Debug)]
 pub struct ShardConfig {
     pub shards: usize,
-    pub listen: SocketAddr,
+    /// Every listener's address; each shard accepts on all of them.
+    pub listeners: Vec<SocketAddr>,
     /// Pin shard `i` to core `i % cores`.
     pub pin: bool,
     /// A frame larger than this closes the connection.
@@ -152,7 +171,8 @@ pub struct Shards {
     stop_txs: Vec<oneshot::Sender<Duration>>,
     joins: Vec<glommio::ExecutorJoinHandle<()>>,
     pub stats: Arc<ShardStats>,
-    pub listen: SocketAddr,
+    /// The bound address of each listener, in configuration order.
+    pub listeners: Vec<SocketAddr>,
 }
 
 impl Shards {
@@ -165,6 +185,7 @@ impl Shards {
         F: Fn(usize) -> Rc<S> + Send + Sync + 'static,
     {
         assert!(config.shards >= 1);
+        assert!(!config.listeners.is_empty());
         assert!(config.frame_bytes_max >= 1024);
         assert!(config.shard_memory_bytes_max >= 1024);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -172,11 +193,12 @@ impl Shards {
         let stats = Arc::new(ShardStats::default());
         let mut stop_txs = Vec::new();
         let mut joins = Vec::new();
-        // The first listener decides the port (the configured one may be 0);
-        // the others bind the same port with SO_REUSEPORT.
-        let mut listen = config.listen;
+        // The first shard decides each listener's port (a configured one
+        // may be 0); the others bind the same ports with SO_REUSEPORT.
+        let mut listen = config.listeners.clone();
         for shard in 0..config.shards {
-            let (bound_tx, bound_rx) = std::sync::mpsc::channel::<std::io::Result<SocketAddr>>();
+            let (bound_tx, bound_rx) =
+                std::sync::mpsc::channel::<std::io::Result<Vec<SocketAddr>>>();
             let (stop_tx, stop_rx) = oneshot::channel();
             let placement = if config.pin {
                 // One executor per core, fixed, so each shard keeps its
@@ -188,25 +210,29 @@ impl Shards {
             let factory = factory.clone();
             let stats = stats.clone();
             let config = config.clone();
-            let addr = listen;
+            let addrs = listen.clone();
             let join = LocalExecutorBuilder::new(placement)
                 .name(&format!("shard-{shard}"))
                 .io_memory(config.io_memory_bytes)
                 .spin_before_park(Duration::from_micros(50))
                 .spawn(move || async move {
-                    let listener = match TcpListener::bind(addr) {
-                        Ok(l) => l,
-                        Err(e) => {
-                            let _ = bound_tx.send(Err(e.into()));
-                            return;
+                    let mut listeners = Vec::with_capacity(addrs.len());
+                    for addr in addrs {
+                        match TcpListener::bind(addr) {
+                            Ok(l) => listeners.push(l),
+                            Err(e) => {
+                                let _ = bound_tx.send(Err(e.into()));
+                                return;
+                            }
                         }
-                    };
-                    let local = listener
-                        .local_addr()
-                        .expect("bound listener has an address");
+                    }
+                    let local = listeners
+                        .iter()
+                        .map(|l| l.local_addr().expect("bound listener has an address"))
+                        .collect();
                     let _ = bound_tx.send(Ok(local));
                     let service = factory(shard);
-                    run_shard(shard, listener, service, config, stats, stop_rx).await;
+                    run_shard(shard, listeners, service, config, stats, stop_rx).await;
                 })
                 .map_err(|e| std::io::Error::other(e.to_string()))?;
             let bound = bound_rx
@@ -220,7 +246,7 @@ impl Shards {
             stop_txs,
             joins,
             stats,
-            listen,
+            listeners: listen,
         })
     }
 
@@ -245,7 +271,7 @@ struct ShardState {
 
 async fn run_shard<S: Service>(
     shard: usize,
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     service: Rc<S>,
     config: ShardConfig,
     stats: Arc<ShardStats>,
@@ -268,55 +294,101 @@ async fn run_shard<S: Service>(
         connections: Cell::new(0),
         stopping: Cell::new(false),
     });
-    let mut stop_rx = stop_rx.fuse();
-    let grace;
-    loop {
-        let accept = listener.accept().fuse();
-        futures::pin_mut!(accept);
-        futures::select! {
-            g = stop_rx => {
-                grace = g.unwrap_or(Duration::ZERO);
-                break;
-            }
-            r = accept => match r {
-                Ok(stream) => {
-                    stats.connections_accepted.fetch_add(1, Ordering::Relaxed);
-                    if state.connections.get() >= config.connections_per_shard_max {
-                        tracing::warn!(max = config.connections_per_shard_max, "connection limit reached; closing new connection");
-                        drop(stream);
-                        continue;
-                    }
-                    let _ = stream.set_nodelay(true);
-                    state.connections.set(state.connections.get() + 1);
-                    stats.connections_open.fetch_add(1, Ordering::Relaxed);
-                    open_here.fetch_add(1, Ordering::Relaxed);
-                    let open_here = open_here.clone();
-                    let service = service.clone();
-                    let memory = memory.clone();
-                    let config = config.clone();
-                    let stats2 = stats.clone();
-                    let state2 = state.clone();
-                    glommio::spawn_local(async move {
-                        serve_connection(stream, service, memory, &config, &stats2, &state2).await;
-                        state2.connections.set(state2.connections.get() - 1);
-                        stats2.connections_open.fetch_sub(1, Ordering::Relaxed);
-                        open_here.fetch_sub(1, Ordering::Relaxed);
-                    })
-                    .detach();
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    glommio::timer::sleep(Duration::from_millis(10)).await;
-                }
-            }
-        }
+    // One accept loop per listener, each until the stop signal.
+    let stop = stop_rx.shared();
+    let shared = Rc::new(AcceptShared {
+        service,
+        memory,
+        config,
+        stats,
+        state: state.clone(),
+        open_here,
+    });
+    let loops: Vec<_> = listeners
+        .into_iter()
+        .enumerate()
+        .map(|(i, l)| {
+            glommio::spawn_local(accept_loop(i, l, shared.clone(), stop.clone())).detach()
+        })
+        .collect();
+    let grace = stop.await.unwrap_or(Duration::ZERO);
+    for l in loops {
+        let _ = l.await;
     }
-    drop(listener);
     state.stopping.set(true);
     // Let requests already admitted finish: produce waits for durability.
     let deadline = std::time::Instant::now() + grace;
     while state.inflight.get() > 0 && std::time::Instant::now() < deadline {
         glommio::timer::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// What every accept loop of a shard shares.
+struct AcceptShared<S: Service> {
+    service: Rc<S>,
+    memory: Rc<ShardMemory>,
+    config: ShardConfig,
+    stats: Arc<ShardStats>,
+    state: Rc<ShardState>,
+    open_here: Arc<AtomicUsize>,
+}
+
+/// Accepts connections on listener `index` until `stop` resolves (the
+/// listener closes with the loop), each served by its own task.
+async fn accept_loop<S: Service>(
+    index: usize,
+    listener: TcpListener,
+    shared: Rc<AcceptShared<S>>,
+    stop: futures::future::Shared<oneshot::Receiver<Duration>>,
+) {
+    let mut stop = stop.fuse();
+    loop {
+        let accept = listener.accept().fuse();
+        futures::pin_mut!(accept);
+        let r = futures::select! {
+            _ = stop => return,
+            r = accept => r,
+        };
+        let stream = match r {
+            Ok(stream) => stream,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                glommio::timer::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let (state, stats) = (&shared.state, &shared.stats);
+        stats.connections_accepted.fetch_add(1, Ordering::Relaxed);
+        if state.connections.get() >= shared.config.connections_per_shard_max {
+            tracing::warn!(
+                max = shared.config.connections_per_shard_max,
+                "connection limit reached; closing new connection"
+            );
+            drop(stream);
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
+        state.connections.set(state.connections.get() + 1);
+        stats.connections_open.fetch_add(1, Ordering::Relaxed);
+        shared.open_here.fetch_add(1, Ordering::Relaxed);
+        let shared = shared.clone();
+        glommio::spawn_local(async move {
+            let s = &*shared;
+            serve_connection(
+                stream,
+                index,
+                s.service.clone(),
+                s.memory.clone(),
+                &s.config,
+                &s.stats,
+                &s.state,
+            )
+            .await;
+            s.state.connections.set(s.state.connections.get() - 1);
+            s.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
+            s.open_here.fetch_sub(1, Ordering::Relaxed);
+        })
+        .detach();
     }
 }
 
@@ -360,6 +432,7 @@ type Pending = (
 
 async fn serve_connection<S: Service>(
     stream: TcpStream,
+    listener: usize,
     service: Rc<S>,
     memory: Rc<ShardMemory>,
     config: &ShardConfig,
@@ -367,6 +440,7 @@ async fn serve_connection<S: Service>(
     state: &Rc<ShardState>,
 ) {
     let peer = stream.peer_addr().ok();
+    let conn = service.open(listener, peer);
     let (mut reader, mut writer) = stream.buffered().split();
     let (mut tx, mut rx) = mpsc::channel::<Pending>(config.inflight_requests_per_connection_max);
     let writer_state = state.clone();
@@ -421,7 +495,8 @@ async fn serve_connection<S: Service>(
             break;
         }
         let size = i32::from_be_bytes(size_buf);
-        if size <= 0 || size as usize > config.frame_bytes_max {
+        let size_max = config.frame_bytes_max.min(service.frame_bytes_max(&conn));
+        if size <= 0 || size as usize > size_max {
             stats
                 .connections_closed_bad_frame
                 .fetch_add(1, Ordering::Relaxed);
@@ -446,9 +521,18 @@ async fn serve_connection<S: Service>(
         }
         stats.requests.fetch_add(1, Ordering::Relaxed);
         state.inflight.set(state.inflight.get() + 1);
-        let reply = match service.clone().call(peer, Bytes::from_owner(buf)).await {
+        let mut last = false;
+        let reply = match service
+            .clone()
+            .call(conn.clone(), Bytes::from_owner(buf))
+            .await
+        {
             Ok(Reply::Now(frame)) => Either::Left(frame),
             Ok(Reply::Later(fut)) => Either::Right(glommio::spawn_local(fut).detach()),
+            Ok(Reply::Last(fut)) => {
+                last = true;
+                Either::Right(glommio::spawn_local(fut).detach())
+            }
             Err(Close(why)) => {
                 state.inflight.set(state.inflight.get() - 1);
                 stats
@@ -459,7 +543,7 @@ async fn serve_connection<S: Service>(
             }
         };
         queued.set(queued.get() + 1);
-        if tx.send((permit, reply)).await.is_err() {
+        if tx.send((permit, reply)).await.is_err() || last {
             break;
         }
     }
