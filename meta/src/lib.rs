@@ -18,6 +18,7 @@ pub mod groups;
 pub mod limits;
 mod notify;
 pub mod producer;
+pub mod security;
 mod sql;
 pub mod txn;
 
@@ -86,9 +87,35 @@ pub struct TopicRecord {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AgentRecord {
     pub agent_id: i32,
+    /// The first listener's advertised address.
     pub host: String,
     pub port: i32,
     pub rack: Option<String>,
+    /// Every listener's advertised address, by listener name.
+    pub listeners: Vec<Endpoint>,
+}
+
+/// A listener's advertised address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub name: String,
+    pub host: String,
+    pub port: i32,
+}
+
+impl AgentRecord {
+    /// The address clients of listener `name` use to reach this agent
+    /// (`None`: the agent has no such listener). An agent registered
+    /// without listener names has one, under every name.
+    pub fn endpoint(&self, name: &str) -> Option<(&str, i32)> {
+        if self.listeners.is_empty() {
+            return Some((&self.host, self.port));
+        }
+        self.listeners
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| (e.host.as_str(), e.port))
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -139,6 +166,8 @@ pub enum Notice {
     /// A topic row changed (created, partitions added, deleted, configs):
     /// its name (announced by a trigger, migration 6).
     TopicChanged(String),
+    /// A user's SCRAM credentials changed: the user name (migration 7).
+    CredentialsChanged(String),
 }
 
 /// Called with every notification.
@@ -293,6 +322,7 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaErro
         (4, include_str!("../sql/0004_transactions.sql")),
         (5, include_str!("../sql/0005_compaction.sql")),
         (6, include_str!("../sql/0006_topic_notices.sql")),
+        (7, include_str!("../sql/0007_security.sql")),
     ];
     client
         .batch_execute(
@@ -632,20 +662,37 @@ impl Meta {
             .await
     }
 
+    /// Registers this agent with its listeners' advertised addresses (the
+    /// first one is also its `host`/`port`).
     pub async fn register_agent(
         &self,
-        host: String,
-        port: i32,
+        listeners: Vec<Endpoint>,
         rack: Option<String>,
         lease: Duration,
     ) -> Result<i32, MetaError> {
+        let first = listeners
+            .first()
+            .cloned()
+            .ok_or_else(|| MetaError::Invalid("an agent needs a listener".into()))?;
         self.run(move |c| async move {
             let secs = lease.as_secs_f64();
-            Ok(
-                c.query_one(sql::REGISTER_AGENT, &[&host, &port, &rack, &secs])
-                    .await?
-                    .get(0),
+            let names: Vec<&str> = listeners.iter().map(|e| e.name.as_str()).collect();
+            let hosts: Vec<&str> = listeners.iter().map(|e| e.host.as_str()).collect();
+            let ports: Vec<i32> = listeners.iter().map(|e| e.port).collect();
+            Ok(c.query_one(
+                sql::REGISTER_AGENT,
+                &[
+                    &first.host,
+                    &first.port,
+                    &rack,
+                    &secs,
+                    &names,
+                    &hosts,
+                    &ports,
+                ],
             )
+            .await?
+            .get(0))
         })
         .await
     }
@@ -671,11 +718,22 @@ impl Meta {
             Ok(c.query(sql::LIVE_AGENTS, &[])
                 .await?
                 .iter()
-                .map(|r| AgentRecord {
-                    agent_id: r.get(0),
-                    host: r.get(1),
-                    port: r.get(2),
-                    rack: r.get(3),
+                .map(|r| {
+                    let names: Vec<String> = r.get(4);
+                    let hosts: Vec<String> = r.get(5);
+                    let ports: Vec<i32> = r.get(6);
+                    AgentRecord {
+                        agent_id: r.get(0),
+                        host: r.get(1),
+                        port: r.get(2),
+                        rack: r.get(3),
+                        listeners: names
+                            .into_iter()
+                            .zip(hosts)
+                            .zip(ports)
+                            .map(|((name, host), port)| Endpoint { name, host, port })
+                            .collect(),
+                    }
                 })
                 .collect())
         })

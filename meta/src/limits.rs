@@ -35,3 +35,6 @@ pub const TXN_CONNECTIONS: usize = 8;
 /// A transaction change retried at most this often when its partition set
 /// changes under it (another agent adding partitions for the same id).
 pub const TXN_APPLY_ATTEMPTS_MAX: usize = 3;
+/// SCRAM credentials an agent loads for logins at most (users × 2
+/// mechanisms); past it the rest are not loaded and a warning is logged.
+pub const SCRAM_CREDENTIALS_MAX: i64 = 200_000;

@@ -41,6 +41,9 @@ pub(crate) const LOG_STARTS: &str = "rutomq_log_starts";
 pub(crate) const COMPACTED: &str = "rutomq_compacted";
 /// The channel of topic rows changed (a trigger on `topics` announces them).
 pub(crate) const TOPICS: &str = "rutomq_topics";
+/// SCRAM credentials of a user changed (payload: the user name), by a
+/// trigger (migration 7).
+pub(crate) const CREDENTIALS: &str = "rutomq_credentials";
 
 struct Announcement {
     channel: &'static str,
@@ -195,7 +198,8 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
     });
     client
         .batch_execute(&format!(
-            "LISTEN {WATERMARKS}; LISTEN {LOG_STARTS}; LISTEN {COMPACTED}; LISTEN {TOPICS}"
+            "LISTEN {WATERMARKS}; LISTEN {LOG_STARTS}; LISTEN {COMPACTED}; LISTEN {TOPICS}; \
+             LISTEN {CREDENTIALS}"
         ))
         .await?;
     while let Some(m) = nrx.recv().await {
@@ -204,6 +208,7 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
             LOG_STARTS => Notice::LogStarts(commit::parse_offset_payload(&payload)),
             COMPACTED => Notice::Compacted(commit::parse_offset_payload(&payload)),
             TOPICS => Notice::TopicChanged(payload),
+            CREDENTIALS => Notice::CredentialsChanged(payload),
             _ => Notice::Watermarks(commit::parse_marks_payload(&payload)),
         });
     }

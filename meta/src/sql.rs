@@ -86,6 +86,10 @@ statements! {
     TXN_PENDING_OFFSETS => "txn_pending_offsets.sql",
     STABLE_STATE => "stable_state.sql",
     DROP_RETIRED_MARKERS => "drop_retired_markers.sql",
+    SCRAM_LOAD => "scram_load.sql",
+    SCRAM_DESCRIBE => "scram_describe.sql",
+    SCRAM_UPSERT => "scram_upsert.sql",
+    SCRAM_DELETE => "scram_delete.sql",
 }
 
 /// A transactional id's row, locked for the coordinator's one transaction:
