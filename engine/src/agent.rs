@@ -6,7 +6,7 @@
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
 
-use rutomq_meta::{AgentRecord, Meta};
+use rutomq_meta::{AgentRecord, Endpoint, Meta};
 use rutomq_storage::Storage;
 use uuid::Uuid;
 
@@ -14,13 +14,12 @@ use crate::coordinator::owner_of;
 use crate::flush::{Flush, SealedTx};
 use crate::groups::Groups;
 use crate::metrics::ShardMetrics;
+use crate::security::{Credentials, SecurityConfig};
 
 #[derive(Clone, Debug)]
 pub struct AgentConfig {
     pub auto_create_topics: bool,
     pub default_partitions: i32,
-    pub advertised_host: String,
-    pub advertised_port: i32,
     pub rack: Option<String>,
     /// Kafka's `transaction.max.timeout.ms`.
     pub transaction_max_timeout_ms: i32,
@@ -50,6 +49,10 @@ pub struct Agent {
     pub txn_stats: crate::metrics::TxnStats,
     /// What the compactor did, for `/metrics`.
     pub compaction_stats: Arc<crate::metrics::CompactionStats>,
+    /// Listeners and SASL settings.
+    pub security: SecurityConfig,
+    /// The SCRAM credentials, for logins.
+    pub credentials: Arc<Credentials>,
 }
 
 impl Agent {
@@ -64,12 +67,27 @@ impl Agent {
     }
 
     pub fn me(&self) -> AgentRecord {
+        let listeners = self.endpoints();
         AgentRecord {
             agent_id: self.agent_id,
-            host: self.cfg.advertised_host.clone(),
-            port: self.cfg.advertised_port,
+            host: listeners[0].host.clone(),
+            port: listeners[0].port,
             rack: self.cfg.rack.clone(),
+            listeners,
         }
+    }
+
+    /// This agent's listeners' advertised addresses.
+    pub fn endpoints(&self) -> Vec<Endpoint> {
+        self.security
+            .listeners
+            .iter()
+            .map(|l| Endpoint {
+                name: l.name.clone(),
+                host: l.advertised_host.clone(),
+                port: l.advertised_port,
+            })
+            .collect()
     }
 
     /// The group coordinator.

@@ -27,6 +27,11 @@ pub enum Command {
         #[arg(long, env = "RUTOMQ_POSTGRES_URL")]
         postgres_url: String,
     },
+    /// Manage SCRAM users offline (no agent needed): the first admin user,
+    /// say. With a running cluster, `kafka-configs.sh --alter
+    /// --add-config 'SCRAM-SHA-512=[password=...]' --entity-type users`
+    /// does the same over the Kafka protocol.
+    User(crate::security::users::UserArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -52,12 +57,35 @@ pub struct ServeArgs {
     /// PostgreSQL URL. Without it, a private PostgreSQL runs under DATA_DIR/pg.
     #[arg(long, env = "RUTOMQ_POSTGRES_URL")]
     pub postgres_url: Option<String>,
-    /// Kafka listener.
+    /// Kafka listener (one PLAINTEXT listener; --listeners for more).
     #[arg(long, env = "RUTOMQ_LISTEN", default_value = "127.0.0.1:9092")]
     pub listen: SocketAddr,
     /// Address given to clients in Metadata (default: the listen address).
     #[arg(long, env = "RUTOMQ_ADVERTISE")]
     pub advertise: Option<String>,
+    /// Named listeners, Kafka's `listeners`:
+    /// NAME://HOST:PORT[,NAME://HOST:PORT...]. Replaces --listen.
+    #[arg(long, env = "RUTOMQ_LISTENERS")]
+    pub listeners: Option<String>,
+    /// What clients of each listener are told (Kafka's
+    /// `advertised.listeners`); a listener not named here is advertised
+    /// at its bind address.
+    #[arg(long, env = "RUTOMQ_ADVERTISED_LISTENERS")]
+    pub advertised_listeners: Option<String>,
+    /// NAME:PROTOCOL[,...] (Kafka's `listener.security.protocol.map`):
+    /// PLAINTEXT or SASL_PLAINTEXT (SSL and SASL_SSL are not built yet). A
+    /// listener named after a protocol has it by default.
+    #[arg(long, env = "RUTOMQ_LISTENER_SECURITY_PROTOCOL_MAP")]
+    pub listener_security_protocol_map: Option<String>,
+    /// SASL mechanisms served on SASL listeners (Kafka's
+    /// `sasl.enabled.mechanisms`): PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.
+    /// PLAIN is checked against the user's SCRAM credential.
+    #[arg(
+        long,
+        env = "RUTOMQ_SASL_ENABLED_MECHANISMS",
+        default_value = "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"
+    )]
+    pub sasl_enabled_mechanisms: String,
     /// Health and metrics HTTP listener.
     #[arg(long, env = "RUTOMQ_HTTP", default_value = "127.0.0.1:8080")]
     pub http: SocketAddr,
@@ -224,6 +252,84 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// The listeners and SASL settings these flags describe.
+    pub fn security_config(&self) -> anyhow::Result<crate::security::SecurityConfig> {
+        use crate::security::{resolve_listeners, SaslMechanism, SecurityProtocol};
+        let listeners = match &self.listeners {
+            Some(l) => {
+                anyhow::ensure!(
+                    self.advertise.is_none(),
+                    "--advertise goes with --listen; with --listeners use --advertised-listeners"
+                );
+                resolve_listeners(
+                    l,
+                    self.advertised_listeners.as_deref(),
+                    self.listener_security_protocol_map.as_deref(),
+                )
+                .map_err(|e| anyhow::anyhow!("--listeners: {e}"))?
+            }
+            None => {
+                anyhow::ensure!(
+                    self.advertised_listeners.is_none()
+                        && self.listener_security_protocol_map.is_none(),
+                    "--advertised-listeners and --listener-security-protocol-map need --listeners"
+                );
+                let advertise = self
+                    .advertise
+                    .clone()
+                    .unwrap_or_else(|| self.listen.to_string());
+                let (host, port) = advertise
+                    .rsplit_once(':')
+                    .and_then(|(h, p)| Some((h.to_owned(), p.parse::<i32>().ok()?)))
+                    .ok_or_else(|| {
+                        anyhow::anyhow!("--advertise must be HOST:PORT, got {advertise:?}")
+                    })?;
+                vec![crate::security::Listener {
+                    name: "PLAINTEXT".into(),
+                    protocol: SecurityProtocol::Plaintext,
+                    bind: self.listen,
+                    advertised_host: host,
+                    advertised_port: port,
+                }]
+            }
+        };
+        for l in &listeners {
+            anyhow::ensure!(
+                matches!(
+                    l.protocol,
+                    SecurityProtocol::Plaintext | SecurityProtocol::SaslPlaintext
+                ),
+                "listener {}: {} needs TLS, which this build does not serve yet",
+                l.name,
+                l.protocol.name()
+            );
+        }
+        let mut sasl_mechanisms = Vec::new();
+        for m in self
+            .sasl_enabled_mechanisms
+            .split(',')
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+        {
+            let m = SaslMechanism::from_name(&m.to_ascii_uppercase()).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--sasl-enabled-mechanisms: {m:?} is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+                )
+            })?;
+            if !sasl_mechanisms.contains(&m) {
+                sasl_mechanisms.push(m);
+            }
+        }
+        anyhow::ensure!(
+            !sasl_mechanisms.is_empty() || !listeners.iter().any(|l| l.protocol.sasl()),
+            "a SASL listener needs --sasl-enabled-mechanisms"
+        );
+        Ok(crate::security::SecurityConfig {
+            listeners,
+            sasl_mechanisms,
+        })
+    }
+
     pub fn groups_config(&self) -> crate::groups::GroupsConfig {
         use std::time::Duration;
         crate::groups::GroupsConfig {

@@ -15,6 +15,9 @@ pub struct EmbeddedPg {
     data: PathBuf,
     user: Option<(u32, u32)>,
     pub url: String,
+    /// It was running already (an agent on the same data directory, or
+    /// one killed): found, not started.
+    pub adopted: bool,
 }
 
 const INSTALL_HINT: &str =
@@ -128,6 +131,7 @@ impl EmbeddedPg {
             bin,
             data,
             user,
+            adopted: false,
         };
         if !pg.data.join("PG_VERSION").exists() {
             tracing::info!(dir = %pg.data.display(), "initializing embedded PostgreSQL");
@@ -152,7 +156,10 @@ impl EmbeddedPg {
             .is_ok()
         {
             tracing::info!("embedded PostgreSQL already running; adopting it");
-            return Ok(pg);
+            return Ok(EmbeddedPg {
+                adopted: true,
+                ..pg
+            });
         }
         let opts = format!(
             "-c listen_addresses='' -k {} -c max_connections=100 -c shared_buffers=128MB",

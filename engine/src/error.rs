@@ -60,6 +60,12 @@ pub enum ErrorCode {
     UnsupportedAssignor = 112,
     StaleMemberEpoch = 113,
     InvalidRegularExpression = 128,
+    UnsupportedSaslMechanism = 33,
+    IllegalSaslState = 34,
+    SaslAuthenticationFailed = 58,
+    ResourceNotFound = 91,
+    DuplicateResource = 92,
+    UnacceptableCredential = 93,
 }
 
 impl ErrorCode {

@@ -21,6 +21,7 @@ pub mod limits;
 pub mod metrics;
 pub mod read;
 pub mod records;
+pub mod security;
 pub mod serve;
 pub mod shard;
 pub mod topics;

@@ -206,6 +206,27 @@ pub const SUBSCRIPTION_REGEX_BYTES_MAX: usize = 4096;
 /// Memory one compiled subscription regex may take.
 pub const SUBSCRIPTION_REGEX_COMPILED_BYTES_MAX: usize = 1 << 20;
 
+// ---- security ----------------------------------------------------------------
+
+/// Largest frame a connection may send before it has authenticated
+/// (Kafka's `sasl.server.max.receive.size`): a SASL token, or ApiVersions.
+pub const SASL_RECEIVE_BYTES_MAX: usize = 512 << 10;
+/// Largest SASL/PLAIN token taken apart.
+pub const SASL_PLAIN_BYTES_MAX: usize = 4096;
+/// A failed authentication is answered this late, then the connection
+/// closes (Kafka's `connection.failed.authentication.delay.ms`): a client
+/// guessing passwords gets at most one try per connection per this.
+pub const AUTH_FAILURE_DELAY: Duration = Duration::from_millis(100);
+/// A principal's failed logins are logged at most once per this (with the
+/// count), per shard.
+pub const AUTH_FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(60);
+/// Principals whose failures a shard remembers for that at most.
+pub const AUTH_FAILURE_LOG_PRINCIPALS_MAX: usize = 1024;
+/// The agent's copy of the SCRAM credentials is reloaded this often even
+/// without a `rutomq_credentials` notice (one lost while LISTEN
+/// reconnects), and at once on one.
+pub const CREDENTIALS_REFRESH: Duration = Duration::from_secs(30);
+
 // ---- http --------------------------------------------------------------------
 
 /// Largest HTTP request head read on the health/metrics endpoint.

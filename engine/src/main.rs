@@ -5,20 +5,26 @@ use rutomq::config::{Cli, Command};
 
 fn main() {
     rutomq_shards::alloc::tune();
+    let cli = Cli::parse();
+    // The one-shot commands print their answer; only warnings beside it.
+    let default_level = match cli.command {
+        Some(Command::User(_)) => "warn",
+        _ => "info",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("RUTOMQ_LOG")
-                .unwrap_or_else(|_| "info".into()),
+                .unwrap_or_else(|_| default_level.into()),
         )
         // A log line that cannot be written (the disk under the log is
         // full) is dropped. Reporting it would take eprintln!, which panics
         // when stderr fails too, killing the thread that logged.
         .log_internal_errors(false)
         .init();
-    let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Migrate { postgres_url }) => migrate(&postgres_url),
         Some(Command::Serve(args)) => rutomq::serve::serve(*args),
+        Some(Command::User(args)) => rutomq::security::users::run(args),
         None => rutomq::serve::serve(cli.serve),
     };
     if let Err(e) = result {

@@ -18,6 +18,11 @@ pub struct ShardMetrics {
     pub produce_bytes: AtomicU64,
     pub produce_batches_rejected: AtomicU64,
     pub fetch_bytes: AtomicU64,
+    pub sasl_authentications: AtomicU64,
+    pub sasl_authentication_failures: AtomicU64,
+    /// Connections closed for a request other than ApiVersions and the
+    /// SASL ones before authenticating.
+    pub requests_before_authentication: AtomicU64,
 }
 
 impl ShardMetrics {
@@ -131,6 +136,21 @@ pub fn render(out: &mut String, shards: &[std::sync::Arc<ShardMetrics>]) {
             "rutomq_fetch_bytes_total",
             "Record bytes returned by Fetch.",
             &|s: &ShardMetrics| s.fetch_bytes.load(r),
+        ),
+        (
+            "rutomq_sasl_authentications_total",
+            "SASL exchanges that authenticated a connection.",
+            &|s: &ShardMetrics| s.sasl_authentications.load(r),
+        ),
+        (
+            "rutomq_sasl_authentication_failures_total",
+            "SASL exchanges that failed (the connection was closed).",
+            &|s: &ShardMetrics| s.sasl_authentication_failures.load(r),
+        ),
+        (
+            "rutomq_requests_before_authentication_total",
+            "Connections closed for sending another request before authenticating.",
+            &|s: &ShardMetrics| s.requests_before_authentication.load(r),
         ),
     ] {
         let _ = writeln!(

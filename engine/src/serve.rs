@@ -57,20 +57,16 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         "--shard-memory-bytes must be at least {SHARD_MEMORY_BYTES_MIN}, got {}",
         args.shard_memory_bytes
     );
-    let advertise = args
-        .advertise
-        .clone()
-        .unwrap_or_else(|| args.listen.to_string());
-    let (adv_host, adv_port) = advertise
-        .rsplit_once(':')
-        .and_then(|(h, p)| Some((h.to_owned(), p.parse::<i32>().ok()?)))
-        .with_context(|| format!("--advertise must be HOST:PORT, got {advertise:?}"))?;
+    let security = args.security_config()?;
+    let credentials = Arc::new(crate::security::Credentials::default());
 
     // Watermark hub: created first, because the metadata thread's LISTEN
     // feeds it.
     let (hub, hub_rxs) = Hub::new(shards_n);
     let hub = Arc::new(hub);
     let listen_hub = hub.clone();
+    let credentials_changed = Arc::new(tokio::sync::Notify::new());
+    let on_credentials = credentials_changed.clone();
     let (meta, meta_join) = Meta::start(
         url,
         Box::new(move |notice| match notice {
@@ -78,6 +74,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             Notice::LogStarts(offsets) => listen_hub.notify_log_starts(offsets),
             Notice::Compacted(parts) => listen_hub.notify_compacted(parts),
             Notice::TopicChanged(name) => listen_hub.notify_topic_changed(name),
+            Notice::CredentialsChanged(_) => on_credentials.notify_one(),
         }),
     )
     .context("cannot reach PostgreSQL")?;
@@ -87,9 +84,23 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let endpoints = security
+        .listeners
+        .iter()
+        .map(|l| rutomq_meta::Endpoint {
+            name: l.name.clone(),
+            host: l.advertised_host.clone(),
+            port: l.advertised_port,
+        })
+        .collect();
     let agent_id = rt
-        .block_on(meta.register_agent(adv_host.clone(), adv_port, args.rack.clone(), AGENT_LEASE))
+        .block_on(meta.register_agent(endpoints, args.rack.clone(), AGENT_LEASE))
         .context("cannot register the agent")?;
+    // Logins need the credentials: loaded before the listeners open.
+    if security.listeners.iter().any(|l| l.protocol.sasl()) {
+        crate::security::reload_credentials(&rt, &meta, &credentials)
+            .context("cannot load the SCRAM credentials")?;
+    }
     tracing::info!(agent_id, %object_store_url, shards = shards_n, flush_interval_ms = flush_interval.as_millis() as u64, "agent registered");
 
     let flush = Flush::new(flush_interval, args.flush_bytes);
@@ -123,8 +134,6 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         cfg: AgentConfig {
             auto_create_topics: args.auto_create_topics,
             default_partitions: args.default_partitions.max(1),
-            advertised_host: adv_host,
-            advertised_port: adv_port,
             rack: args.rack.clone(),
             transaction_max_timeout_ms: args.transaction_max_timeout_ms.max(1),
             transactional_id_expiration_ms: args.transactional_id_expiration_ms.max(1),
@@ -141,6 +150,8 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         groups: std::sync::OnceLock::new(),
         txn_stats: Default::default(),
         compaction_stats: Default::default(),
+        security: security.clone(),
+        credentials: credentials.clone(),
     });
     refresh_cluster(&rt, &agent);
     let weak = Arc::downgrade(&agent);
@@ -193,13 +204,20 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     .context("cannot start the compactor thread")?;
     // Open transactions past their timeout are aborted by their coordinator.
     storage.spawn(crate::txns::run_timeouts(agent.clone()));
+    if security.listeners.iter().any(|l| l.protocol.sasl()) {
+        storage.spawn(crate::security::keep_credentials(
+            meta.clone(),
+            credentials.clone(),
+            credentials_changed,
+        ));
+    }
 
     let hub_rxs = Mutex::new(hub_rxs.into_iter().map(Some).collect::<Vec<_>>());
     let shard_agent = agent.clone();
     let shards = rutomq_shards::Shards::start(
         rutomq_shards::ShardConfig {
             shards: shards_n,
-            listen: args.listen,
+            listeners: security.listeners.iter().map(|l| l.bind).collect(),
             pin: shards_n <= std::thread::available_parallelism().map_or(1, |n| n.get()),
             frame_bytes_max: args.max_request_bytes,
             inflight_requests_per_connection_max: INFLIGHT_REQUESTS_PER_CONNECTION_MAX,
@@ -215,8 +233,18 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             crate::api::Service::new(Shard::new(i, shard_agent.clone(), rx))
         },
     )
-    .with_context(|| format!("cannot listen on {}", args.listen))?;
-    tracing::info!(listen = %shards.listen, "serving Kafka");
+    .with_context(|| {
+        let binds: Vec<String> = security
+            .listeners
+            .iter()
+            .map(|l| l.bind.to_string())
+            .collect();
+        format!("cannot listen on {}", binds.join(", "))
+    })?;
+    for (l, bound) in security.listeners.iter().zip(&shards.listeners) {
+        tracing::info!(listener = %l.name, protocol = l.protocol.name(), listen = %bound,
+            advertised = %format!("{}:{}", l.advertised_host, l.advertised_port), "serving Kafka");
+    }
 
     let http = crate::http::start(&rt, args.http, agent.clone(), shards.stats.clone())
         .with_context(|| format!("cannot listen on {} (http)", args.http))?;

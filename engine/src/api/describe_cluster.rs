@@ -12,7 +12,7 @@ pub const API: Api<DescribeClusterRequest> = Api::new(ApiKey::DescribeCluster, 0
 
 pub async fn handle(
     shard: &Shard,
-    _req: &Req,
+    req: &Req,
     body: DescribeClusterRequest,
 ) -> DescribeClusterResponse {
     // endpoint_type 2 (controllers) is for KRaft controllers, which rutomq has none of.
@@ -22,6 +22,7 @@ pub async fn handle(
             .with_error_message(Some(str_bytes("rutomq has no controller endpoints")))
             .with_endpoint_type(body.endpoint_type);
     }
+    let listener = req.listener_name(shard);
     let agents = shard.agent.live_agents();
     let controller = agents
         .iter()
@@ -35,12 +36,15 @@ pub async fn handle(
         .with_brokers(
             agents
                 .iter()
-                .map(|a| {
-                    DescribeClusterBroker::default()
-                        .with_broker_id(BrokerId(a.agent_id))
-                        .with_host(str_bytes(&a.host))
-                        .with_port(a.port)
-                        .with_rack(a.rack.as_deref().map(str_bytes))
+                .filter_map(|a| {
+                    let (host, port) = a.endpoint(listener)?;
+                    Some(
+                        DescribeClusterBroker::default()
+                            .with_broker_id(BrokerId(a.agent_id))
+                            .with_host(str_bytes(host))
+                            .with_port(port)
+                            .with_rack(a.rack.as_deref().map(str_bytes)),
+                    )
                 })
                 .collect(),
         )

@@ -30,10 +30,23 @@ pub async fn handle(
             // the same way; each kind has its own coordinator.
             KEY_GROUP | KEY_TRANSACTION => {
                 let a = shard.agent.coordinator_for(&key);
-                base.with_key(key)
-                    .with_node_id(BrokerId(a.agent_id))
-                    .with_host(str_bytes(&a.host))
-                    .with_port(a.port)
+                match a.endpoint(req.listener_name(shard)) {
+                    Some((host, port)) => base
+                        .with_key(key)
+                        .with_node_id(BrokerId(a.agent_id))
+                        .with_host(str_bytes(host))
+                        .with_port(port),
+                    // The coordinating agent has no such listener: a
+                    // configuration error, said as Kafka says it.
+                    None => base
+                        .with_key(key)
+                        .with_error_code(ErrorCode::CoordinatorNotAvailable.code())
+                        .with_error_message(Some(str_bytes(&format!(
+                            "the coordinating agent {} has no listener {}",
+                            a.agent_id,
+                            req.listener_name(shard)
+                        )))),
+                }
             }
             other => base
                 .with_key(key)

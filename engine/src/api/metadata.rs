@@ -27,15 +27,25 @@ const CLUSTER_OPERATIONS: i32 =
 pub const API: Api<MetadataRequest> = Api::new(ApiKey::Metadata, 0, 13);
 
 pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> MetadataResponse {
-    let agents = shard.agent.live_agents();
+    // The agents as clients of this listener reach them (any agent serves
+    // any partition, so leadership is spread over those alone).
+    let listener = req.listener_name(shard);
+    let mut agents = shard.agent.live_agents();
+    agents.retain(|a| a.endpoint(listener).is_some());
+    if agents.is_empty() {
+        agents.push(shard.agent.me());
+    }
     let brokers = agents
         .iter()
-        .map(|a| {
-            MetadataResponseBroker::default()
-                .with_node_id(BrokerId(a.agent_id))
-                .with_host(str_bytes(&a.host))
-                .with_port(a.port)
-                .with_rack(a.rack.as_deref().map(str_bytes))
+        .filter_map(|a| {
+            let (host, port) = a.endpoint(listener)?;
+            Some(
+                MetadataResponseBroker::default()
+                    .with_node_id(BrokerId(a.agent_id))
+                    .with_host(str_bytes(host))
+                    .with_port(port)
+                    .with_rack(a.rack.as_deref().map(str_bytes)),
+            )
         })
         .collect();
     // v0: an empty list means all topics; v1+: null means all.

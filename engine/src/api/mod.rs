@@ -9,8 +9,10 @@ mod codec;
 mod fuzz;
 mod group_support;
 
+use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::rc::Rc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::future::LocalBoxFuture;
@@ -25,6 +27,8 @@ pub use group_support::{
     group_coordinator, group_operations, resolve_offsets, AskedOffset, ResolvedOffsets,
 };
 
+use crate::limits::SASL_RECEIVE_BYTES_MAX;
+use crate::security::session::Auth;
 use crate::shard::Shard;
 
 macro_rules! apis {
@@ -107,6 +111,10 @@ apis! {
     describe_producers,
     describe_transactions,
     list_transactions,
+    sasl_handshake,
+    sasl_authenticate,
+    describe_user_scram_credentials,
+    alter_user_scram_credentials,
 }
 
 /// One implemented API and the versions served.
@@ -178,6 +186,63 @@ impl IntoReply for Later {
     }
 }
 
+/// A response that may be the connection's last: with `close`, it is
+/// written after `delay` and the connection closes (a failed login).
+pub struct MaybeLast<R> {
+    pub response: R,
+    pub close: bool,
+    pub delay: Duration,
+}
+
+impl<R> MaybeLast<R> {
+    pub fn open(response: R) -> MaybeLast<R> {
+        MaybeLast {
+            response,
+            close: false,
+            delay: Duration::ZERO,
+        }
+    }
+
+    pub fn closing(response: R, delay: Duration) -> MaybeLast<R> {
+        MaybeLast {
+            response,
+            close: true,
+            delay,
+        }
+    }
+}
+
+impl<R: Encodable + HeaderVersion> IntoReply for MaybeLast<R> {
+    fn into_reply(self, correlation_id: i32, version: i16) -> Result<Reply, Close> {
+        let reply = self.response.into_reply(correlation_id, version)?;
+        if !self.close {
+            return Ok(reply);
+        }
+        let Reply::Now(frame) = reply else {
+            return Err(Close("a closing response must be known now"));
+        };
+        let delay = self.delay;
+        Ok(Reply::Last(
+            async move {
+                if !delay.is_zero() {
+                    rutomq_shards::sleep(delay).await;
+                }
+                frame
+            }
+            .boxed_local(),
+        ))
+    }
+}
+
+/// What the engine keeps per connection.
+pub struct Connection {
+    /// Its listener: an index into the agent's listeners, and the name.
+    pub listener: usize,
+    pub listener_name: String,
+    pub peer: Option<std::net::SocketAddr>,
+    pub auth: RefCell<Auth>,
+}
+
 /// The shard-side request handler.
 pub struct Service {
     pub shard: Rc<Shard>,
@@ -198,6 +263,8 @@ pub struct Req {
     pub frame_bytes: usize,
     /// The client's address.
     pub peer: Option<std::net::SocketAddr>,
+    /// The connection (`None` outside a connection: decoder tests).
+    pub conn: Option<Rc<Connection>>,
 }
 
 impl Req {
@@ -213,15 +280,44 @@ impl Req {
         self.peer
             .map_or_else(String::new, |p| format!("/{}", p.ip()))
     }
+
+    /// The name of the listener the request came on (the first listener's
+    /// outside a connection).
+    pub fn listener_name<'a>(&'a self, shard: &'a Shard) -> &'a str {
+        match &self.conn {
+            Some(c) => &c.listener_name,
+            None => &shard.agent.security.listeners[0].name,
+        }
+    }
 }
 
 impl rutomq_shards::Service for Service {
+    type Conn = Rc<Connection>;
+
+    fn open(&self, listener: usize, peer: Option<std::net::SocketAddr>) -> Rc<Connection> {
+        let l = &self.shard.agent.security.listeners[listener];
+        Rc::new(Connection {
+            listener,
+            listener_name: l.name.clone(),
+            peer,
+            auth: RefCell::new(Auth::new(l.protocol.sasl())),
+        })
+    }
+
+    fn frame_bytes_max(&self, conn: &Rc<Connection>) -> usize {
+        if conn.auth.borrow().is_authenticated() {
+            usize::MAX
+        } else {
+            SASL_RECEIVE_BYTES_MAX
+        }
+    }
+
     fn call(
         self: Rc<Self>,
-        peer: Option<std::net::SocketAddr>,
+        conn: Rc<Connection>,
         frame: Bytes,
     ) -> LocalBoxFuture<'static, Result<Reply, Close>> {
-        async move { dispatch(self.shard.clone(), peer, frame).await }.boxed_local()
+        async move { dispatch(self.shard.clone(), conn, frame).await }.boxed_local()
     }
 }
 
@@ -274,19 +370,30 @@ pub fn parse_request(mut frame: Bytes) -> Result<Parsed, Close> {
             header,
             frame_bytes,
             peer: None,
+            conn: None,
         },
         frame,
     ))
 }
 
-async fn dispatch(
-    shard: Rc<Shard>,
-    peer: Option<std::net::SocketAddr>,
-    frame: Bytes,
-) -> Result<Reply, Close> {
+async fn dispatch(shard: Rc<Shard>, conn: Rc<Connection>, frame: Bytes) -> Result<Reply, Close> {
+    // After SaslHandshake v0 the client's frames are bare SASL tokens.
+    if conn.auth.borrow().expects_raw_token() {
+        return Ok(sasl_authenticate::raw_token(&shard, &conn, &frame));
+    }
     match parse_request(frame)? {
         Parsed::Request(mut req, body) => {
-            req.peer = peer;
+            req.peer = conn.peer;
+            if !conn.auth.borrow().is_authenticated()
+                && !matches!(
+                    req.key,
+                    ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
+                )
+            {
+                shard.refused_before_auth(conn.peer, &conn.listener_name, req.key);
+                return Err(Close("request before authentication"));
+            }
+            req.conn = Some(conn);
             // A JoinGroup or SyncGroup may wait for the rebalance; like
             // Kafka, the connection's next request waits behind it.
             handle(&shard, req, body).await

@@ -73,6 +73,7 @@ mod tests {
             host: "localhost".into(),
             port: 9092,
             rack: None,
+            listeners: Vec::new(),
         };
         let agents: Vec<AgentRecord> = (1..=5).map(agent).collect();
         assert!(owner_of("g", &[]).is_none());

@@ -8,8 +8,11 @@
 mod fetch_budget;
 mod topic_cache;
 
+use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 pub use fetch_budget::{FetchBudget, FetchGrant};
 pub use topic_cache::TopicCache;
@@ -20,6 +23,7 @@ use crate::hub::HubMessage;
 use crate::limits::FETCH_BYTES_INFLIGHT_MAX;
 use crate::metrics::ShardMetrics;
 use crate::read::Reader;
+use crate::security::session::FailureLog;
 
 pub struct Shard {
     pub index: usize,
@@ -29,6 +33,8 @@ pub struct Shard {
     pub reader: Reader,
     pub fetch_budget: FetchBudget,
     pub metrics: Arc<ShardMetrics>,
+    /// Failed logins and requests before authentication, for the log.
+    auth_failures: RefCell<FailureLog>,
 }
 
 impl Shard {
@@ -45,6 +51,7 @@ impl Shard {
             reader: Reader::new(agent.meta.clone(), agent.storage.clone()),
             fetch_budget: FetchBudget::new(FETCH_BYTES_INFLIGHT_MAX),
             metrics: Arc::new(ShardMetrics::default()),
+            auth_failures: RefCell::new(FailureLog::default()),
         });
         agent
             .shard_metrics
@@ -62,5 +69,51 @@ impl Shard {
             }
         });
         shard
+    }
+
+    /// A failed SASL exchange of `user` (`None`: unknown) from `peer`:
+    /// counted, and logged once per principal per interval.
+    pub fn auth_failed(
+        &self,
+        user: Option<&str>,
+        peer: Option<std::net::SocketAddr>,
+        mechanism: &str,
+        message: &str,
+    ) {
+        self.metrics
+            .sasl_authentication_failures
+            .fetch_add(1, Ordering::Relaxed);
+        let who = match (user, peer) {
+            (Some(u), _) => format!("User:{u}"),
+            (None, Some(p)) => format!("unnamed client at {}", p.ip()),
+            (None, None) => "unnamed client".to_owned(),
+        };
+        let logged = self.auth_failures.borrow_mut().record(&who, Instant::now());
+        if let Some(failures) = logged {
+            tracing::warn!(principal = %who, peer = ?peer, mechanism, failures, "authentication failed: {message}");
+        }
+    }
+
+    /// A request other than ApiVersions or SASL before authenticating:
+    /// the connection is closed (counted; logged once per client address
+    /// per interval).
+    pub fn refused_before_auth(
+        &self,
+        peer: Option<std::net::SocketAddr>,
+        listener: &str,
+        key: kafka_protocol::messages::ApiKey,
+    ) {
+        self.metrics
+            .requests_before_authentication
+            .fetch_add(1, Ordering::Relaxed);
+        let who = peer.map_or_else(|| "unknown".to_owned(), |p| p.ip().to_string());
+        let logged = self
+            .auth_failures
+            .borrow_mut()
+            .record(&format!("before-auth {who}"), Instant::now());
+        if let Some(times) = logged {
+            tracing::warn!(peer = %who, api = ?key, listener, times,
+                "closing connection: request before SASL authentication");
+        }
     }
 }

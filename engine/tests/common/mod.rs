@@ -110,7 +110,7 @@ where
                 Notice::LogStarts(starts) => {
                     h.extend(starts.iter().map(|&(t, p, o)| (Kind::LogStarts, t, p, o)))
                 }
-                Notice::Compacted(_) | Notice::TopicChanged(_) => {}
+                Notice::Compacted(_) | Notice::TopicChanged(_) | Notice::CredentialsChanged(_) => {}
             }
         }),
     )
