@@ -331,8 +331,10 @@ class Metrics(dict):
 class Agent:
     def __init__(self, *, binary, name, data_dir, port, http_port, db_url, object_store, shards,
                  flush_interval_ms, auto_create_topics, default_partitions, extra_args, embedded_pg,
-                 log_path, env):
+                 log_path, env, sasl_port=None):
         self.binary = binary
+        # With a SASL_PLAINTEXT listener beside the PLAINTEXT one.
+        self.sasl_port = sasl_port
         self.name = name
         self.data_dir = data_dir
         self.port = port
@@ -355,15 +357,21 @@ class Agent:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def sasl_bootstrap(self):
+        return f"127.0.0.1:{self.sasl_port}"
+
+    @property
     def pid(self):
         return self.proc.pid if self.proc else None
 
     def args(self):
-        a = [self.binary, "serve",
-             "--data-dir", self.data_dir,
-             "--listen", f"127.0.0.1:{self.port}",
-             "--advertise", f"127.0.0.1:{self.port}",
-             "--http", f"127.0.0.1:{self.http_port}"]
+        a = [self.binary, "serve", "--data-dir", self.data_dir]
+        if self.sasl_port is None:
+            a += ["--listen", f"127.0.0.1:{self.port}", "--advertise", f"127.0.0.1:{self.port}"]
+        else:
+            a += ["--listeners",
+                  f"PLAINTEXT://127.0.0.1:{self.port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"]
+        a += ["--http", f"127.0.0.1:{self.http_port}"]
         if not self.embedded_pg:
             a += ["--postgres-url", self.db_url]
         a += ["--object-store", self.object_store,
@@ -510,7 +518,7 @@ def start_agent(request, tmp_path):
 
     def _start(db_url=None, object_store=None, data_dir=None, shards=2, extra_args=(),
                embedded_pg=False, *, auto_create_topics=True, default_partitions=1,
-               flush_interval_ms=10, log_path=None):
+               flush_interval_ms=10, log_path=None, sasl=False):
         binary = require_binary()
         n = len(agents)
         name = f"agent{n}"
@@ -535,13 +543,13 @@ def start_agent(request, tmp_path):
                 extra_dirs.append(data_dir)
             else:
                 data_dir = str(tmp_path / f"{name}-data")
-        port, http_port = free_ports(2)
+        port, http_port, sasl_port = free_ports(3)
         a = Agent(binary=binary, name=name, data_dir=str(data_dir), port=port,
                   http_port=http_port, db_url=db_url, object_store=object_store, shards=shards,
                   flush_interval_ms=flush_interval_ms, auto_create_topics=auto_create_topics,
                   default_partitions=default_partitions, extra_args=extra_args,
                   embedded_pg=embedded_pg, log_path=log_path or str(tmp_path / f"{name}.log"),
-                  env=_agent_env())
+                  env=_agent_env(), sasl_port=sasl_port if sasl else None)
         agents.append(a)
         return a.start()
 

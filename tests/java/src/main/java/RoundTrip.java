@@ -96,6 +96,15 @@ public final class RoundTrip {
                     case "--topic": topic = v; a++; break;
                     case "--partitions": partitions = Integer.parseInt(v); a++; break;
                     case "--records": records = Integer.parseInt(v); a++; break;
+                    case "--client-property": {
+                        // KEY=VALUE for the producer, consumer and admin
+                        // (security settings, say); repeatable.
+                        int eq = v == null ? -1 : v.indexOf('=');
+                        if (eq < 1) throw new Fail("--client-property wants KEY=VALUE, got " + v);
+                        EXTRA.put(v.substring(0, eq), v.substring(eq + 1));
+                        a++;
+                        break;
+                    }
                     default: throw new Fail("unknown argument " + args[a]);
                 }
             }
@@ -121,6 +130,9 @@ public final class RoundTrip {
         // Exit explicitly: a stuck client thread must not keep the JVM alive.
         System.exit(code);
     }
+
+    /** Client settings given with --client-property, added to every client. */
+    static final Properties EXTRA = new Properties();
 
     static String value(int i) {
         return "value-" + i + "|" + PAD;
@@ -155,6 +167,7 @@ public final class RoundTrip {
         pp.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "60000");
         pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
         pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        pp.putAll(EXTRA);
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
             List<Future<RecordMetadata>> futures = new ArrayList<>(n);
             for (int i = 0; i < n; i++) {
@@ -224,6 +237,7 @@ public final class RoundTrip {
         Arrays.fill(partitionOfKey, -1);
         long consumed = 0;
         Map<TopicPartition, Long> endOffsets;
+        cp.putAll(EXTRA);
         try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(cp)) {
             List<TopicPartition> tps = new ArrayList<>();
             for (int p = 0; p < partitions; p++) {
@@ -319,6 +333,7 @@ public final class RoundTrip {
         ap.put(AdminClientConfig.CLIENT_ID_CONFIG, "roundtrip-java-admin");
         ap.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
         ap.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        ap.putAll(EXTRA);
         try (Admin admin = Admin.create(ap)) {
             try {
                 admin.createTopics(Collections.singleton(new NewTopic(topic, partitions, (short) 1)))
