@@ -411,3 +411,37 @@ def test_java_clients_log_in_with_scram_and_plain(client, sasl_agent, request):
     last, res = _java_roundtrip(run_sh, client, sasl_agent, "SCRAM-SHA-256", "wrong", records=1)
     assert res.returncode != 0 and "RESULT fail" in last, last
     assert "SaslAuthenticationException" in res.stdout + res.stderr, _tail(res.stdout + res.stderr, 40)
+
+
+def test_kafka_configs_tool_manages_scram_users(sasl_agent, request):
+    """Apache Kafka's kafka-configs.sh (kafka.admin.ConfigCommand 4.2.0),
+    unchanged: add a user's SCRAM credentials, log in with them, delete one
+    mechanism, and Kafka's error for deleting it twice. (Its --describe of
+    users also asks DescribeClientQuotas, which comes with quotas.)"""
+    run_sh = request.getfixturevalue("roundtrip_clients")
+    a = sasl_agent
+
+    def configs(*args, ok=True):
+        cmd = ["bash", run_sh, "tools", "kafka.admin.ConfigCommand", "--bootstrap-server", a.bootstrap,
+               "--entity-type", "users", "--entity-name", "zed", *args]
+        res = subprocess.run(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True,
+                             text=True, timeout=120)
+        out = res.stdout + res.stderr
+        assert (res.returncode == 0) == ok, f"{' '.join(args)}: exit {res.returncode}\n{out[-3000:]}"
+        return out
+
+    out = configs("--alter", "--add-config",
+                  "SCRAM-SHA-512=[iterations=8192,password=zed-pw],SCRAM-SHA-256=[password=zed-pw]")
+    assert "Completed updating config for user zed" in out, out
+    topic = unique_topic("configs-tool")
+    for mechanism in ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]:
+        produce_confluent(a.sasl_bootstrap, topic, make_records(3, big=False), timeout=30,
+                          **sasl_conf(a, mechanism, "zed", "zed-pw"))
+    with kwire.KafkaConn("127.0.0.1", a.port) as c:
+        assert _describe_scram(c, ["zed"])["zed"] == (0, [(1, 4096), (2, 8192)])
+    configs("--alter", "--delete-config", "SCRAM-SHA-512")
+    login_fails(a, "SCRAM-SHA-512", "zed", "zed-pw")
+    produce_confluent(a.sasl_bootstrap, topic, make_records(3, big=False), timeout=30,
+                      **sasl_conf(a, "SCRAM-SHA-256", "zed", "zed-pw"))
+    out = configs("--alter", "--delete-config", "SCRAM-SHA-512", ok=False)
+    assert "ResourceNotFoundException" in out, out[-2000:]
