@@ -2,8 +2,10 @@
 # part). One agent serves a PLAINTEXT and a SASL_PLAINTEXT listener; users are
 # SCRAM credentials in PostgreSQL, made offline by `rutomq user add` or over the
 # Kafka protocol by AlterUserScramCredentials.
-#  - librdkafka (confluent-kafka) and kafka-python log in with PLAIN,
-#    SCRAM-SHA-256 and SCRAM-SHA-512, produce and consume in a group; Metadata
+#  - librdkafka (confluent-kafka; the newest and the promised 2.15.0),
+#    kafka-python, Java kafka-clients 4.2.0, 3.9.2 and the newest, franz-go
+#    1.21.5 and the newest log in with PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512,
+#    produce and consume (librdkafka also in a group); Metadata
 #    on each listener names that listener's address (a client that bootstrapped
 #    on the SASL port is sent back to it, not to the PLAINTEXT one);
 #  - a wrong password and an unknown user are refused with
@@ -21,7 +23,8 @@
 #    kafka-configs.sh does) creates a user that can log in at once; Describe
 #    shows mechanisms and iterations only; too few iterations (93), an unknown
 #    mechanism (33), a mechanism twice (92) and deleting what is not there
-#    (91) are refused per user; a deleted user can no longer log in.
+#    (91) are refused per user; a deleted user can no longer log in; Apache
+#    Kafka's kafka-configs.sh adds and deletes SCRAM users unchanged.
 # How: a real agent with a real PostgreSQL, real clients over TCP, and the
 # hand-written codec of kwire.py for the byte-level checks.
 
@@ -39,7 +42,8 @@ from confluent_kafka.admin import AdminClient
 
 import kwire
 from conftest import require_binary
-from kafkautil import create_topic, make_records, produce_confluent, unique_topic, wait_until
+from kafkautil import (consume_confluent, create_topic, make_records, produce_confluent,
+                       run_with_promised_librdkafka, unique_topic, wait_until)
 
 PASSWORD = "s3cret-pässword"
 
@@ -399,7 +403,7 @@ def _java_roundtrip(run_sh, client, agent, mechanism, password, records=500):
     return (lines[-1] if lines else "<no output>"), res
 
 
-@pytest.mark.parametrize("client", ["java-4", "java-3.9"])
+@pytest.mark.parametrize("client", ["java-4", "java-3.9", "java-newest"])
 def test_java_clients_log_in_with_scram_and_plain(client, sasl_agent, request):
     run_sh = request.getfixturevalue("roundtrip_clients")
     for mechanism in ["SCRAM-SHA-512", "PLAIN"]:
@@ -445,3 +449,56 @@ def test_kafka_configs_tool_manages_scram_users(sasl_agent, request):
                       **sasl_conf(a, "SCRAM-SHA-256", "zed", "zed-pw"))
     out = configs("--alter", "--delete-config", "SCRAM-SHA-512", ok=False)
     assert "ResourceNotFoundException" in out, out[-2000:]
+
+
+# ---- franz-go (the promised 1.21.5 and the newest) ----------------------------
+
+@pytest.mark.parametrize("client", ["go-1.21.5", "go"])
+def test_franz_go_logs_in_with_scram_and_plain(client, sasl_agent, request):
+    run_sh = request.getfixturevalue("roundtrip_clients")
+
+    def roundtrip(mechanism, password, records):
+        topic = unique_topic(f"sasl-{client.replace('.', '')}-{mechanism.lower()}")
+        env = {**os.environ, "ROUNDTRIP_SASL": f"{mechanism}:alice:{password}"}
+        res = subprocess.run(["bash", run_sh, client, "--bootstrap", sasl_agent.sasl_bootstrap,
+                              "--topic", topic, "--partitions", "2", "--records", str(records)],
+                             cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                             timeout=180, env=env)
+        lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
+        return (lines[-1] if lines else "<no output>"), res
+
+    for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]:
+        last, res = roundtrip(mechanism, PASSWORD, 500)
+        assert last == "RESULT ok produced=500 consumed=500" and res.returncode == 0, (
+            f"{client} {mechanism}: {last}\n--- stderr ---\n{_tail(res.stderr, 60)}")
+    last, res = roundtrip("SCRAM-SHA-512", "wrong", 1)
+    assert res.returncode != 0 and "RESULT fail" in last, last
+    assert "SASL_AUTHENTICATION_FAILED" in res.stdout + res.stderr or "invalid credentials" in res.stdout + res.stderr, \
+        _tail(res.stdout + res.stderr, 30)
+
+
+# ---- librdkafka 2.15.0 (the promised version; the tests above use the newest) --
+
+def librdkafka_sasl_checks(sasl_bootstrap, password):
+    """Each mechanism produces and reads back; a wrong password is refused."""
+    from confluent_kafka import KafkaError, Producer
+    for mechanism in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]:
+        conf = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism,
+                "sasl.username": "alice", "sasl.password": password}
+        topic = unique_topic("sasl-215")
+        recs = produce_confluent(sasl_bootstrap, topic, make_records(20, big=False), timeout=30, partition=0,
+                                 **conf)
+        got = consume_confluent(sasl_bootstrap, topic, {0: len(recs)}, timeout=30, **conf)
+        assert [r.value for r in got[0]] == [r.value for r in recs]
+    errors = []
+    p = Producer({"bootstrap.servers": sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                  "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "wrong",
+                  "error_cb": errors.append})
+    deadline = time.monotonic() + 20
+    while not any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+        assert time.monotonic() < deadline, errors
+        p.poll(0.2)
+
+
+def test_promised_librdkafka_logs_in(sasl_agent):
+    run_with_promised_librdkafka("test_security", "librdkafka_sasl_checks", sasl_agent.sasl_bootstrap, PASSWORD)

@@ -8,7 +8,8 @@
 //        roundtrip version   (prints the franz-go version it was built with)
 // Last line of stdout: "RESULT ok produced=N consumed=N" (exit 0) or
 // "RESULT fail <reason>" (exit 1). Client logs go to stderr at level warn;
-// set ROUNDTRIP_LOG=info or debug for more.
+// set ROUNDTRIP_LOG=info or debug for more. ROUNDTRIP_SASL=MECHANISM:USER:PASSWORD
+// (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512) logs every client in with SASL.
 //
 // `roundtrip group-consume ...` runs the consumer-group member of
 // tests/e2e/test_groups_java_go.py instead (group.go).
@@ -28,6 +29,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
 const (
@@ -81,6 +84,26 @@ func main() {
 }
 
 // logOpt sends franz-go's log to stderr, at warn unless ROUNDTRIP_LOG says otherwise.
+// saslOpt: the SASL login ROUNDTRIP_SASL asks for (none when unset).
+func saslOpt() kgo.Opt {
+	parts := strings.SplitN(os.Getenv("ROUNDTRIP_SASL"), ":", 3)
+	if len(parts) != 3 {
+		return kgo.SASL()
+	}
+	mech, user, pass := parts[0], parts[1], parts[2]
+	switch mech {
+	case "PLAIN":
+		return kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism())
+	case "SCRAM-SHA-256":
+		return kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism())
+	case "SCRAM-SHA-512":
+		return kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism())
+	}
+	fmt.Fprintf(os.Stderr, "ROUNDTRIP_SASL: unknown mechanism %q\n", mech)
+	os.Exit(2)
+	return nil
+}
+
 func logOpt() kgo.Opt {
 	level := kgo.LogLevelWarn
 	switch strings.ToLower(os.Getenv("ROUNDTRIP_LOG")) {
@@ -123,6 +146,7 @@ func run(bootstrap, topic string, partitions int32, n int) error {
 		kgo.SeedBrokers(bootstrap),
 		kgo.ClientID("roundtrip-go-producer"),
 		logOpt(),
+		saslOpt(),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence is franz-go's default and needs acks=all
 		kgo.RecordDeliveryTimeout(60*time.Second),
 	)
@@ -201,6 +225,7 @@ func run(bootstrap, topic string, partitions int32, n int) error {
 		kgo.SeedBrokers(bootstrap),
 		kgo.ClientID("roundtrip-go-consumer"),
 		logOpt(),
+		saslOpt(),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
 	)
 	if err != nil {
@@ -348,7 +373,7 @@ func (s *state) check(r *kgo.Record) error {
 }
 
 func createTopic(bootstrap, topic string, partitions int32) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ClientID("roundtrip-go-admin"), logOpt())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ClientID("roundtrip-go-admin"), logOpt(), saslOpt())
 	if err != nil {
 		return err
 	}
