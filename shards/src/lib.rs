@@ -20,9 +20,15 @@
 //! Requests on one connection are admitted in order ([`Service::call`] is
 //! awaited before the next frame is read), then complete concurrently, and
 //! responses are written in request order, as Kafka requires.
+//!
+//! TLS: a listener with a [`tls::TlsServer`] runs the handshake (rustls,
+//! bounded by [`ShardConfig::tls_handshake_timeout`]) before the connection
+//! is opened; the service sees the client's certificate chain
+//! ([`tls::TlsInfo`]) and the same frames as on a plain listener.
 
 pub mod alloc;
 pub mod pool;
+pub mod tls;
 
 use std::cell::Cell;
 use std::future::Future;
@@ -35,7 +41,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::channel::{mpsc, oneshot};
 use futures::future::{Either, LocalBoxFuture};
-use futures::io::{AsyncReadExt, AsyncWriteExt};
+use futures::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures::{FutureExt, SinkExt, StreamExt};
 use glommio::net::{TcpListener, TcpStream};
 use glommio::sync::Semaphore;
@@ -69,8 +75,15 @@ pub trait Service: 'static {
     type Conn: Clone + 'static;
 
     /// A connection accepted on listener `listener` (its index in
-    /// [`ShardConfig::listeners`]) from `peer` (when the socket knows it).
-    fn open(&self, listener: usize, peer: Option<SocketAddr>) -> Self::Conn;
+    /// [`ShardConfig::listeners`]) from `peer` (when the socket knows it),
+    /// after its TLS handshake on a TLS listener (`tls`). `Err`: the
+    /// connection is closed at once (a certificate naming no principal).
+    fn open(
+        &self,
+        listener: usize,
+        peer: Option<SocketAddr>,
+        tls: Option<&tls::TlsInfo>,
+    ) -> Result<Self::Conn, Close>;
 
     /// The largest frame `conn` may send now (below the configured one:
     /// before a client authenticates, say).
@@ -86,12 +99,19 @@ pub trait Service: 'static {
     ) -> LocalBoxFuture<'static, Result<Reply, Close>>;
 }
 
+/// One address every shard accepts on, with TLS when `tls` is set.
+#[derive(Clone, Debug)]
+pub struct ListenerConfig {
+    pub addr: SocketAddr,
+    pub tls: Option<Arc<tls::TlsServer>>,
+}
+
 /// Limits and placement of the shard runtime.
 #[derive(Clone, Debug)]
 pub struct ShardConfig {
     pub shards: usize,
-    /// Every listener's address; each shard accepts on all of them.
-    pub listeners: Vec<SocketAddr>,
+    /// Every listener; each shard accepts on all of them.
+    pub listeners: Vec<ListenerConfig>,
     /// Pin shard `i` to core `i % cores`.
     pub pin: bool,
     /// A frame larger than this closes the connection.
@@ -110,6 +130,8 @@ pub struct ShardConfig {
     /// A frame body being received, or a response being sent, must make it
     /// within this; otherwise the connection is closed.
     pub frame_io_timeout: Duration,
+    /// A TLS handshake must finish within this.
+    pub tls_handshake_timeout: Duration,
 }
 
 /// Counters the engine exports on `/metrics`.
@@ -119,6 +141,9 @@ pub struct ShardStats {
     pub connections_accepted: AtomicUsize,
     pub connections_closed_bad_frame: AtomicUsize,
     pub requests: AtomicUsize,
+    pub tls_handshakes: AtomicUsize,
+    /// Handshakes that failed or timed out (the connection was closed).
+    pub tls_handshake_failures: AtomicUsize,
     /// Every shard's frame pool (for the free bytes they hold).
     pub frame_pools: std::sync::Mutex<Vec<Arc<pool::FramePool>>>,
     /// Open connections per shard (shard index, count): how the kernel's
@@ -195,7 +220,7 @@ impl Shards {
         let mut joins = Vec::new();
         // The first shard decides each listener's port (a configured one
         // may be 0); the others bind the same ports with SO_REUSEPORT.
-        let mut listen = config.listeners.clone();
+        let mut listen: Vec<SocketAddr> = config.listeners.iter().map(|l| l.addr).collect();
         for shard in 0..config.shards {
             let (bound_tx, bound_rx) =
                 std::sync::mpsc::channel::<std::io::Result<Vec<SocketAddr>>>();
@@ -303,6 +328,7 @@ async fn run_shard<S: Service>(
         stats,
         state: state.clone(),
         open_here,
+        handshake_log: tls::FailureLog::default(),
     });
     let loops: Vec<_> = listeners
         .into_iter()
@@ -331,6 +357,7 @@ struct AcceptShared<S: Service> {
     stats: Arc<ShardStats>,
     state: Rc<ShardState>,
     open_here: Arc<AtomicUsize>,
+    handshake_log: tls::FailureLog,
 }
 
 /// Accepts connections on listener `index` until `stop` resolves (the
@@ -374,16 +401,7 @@ async fn accept_loop<S: Service>(
         let shared = shared.clone();
         glommio::spawn_local(async move {
             let s = &*shared;
-            serve_connection(
-                stream,
-                index,
-                s.service.clone(),
-                s.memory.clone(),
-                &s.config,
-                &s.stats,
-                &s.state,
-            )
-            .await;
+            open_connection(stream, index, s).await;
             s.state.connections.set(s.state.connections.get() - 1);
             s.stats.connections_open.fetch_sub(1, Ordering::Relaxed);
             s.open_here.fetch_sub(1, Ordering::Relaxed);
@@ -425,23 +443,84 @@ impl ShardMemory {
     }
 }
 
+/// Runs the TLS handshake when listener `index` has TLS, opens the
+/// connection with the service and serves it until it closes.
+async fn open_connection<S: Service>(stream: TcpStream, index: usize, s: &AcceptShared<S>) {
+    let peer = stream.peer_addr().ok();
+    let Some(server) = &s.config.listeners[index].tls else {
+        let Ok(conn) = s.service.open(index, peer, None) else {
+            return;
+        };
+        let (reader, writer) = stream.buffered().split();
+        serve_connection(reader, writer, conn, s).await;
+        return;
+    };
+    // rustls reads records in small pieces and writes one record per call:
+    // buffered below it, each costs a copy instead of a system call.
+    let io = futures::io::BufWriter::with_capacity(
+        tls::WRITE_BUFFER_BYTES,
+        stream.buffered_with(glommio::net::Preallocated::new(tls::READ_BUFFER_BYTES)),
+    );
+    let acceptor = futures_rustls::TlsAcceptor::from(server.current());
+    let handshake = acceptor.accept(io).into_fallible();
+    let stream = match within(s.config.tls_handshake_timeout, handshake).await {
+        Some(Ok(stream)) => stream,
+        failed => {
+            s.stats
+                .tls_handshake_failures
+                .fetch_add(1, Ordering::Relaxed);
+            let why = match failed {
+                Some(Err((e, mut io))) => {
+                    // rustls wrote its alert (certificate_expired,
+                    // unknown_ca...) into the buffer: send it, so the client
+                    // reports why instead of a bare disconnect.
+                    let _ = within(tls::ALERT_FLUSH_TIMEOUT, io.flush()).await;
+                    e.to_string()
+                }
+                _ => format!(
+                    "not done within {} ms",
+                    s.config.tls_handshake_timeout.as_millis()
+                ),
+            };
+            s.handshake_log.failed(peer, &why);
+            return;
+        }
+    };
+    s.stats.tls_handshakes.fetch_add(1, Ordering::Relaxed);
+    let info = tls::TlsInfo::of(stream.get_ref().1);
+    let conn = match s.service.open(index, peer, Some(&info)) {
+        Ok(conn) => conn,
+        Err(Close(why)) => {
+            // The service logs why (it knows the certificate).
+            tracing::debug!(peer = ?peer, why, "TLS connection refused after the handshake");
+            s.stats
+                .tls_handshake_failures
+                .fetch_add(1, Ordering::Relaxed);
+            // Closed with TLS's close_notify, so the client reads an end
+            // of stream rather than a reset.
+            let mut stream = stream;
+            let _ = within(s.config.tls_handshake_timeout, stream.close()).await;
+            return;
+        }
+    };
+    drop(info);
+    let (reader, writer) = stream.split();
+    serve_connection(reader, writer, conn, s).await;
+}
+
 type Pending = (
     glommio::sync::StaticPermit,
     Either<Option<Bytes>, glommio::task::JoinHandle<Option<Bytes>>>,
 );
 
-async fn serve_connection<S: Service>(
-    stream: TcpStream,
-    listener: usize,
-    service: Rc<S>,
-    memory: Rc<ShardMemory>,
-    config: &ShardConfig,
-    stats: &ShardStats,
-    state: &Rc<ShardState>,
-) {
-    let peer = stream.peer_addr().ok();
-    let conn = service.open(listener, peer);
-    let (mut reader, mut writer) = stream.buffered().split();
+async fn serve_connection<S, R, W>(mut reader: R, mut writer: W, conn: S::Conn, s: &AcceptShared<S>)
+where
+    S: Service,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + 'static,
+{
+    let (service, memory, config, stats, state) =
+        (&s.service, &s.memory, &s.config, &s.stats, &s.state);
     let (mut tx, mut rx) = mpsc::channel::<Pending>(config.inflight_requests_per_connection_max);
     let writer_state = state.clone();
     let frame_io_timeout = config.frame_io_timeout;
