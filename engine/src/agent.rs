@@ -53,6 +53,8 @@ pub struct Agent {
     pub security: SecurityConfig,
     /// The SCRAM credentials, for logins.
     pub credentials: Arc<Credentials>,
+    /// The TLS listeners' certificate and principal mapping.
+    pub tls: Option<Arc<crate::security::tls::Tls>>,
 }
 
 impl Agent {

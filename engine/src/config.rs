@@ -73,8 +73,8 @@ pub struct ServeArgs {
     #[arg(long, env = "RUTOMQ_ADVERTISED_LISTENERS")]
     pub advertised_listeners: Option<String>,
     /// NAME:PROTOCOL[,...] (Kafka's `listener.security.protocol.map`):
-    /// PLAINTEXT or SASL_PLAINTEXT (SSL and SASL_SSL are not built yet). A
-    /// listener named after a protocol has it by default.
+    /// PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL. A listener named after a
+    /// protocol has it by default.
     #[arg(long, env = "RUTOMQ_LISTENER_SECURITY_PROTOCOL_MAP")]
     pub listener_security_protocol_map: Option<String>,
     /// SASL mechanisms served on SASL listeners (Kafka's
@@ -86,6 +86,38 @@ pub struct ServeArgs {
         default_value = "SCRAM-SHA-256,SCRAM-SHA-512,PLAIN"
     )]
     pub sasl_enabled_mechanisms: String,
+    /// PEM file with the TLS listeners' certificate and its chain (SSL and
+    /// SASL_SSL listeners; reloaded on SIGHUP or when it changes).
+    #[arg(long, env = "RUTOMQ_SSL_CERTIFICATE_LOCATION")]
+    pub ssl_certificate_location: Option<std::path::PathBuf>,
+    /// PEM file with that certificate's private key (unencrypted PKCS#8,
+    /// PKCS#1 or SEC1).
+    #[arg(long, env = "RUTOMQ_SSL_KEY_LOCATION")]
+    pub ssl_key_location: Option<std::path::PathBuf>,
+    /// PEM file with the CAs client certificates must chain to (for
+    /// --ssl-client-auth requested or required).
+    #[arg(long, env = "RUTOMQ_SSL_TRUSTSTORE_LOCATION")]
+    pub ssl_truststore_location: Option<std::path::PathBuf>,
+    /// Kafka's `ssl.client.auth`: none, requested or required. A client
+    /// certificate names the principal on SSL listeners.
+    #[arg(long, env = "RUTOMQ_SSL_CLIENT_AUTH", default_value = "none")]
+    pub ssl_client_auth: String,
+    /// Kafka's `ssl.enabled.protocols`.
+    #[arg(
+        long,
+        env = "RUTOMQ_SSL_ENABLED_PROTOCOLS",
+        default_value = "TLSv1.2,TLSv1.3"
+    )]
+    pub ssl_enabled_protocols: String,
+    /// Kafka's `ssl.principal.mapping.rules`: how a client certificate's
+    /// subject (RFC 2253) becomes a principal name:
+    /// RULE:pattern/replacement/[LU],...,DEFAULT.
+    #[arg(
+        long,
+        env = "RUTOMQ_SSL_PRINCIPAL_MAPPING_RULES",
+        default_value = "DEFAULT"
+    )]
+    pub ssl_principal_mapping_rules: String,
     /// Health and metrics HTTP listener.
     #[arg(long, env = "RUTOMQ_HTTP", default_value = "127.0.0.1:8080")]
     pub http: SocketAddr,
@@ -293,13 +325,31 @@ impl ServeArgs {
                 }]
             }
         };
-        for l in &listeners {
+        let tls = match (&self.ssl_certificate_location, &self.ssl_key_location) {
+            (Some(certificate), Some(key)) => Some(crate::security::tls::TlsSettings {
+                certificate: certificate.clone(),
+                key: key.clone(),
+                truststore: self.ssl_truststore_location.clone(),
+                client_auth: crate::security::tls::ClientAuth::parse(&self.ssl_client_auth)
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "--ssl-client-auth must be none, requested or required, got {:?}",
+                            self.ssl_client_auth
+                        )
+                    })?,
+                protocols: crate::security::tls::TlsSettings::parse_protocols(
+                    &self.ssl_enabled_protocols,
+                )
+                .map_err(|e| anyhow::anyhow!("--ssl-enabled-protocols: {e}"))?,
+            }),
+            (None, None) => None,
+            _ => anyhow::bail!("--ssl-certificate-location and --ssl-key-location go together"),
+        };
+        if let Some(l) = listeners.iter().find(|l| l.protocol.tls()) {
             anyhow::ensure!(
-                matches!(
-                    l.protocol,
-                    SecurityProtocol::Plaintext | SecurityProtocol::SaslPlaintext
-                ),
-                "listener {}: {} needs TLS, which this build does not serve yet",
+                tls.is_some(),
+                "listener {} is {}: give its certificate with --ssl-certificate-location and \
+                 --ssl-key-location",
                 l.name,
                 l.protocol.name()
             );
@@ -327,6 +377,8 @@ impl ServeArgs {
         Ok(crate::security::SecurityConfig {
             listeners,
             sasl_mechanisms,
+            tls,
+            principal_mapping_rules: self.ssl_principal_mapping_rules.clone(),
         })
     }
 

@@ -139,6 +139,11 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         ("rutomq_connections_accepted_total", "Accepted Kafka connections.", C, shards.connections_accepted.load(r) as u64),
         ("rutomq_connections_closed_bad_frame_total", "Connections closed for bad frames.", C, shards.connections_closed_bad_frame.load(r) as u64),
         ("rutomq_requests_total", "Kafka requests read.", C, shards.requests.load(r) as u64),
+        ("rutomq_tls_handshakes_total", "TLS handshakes completed.", C, shards.tls_handshakes.load(r) as u64),
+        ("rutomq_tls_handshake_failures_total", "TLS handshakes that failed or timed out (each closed its connection; logged once per 10 s per shard).", C, shards.tls_handshake_failures.load(r) as u64),
+        ("rutomq_tls_certificate_reloads_total", "TLS certificate reloads that took effect.", C, agent.tls.as_ref().map_or(0, |t| t.reloads.load(r))),
+        ("rutomq_tls_certificate_reload_failures_total", "TLS certificate reloads that failed (the old certificate stays).", C, agent.tls.as_ref().map_or(0, |t| t.reload_failures.load(r))),
+        ("rutomq_tls_certificate_not_after_seconds", "When the served TLS certificate expires (seconds since the epoch; 0 without TLS).", G, agent.tls.as_ref().map_or(0, |t| t.not_after.load(r).max(0) as u64)),
         ("rutomq_frame_pool_free_bytes", "Free request-frame buffers kept for reuse, all shards.", G, shards.frame_pool_free_bytes() as u64),
         ("rutomq_decoder_panics_total", "Requests that made a decoder panic (each closed its connection).", C, crate::api::DECODER_PANICS.load(r)),
     ];

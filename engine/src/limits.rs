@@ -227,6 +227,12 @@ pub const AUTH_FAILURE_LOG_PRINCIPALS_MAX: usize = 1024;
 /// reconnects), and at once on one.
 pub const CREDENTIALS_REFRESH: Duration = Duration::from_secs(30);
 
+/// A TLS handshake must finish within this, or the connection closes.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// The TLS certificate, key and truststore files are checked for changes
+/// this often (and reloaded at once on SIGHUP).
+pub const TLS_RELOAD_POLL: Duration = Duration::from_secs(5);
+
 // ---- http --------------------------------------------------------------------
 
 /// Largest HTTP request head read on the health/metrics endpoint.

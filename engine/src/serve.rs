@@ -59,6 +59,12 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     );
     let security = args.security_config()?;
     let credentials = Arc::new(crate::security::Credentials::default());
+    let tls = security
+        .tls
+        .clone()
+        .map(|t| crate::security::tls::Tls::start(t, &security.principal_mapping_rules))
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("TLS: {e}"))?;
 
     // Watermark hub: created first, because the metadata thread's LISTEN
     // feeds it.
@@ -152,6 +158,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         compaction_stats: Default::default(),
         security: security.clone(),
         credentials: credentials.clone(),
+        tls: tls.clone(),
     });
     refresh_cluster(&rt, &agent);
     let weak = Arc::downgrade(&agent);
@@ -211,13 +218,27 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             credentials_changed,
         ));
     }
+    if let Some(tls) = &tls {
+        storage.spawn(crate::security::tls::keep_certificates(tls.clone()));
+    }
 
     let hub_rxs = Mutex::new(hub_rxs.into_iter().map(Some).collect::<Vec<_>>());
     let shard_agent = agent.clone();
     let shards = rutomq_shards::Shards::start(
         rutomq_shards::ShardConfig {
             shards: shards_n,
-            listeners: security.listeners.iter().map(|l| l.bind).collect(),
+            listeners: security
+                .listeners
+                .iter()
+                .map(|l| rutomq_shards::ListenerConfig {
+                    addr: l.bind,
+                    tls: l
+                        .protocol
+                        .tls()
+                        .then(|| tls.as_ref().map(|t| t.server.clone()))
+                        .flatten(),
+                })
+                .collect(),
             pin: shards_n <= std::thread::available_parallelism().map_or(1, |n| n.get()),
             frame_bytes_max: args.max_request_bytes,
             inflight_requests_per_connection_max: INFLIGHT_REQUESTS_PER_CONNECTION_MAX,
@@ -225,6 +246,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             connections_per_shard_max: CONNECTIONS_PER_SHARD_MAX,
             io_memory_bytes: SHARD_IO_MEMORY_BYTES,
             frame_io_timeout: Duration::from_millis(args.frame_io_timeout_ms.max(100)),
+            tls_handshake_timeout: crate::limits::TLS_HANDSHAKE_TIMEOUT,
         },
         move |i| {
             let rx = hub_rxs.lock().expect("hub lock")[i]

@@ -294,14 +294,42 @@ impl Req {
 impl rutomq_shards::Service for Service {
     type Conn = Rc<Connection>;
 
-    fn open(&self, listener: usize, peer: Option<std::net::SocketAddr>) -> Rc<Connection> {
-        let l = &self.shard.agent.security.listeners[listener];
-        Rc::new(Connection {
+    fn open(
+        &self,
+        listener: usize,
+        peer: Option<std::net::SocketAddr>,
+        tls: Option<&rutomq_shards::tls::TlsInfo>,
+    ) -> Result<Rc<Connection>, Close> {
+        let agent = &self.shard.agent;
+        let l = &agent.security.listeners[listener];
+        let principal = match (tls, &agent.tls) {
+            (Some(info), Some(t)) if !l.protocol.sasl() => {
+                t.principal(&info.peer_certificates).ok_or_else(|| {
+                    let subject = info
+                        .peer_certificates
+                        .first()
+                        .and_then(|c| crate::security::x500::summarize(c))
+                        .map(|s| s.subject);
+                    self.shard.certificate_refused(
+                        subject.as_deref().unwrap_or("?"),
+                        peer,
+                        &l.name,
+                    );
+                    Close("no principal mapping rule matches the client certificate")
+                })?
+            }
+            _ => crate::security::session::ANONYMOUS.to_owned(),
+        };
+        if let Some(info) = tls {
+            tracing::debug!(%principal, peer = ?peer, listener = %l.name, protocol = info.protocol,
+                client_certificate = !info.peer_certificates.is_empty(), "TLS connection");
+        }
+        Ok(Rc::new(Connection {
             listener,
             listener_name: l.name.clone(),
             peer,
-            auth: RefCell::new(Auth::new(l.protocol.sasl())),
-        })
+            auth: RefCell::new(Auth::new(l.protocol.sasl(), principal)),
+        }))
     }
 
     fn frame_bytes_max(&self, conn: &Rc<Connection>) -> usize {

@@ -3,9 +3,10 @@
 //! agent keeps a copy of.
 //!
 //! A listener's protocol decides what a connection must do before it is
-//! served: PLAINTEXT nothing (its principal is `User:ANONYMOUS`),
-//! SASL_PLAINTEXT a SASL exchange ([`session`]). SSL and SASL_SSL (TLS) are
-//! refused at startup until TLS is built. Credentials live in PostgreSQL
+//! served: PLAINTEXT nothing (its principal is `User:ANONYMOUS`), SSL a
+//! TLS handshake ([`tls`]; the principal from the client's certificate,
+//! `User:ANONYMOUS` without one), SASL_PLAINTEXT a SASL exchange
+//! ([`session`]), SASL_SSL both (the principal from SASL). Credentials live in PostgreSQL
 //! (salted, never a password) and are loaded whole into [`Credentials`]:
 //! a login is never a PostgreSQL round trip, and a change reaches every
 //! agent by `rutomq_credentials` notifications, or within
@@ -13,7 +14,9 @@
 
 pub mod scram;
 pub mod session;
+pub mod tls;
 pub mod users;
+pub mod x500;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -50,6 +53,10 @@ impl SecurityProtocol {
             SecurityProtocol::SaslPlaintext => "SASL_PLAINTEXT",
             SecurityProtocol::SaslSsl => "SASL_SSL",
         }
+    }
+
+    pub fn tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
     }
 
     pub fn sasl(self) -> bool {
@@ -103,6 +110,10 @@ pub struct SecurityConfig {
     pub listeners: Vec<Listener>,
     /// Kafka's `sasl.enabled.mechanisms`.
     pub sasl_mechanisms: Vec<SaslMechanism>,
+    /// The TLS listeners' certificate (when there is one).
+    pub tls: Option<tls::TlsSettings>,
+    /// Kafka's `ssl.principal.mapping.rules`.
+    pub principal_mapping_rules: String,
 }
 
 /// Parses Kafka's `listeners` / `advertised.listeners` syntax,

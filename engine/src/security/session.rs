@@ -19,8 +19,9 @@ pub const ANONYMOUS: &str = "User:ANONYMOUS";
 
 #[derive(Debug)]
 pub enum Auth {
-    /// A listener without SASL.
-    Anonymous,
+    /// A listener without SASL: the principal is the transport's
+    /// (`User:ANONYMOUS`, or a TLS client certificate's).
+    Transport(String),
     /// Waiting for SaslHandshake.
     Handshake,
     /// A mechanism was chosen; its tokens come in SaslAuthenticate requests
@@ -66,17 +67,19 @@ pub enum TokenOutcome {
 }
 
 impl Auth {
-    pub fn new(sasl: bool) -> Auth {
+    /// A new connection: SASL to come, or authenticated by its transport
+    /// as `transport_principal`.
+    pub fn new(sasl: bool, transport_principal: String) -> Auth {
         if sasl {
             Auth::Handshake
         } else {
-            Auth::Anonymous
+            Auth::Transport(transport_principal)
         }
     }
 
     /// Whether requests other than ApiVersions and the SASL ones are served.
     pub fn is_authenticated(&self) -> bool {
-        matches!(self, Auth::Anonymous | Auth::Authenticated { .. })
+        matches!(self, Auth::Transport(_) | Auth::Authenticated { .. })
     }
 
     /// Whether the next frame is a bare token (after handshake v0).
@@ -96,7 +99,7 @@ impl Auth {
 
     pub fn principal(&self) -> Option<&str> {
         match self {
-            Auth::Anonymous => Some(ANONYMOUS),
+            Auth::Transport(principal) => Some(principal),
             Auth::Authenticated { principal, .. } => Some(principal),
             _ => None,
         }
@@ -292,7 +295,7 @@ pub fn fuzz_exchange(data: &[u8]) {
         return;
     };
     let mechanism = SaslMechanism::ALL[first as usize % SaslMechanism::ALL.len()];
-    let mut auth = Auth::new(true);
+    let mut auth = Auth::new(true, ANONYMOUS.into());
     if auth
         .handshake(mechanism.name(), (first >> 7) as i16, &SaslMechanism::ALL)
         .is_err()
@@ -330,7 +333,7 @@ mod tests {
     #[test]
     fn plain_logs_in_against_the_scram_credential() {
         let c = creds();
-        let mut a = Auth::new(true);
+        let mut a = Auth::new(true, ANONYMOUS.into());
         assert!(!a.is_authenticated());
         a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
         assert!(
@@ -350,7 +353,7 @@ mod tests {
             b"\0\0pw",
             b"\0alice\0",
         ] {
-            let mut a = Auth::new(true);
+            let mut a = Auth::new(true, ANONYMOUS.into());
             a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
             assert!(
                 matches!(a.token(bad, &c), TokenOutcome::Failed { .. }),
@@ -363,23 +366,23 @@ mod tests {
 
     #[test]
     fn handshake_checks_state_and_mechanism() {
-        let mut a = Auth::new(false);
+        let mut a = Auth::new(false, ANONYMOUS.into());
         assert!(a.is_authenticated());
         assert_eq!(
             a.handshake("PLAIN", 1, &SaslMechanism::ALL),
             Err(HandshakeError::IllegalState)
         );
-        let mut a = Auth::new(true);
+        let mut a = Auth::new(true, ANONYMOUS.into());
         assert_eq!(
             a.handshake("GSSAPI", 1, &SaslMechanism::ALL),
             Err(HandshakeError::Unsupported)
         );
-        let mut a = Auth::new(true);
+        let mut a = Auth::new(true, ANONYMOUS.into());
         assert_eq!(
             a.handshake("PLAIN", 1, &[SaslMechanism::Scram(Mechanism::Sha512)]),
             Err(HandshakeError::Unsupported)
         );
-        let mut a = Auth::new(true);
+        let mut a = Auth::new(true, ANONYMOUS.into());
         a.handshake("SCRAM-SHA-256", 0, &SaslMechanism::ALL)
             .unwrap();
         assert!(a.expects_raw_token());

@@ -94,6 +94,25 @@ impl Shard {
         }
     }
 
+    /// A verified client certificate whose subject no principal mapping
+    /// rule takes: the connection is closed (counted by the runtime as a
+    /// failed handshake; logged once per subject per interval).
+    pub fn certificate_refused(
+        &self,
+        subject: &str,
+        peer: Option<std::net::SocketAddr>,
+        listener: &str,
+    ) {
+        let logged = self
+            .auth_failures
+            .borrow_mut()
+            .record(&format!("certificate {subject}"), Instant::now());
+        if let Some(times) = logged {
+            tracing::warn!(subject, peer = ?peer, listener, times,
+                "TLS client certificate refused: no --ssl-principal-mapping-rules rule matches its subject");
+        }
+    }
+
     /// A request other than ApiVersions or SASL before authenticating:
     /// the connection is closed (counted; logged once per client address
     /// per interval).
