@@ -98,8 +98,9 @@ pub struct ServeArgs {
     /// --ssl-client-auth requested or required).
     #[arg(long, env = "RUTOMQ_SSL_TRUSTSTORE_LOCATION")]
     pub ssl_truststore_location: Option<std::path::PathBuf>,
-    /// Kafka's `ssl.client.auth`: none, requested or required. A client
-    /// certificate names the principal on SSL listeners.
+    /// Kafka's `ssl.client.auth` for SSL listeners: none, requested or
+    /// required. A client certificate names the principal there; SASL_SSL
+    /// listeners ask for none (SASL names the client), as Kafka does.
     #[arg(long, env = "RUTOMQ_SSL_CLIENT_AUTH", default_value = "none")]
     pub ssl_client_auth: String,
     /// Kafka's `ssl.enabled.protocols`.

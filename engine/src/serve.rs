@@ -19,6 +19,7 @@ use crate::limits::{
     AGENT_LEASE, CONNECTIONS_PER_SHARD_MAX, INFLIGHT_REQUESTS_PER_CONNECTION_MAX,
     LOG_START_CACHE_TTL, SHARD_IO_MEMORY_BYTES, SHARD_MEMORY_BYTES_MIN,
 };
+use crate::security::SecurityProtocol;
 use crate::shard::Shard;
 
 pub fn serve(args: ServeArgs) -> Result<()> {
@@ -232,11 +233,11 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
                 .iter()
                 .map(|l| rutomq_shards::ListenerConfig {
                     addr: l.bind,
-                    tls: l
-                        .protocol
-                        .tls()
-                        .then(|| tls.as_ref().map(|t| t.server.clone()))
-                        .flatten(),
+                    tls: tls.as_ref().and_then(|t| match l.protocol {
+                        SecurityProtocol::Ssl => Some(t.ssl.clone()),
+                        SecurityProtocol::SaslSsl => Some(t.sasl_ssl.clone()),
+                        _ => None,
+                    }),
                 })
                 .collect(),
             pin: shards_n <= std::thread::available_parallelism().map_or(1, |n| n.get()),

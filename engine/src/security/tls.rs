@@ -81,8 +81,12 @@ impl TlsSettings {
             .chain(self.truststore.as_ref())
     }
 
-    /// Reads the files and builds the server configuration.
-    pub fn server_config(&self) -> Result<(rustls::ServerConfig, x500::CertSummary), String> {
+    /// Reads the files and builds the server configuration, asking for
+    /// client certificates as `client_auth` says.
+    pub fn server_config(
+        &self,
+        client_auth: ClientAuth,
+    ) -> Result<(rustls::ServerConfig, x500::CertSummary), String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&self.certificate)
             .and_then(|it| it.collect::<Result<_, _>>())
@@ -105,7 +109,7 @@ impl TlsSettings {
         let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&self.protocols)
             .map_err(|e| format!("TLS versions: {e}"))?;
-        let builder = match self.client_auth {
+        let builder = match client_auth {
             ClientAuth::None => builder.with_no_client_auth(),
             auth => {
                 let path = self.truststore.as_ref().ok_or(
@@ -162,11 +166,18 @@ impl TlsSettings {
     }
 }
 
-/// The TLS state of an agent: the configuration its listeners share, how
+/// The TLS state of an agent: the configurations its listeners share, how
 /// a certificate names its principal, and the reload counters.
+///
+/// `--ssl-client-auth` applies to SSL listeners only: on SASL_SSL the
+/// client is named by SASL and no certificate is asked for, as Kafka does
+/// with a broker-wide `ssl.client.auth`.
 pub struct Tls {
     pub settings: TlsSettings,
-    pub server: Arc<TlsServer>,
+    /// For SSL listeners.
+    pub ssl: Arc<TlsServer>,
+    /// For SASL_SSL listeners.
+    pub sasl_ssl: Arc<TlsServer>,
     pub mapper: PrincipalMapper,
     pub reloads: AtomicU64,
     pub reload_failures: AtomicU64,
@@ -179,12 +190,14 @@ impl Tls {
     pub fn start(settings: TlsSettings, mapping_rules: &str) -> Result<Arc<Tls>, String> {
         let mapper = PrincipalMapper::parse(mapping_rules)
             .map_err(|e| format!("--ssl-principal-mapping-rules: {e}"))?;
-        let (config, summary) = settings.server_config()?;
+        let (config, summary) = settings.server_config(settings.client_auth)?;
+        let (sasl_config, _) = settings.server_config(ClientAuth::None)?;
         tracing::info!(subject = %summary.subject, not_after = summary.not_after,
             client_auth = ?settings.client_auth, "TLS certificate loaded");
         Ok(Arc::new(Tls {
             settings,
-            server: TlsServer::new(config),
+            ssl: TlsServer::new(config),
+            sasl_ssl: TlsServer::new(sasl_config),
             mapper,
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
@@ -206,9 +219,16 @@ impl Tls {
 
     /// Builds the configuration again from the files; whether it worked.
     fn reload(&self, why: &str) -> bool {
-        match self.settings.server_config() {
-            Ok((config, summary)) => {
-                self.server.replace(config);
+        let built = self
+            .settings
+            .server_config(self.settings.client_auth)
+            .and_then(|(c, summary)| {
+                Ok((c, self.settings.server_config(ClientAuth::None)?.0, summary))
+            });
+        match built {
+            Ok((config, sasl_config, summary)) => {
+                self.ssl.replace(config);
+                self.sasl_ssl.replace(sasl_config);
                 self.reloads.fetch_add(1, Ordering::Relaxed);
                 self.not_after
                     .store(summary.not_after.unwrap_or(0), Ordering::Relaxed);
