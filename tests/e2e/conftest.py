@@ -331,10 +331,14 @@ class Metrics(dict):
 class Agent:
     def __init__(self, *, binary, name, data_dir, port, http_port, db_url, object_store, shards,
                  flush_interval_ms, auto_create_topics, default_partitions, extra_args, embedded_pg,
-                 log_path, env, sasl_port=None):
+                 log_path, env, sasl_port=None, tls=None, ssl_ports=(None, None)):
         self.binary = binary
         # With a SASL_PLAINTEXT listener beside the PLAINTEXT one.
         self.sasl_port = sasl_port
+        # With SSL and SASL_SSL listeners: tls is a certs.Certs (files) and
+        # the client-auth mode, ("requested", certs).
+        self.tls = tls
+        self.ssl_port, self.sasl_ssl_port = ssl_ports
         self.name = name
         self.data_dir = data_dir
         self.port = port
@@ -361,16 +365,34 @@ class Agent:
         return f"127.0.0.1:{self.sasl_port}"
 
     @property
+    def ssl_bootstrap(self):
+        return f"127.0.0.1:{self.ssl_port}"
+
+    @property
+    def sasl_ssl_bootstrap(self):
+        return f"127.0.0.1:{self.sasl_ssl_port}"
+
+    @property
     def pid(self):
         return self.proc.pid if self.proc else None
 
     def args(self):
         a = [self.binary, "serve", "--data-dir", self.data_dir]
-        if self.sasl_port is None:
+        if self.sasl_port is None and self.tls is None:
             a += ["--listen", f"127.0.0.1:{self.port}", "--advertise", f"127.0.0.1:{self.port}"]
         else:
-            a += ["--listeners",
-                  f"PLAINTEXT://127.0.0.1:{self.port},SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}"]
+            listeners = [f"PLAINTEXT://127.0.0.1:{self.port}"]
+            if self.sasl_port is not None:
+                listeners.append(f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_port}")
+            if self.tls is not None:
+                client_auth, certs = self.tls
+                listeners += [f"SSL://127.0.0.1:{self.ssl_port}",
+                              f"SASL_SSL://127.0.0.1:{self.sasl_ssl_port}"]
+                a += ["--ssl-certificate-location", certs.server_cert,
+                      "--ssl-key-location", certs.server_key,
+                      "--ssl-truststore-location", certs.ca,
+                      "--ssl-client-auth", client_auth]
+            a += ["--listeners", ",".join(listeners)]
         a += ["--http", f"127.0.0.1:{self.http_port}"]
         if not self.embedded_pg:
             a += ["--postgres-url", self.db_url]
@@ -518,7 +540,7 @@ def start_agent(request, tmp_path):
 
     def _start(db_url=None, object_store=None, data_dir=None, shards=2, extra_args=(),
                embedded_pg=False, *, auto_create_topics=True, default_partitions=1,
-               flush_interval_ms=10, log_path=None, sasl=False):
+               flush_interval_ms=10, log_path=None, sasl=False, tls=None):
         binary = require_binary()
         n = len(agents)
         name = f"agent{n}"
@@ -543,13 +565,14 @@ def start_agent(request, tmp_path):
                 extra_dirs.append(data_dir)
             else:
                 data_dir = str(tmp_path / f"{name}-data")
-        port, http_port, sasl_port = free_ports(3)
+        port, http_port, sasl_port, ssl_port, sasl_ssl_port = free_ports(5)
         a = Agent(binary=binary, name=name, data_dir=str(data_dir), port=port,
                   http_port=http_port, db_url=db_url, object_store=object_store, shards=shards,
                   flush_interval_ms=flush_interval_ms, auto_create_topics=auto_create_topics,
                   default_partitions=default_partitions, extra_args=extra_args,
                   embedded_pg=embedded_pg, log_path=log_path or str(tmp_path / f"{name}.log"),
-                  env=_agent_env(), sasl_port=sasl_port if sasl else None)
+                  env=_agent_env(), sasl_port=sasl_port if sasl else None, tls=tls,
+                  ssl_ports=(ssl_port, sasl_ssl_port) if tls else (None, None))
         agents.append(a)
         return a.start()
 

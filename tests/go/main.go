@@ -10,6 +10,9 @@
 // "RESULT fail <reason>" (exit 1). Client logs go to stderr at level warn;
 // set ROUNDTRIP_LOG=info or debug for more. ROUNDTRIP_SASL=MECHANISM:USER:PASSWORD
 // (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512) logs every client in with SASL.
+// ROUNDTRIP_TLS_CA=FILE connects with TLS, trusting that PEM CA; with
+// ROUNDTRIP_TLS_CERT=FILE and ROUNDTRIP_TLS_KEY=FILE it presents that client
+// certificate.
 //
 // `roundtrip group-consume ...` runs the consumer-group member of
 // tests/e2e/test_groups_java_go.py instead (group.go).
@@ -17,6 +20,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -104,6 +109,36 @@ func saslOpt() kgo.Opt {
 	return nil
 }
 
+// tlsOpt: the TLS connection ROUNDTRIP_TLS_CA asks for (plain TCP when
+// unset: the option then only restates kgo's default dial timeout).
+func tlsOpt() kgo.Opt {
+	caFile := os.Getenv("ROUNDTRIP_TLS_CA")
+	if caFile == "" {
+		return kgo.DialTimeout(10 * time.Second)
+	}
+	fail := func(err error) {
+		fmt.Fprintf(os.Stderr, "ROUNDTRIP_TLS: %v\n", err)
+		os.Exit(2)
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		fail(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		fail(fmt.Errorf("%s: no CA certificate", caFile))
+	}
+	cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	if certFile := os.Getenv("ROUNDTRIP_TLS_CERT"); certFile != "" {
+		pair, err := tls.LoadX509KeyPair(certFile, os.Getenv("ROUNDTRIP_TLS_KEY"))
+		if err != nil {
+			fail(err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return kgo.DialTLSConfig(cfg)
+}
+
 func logOpt() kgo.Opt {
 	level := kgo.LogLevelWarn
 	switch strings.ToLower(os.Getenv("ROUNDTRIP_LOG")) {
@@ -147,6 +182,7 @@ func run(bootstrap, topic string, partitions int32, n int) error {
 		kgo.ClientID("roundtrip-go-producer"),
 		logOpt(),
 		saslOpt(),
+		tlsOpt(),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence is franz-go's default and needs acks=all
 		kgo.RecordDeliveryTimeout(60*time.Second),
 	)
@@ -226,6 +262,7 @@ func run(bootstrap, topic string, partitions int32, n int) error {
 		kgo.ClientID("roundtrip-go-consumer"),
 		logOpt(),
 		saslOpt(),
+		tlsOpt(),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
 	)
 	if err != nil {
@@ -373,7 +410,7 @@ func (s *state) check(r *kgo.Record) error {
 }
 
 func createTopic(bootstrap, topic string, partitions int32) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ClientID("roundtrip-go-admin"), logOpt(), saslOpt())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ClientID("roundtrip-go-admin"), logOpt(), saslOpt(), tlsOpt())
 	if err != nil {
 		return err
 	}

@@ -45,6 +45,12 @@ fn binary() -> PathBuf {
 impl Agent {
     /// Starts an agent; `args` are extra `rutomq serve` flags.
     pub fn start(args: &[&str]) -> Agent {
+        Agent::start_with(|_| args.iter().map(|s| s.to_string()).collect())
+    }
+
+    /// Starts an agent whose extra flags depend on its PLAINTEXT address
+    /// (`--listeners` naming it beside others).
+    pub fn start_with(args: impl FnOnce(&str) -> Vec<String>) -> Agent {
         let dir = std::env::temp_dir().join(format!(
             "datum-mq-test-{}-{}",
             std::process::id(),
@@ -58,12 +64,14 @@ impl Agent {
             use std::os::unix::fs::PermissionsExt;
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
+        let bootstrap = format!("127.0.0.1:{}", free_port());
+        let args = args(&bootstrap);
         let mut agent = Agent {
-            bootstrap: format!("127.0.0.1:{}", free_port()),
+            bootstrap,
             http: format!("127.0.0.1:{}", free_port()),
             dir,
             child: None,
-            args: args.iter().map(|s| s.to_string()).collect(),
+            args,
         };
         agent.spawn();
         agent
