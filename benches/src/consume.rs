@@ -115,6 +115,9 @@ pub async fn run(cfg: ConsumerConfig, shared: Arc<Shared>) -> Result<()> {
         w.write_all(&wire::encode_frame(corr, FETCH_VERSION, &req)?)
             .await
             .context("send fetch")?;
+        // Under TLS the last records wait in the session until flushed
+        // (a no-op on TCP).
+        w.flush().await.context("send fetch")?;
         let (got, body) = wire::read_frame(&mut r).await?;
         if got != corr {
             bail!("fetch response {got}, expected {corr}");

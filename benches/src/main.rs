@@ -72,6 +72,9 @@ struct Args {
     /// Broker address (every connection goes there).
     #[arg(long, default_value = "127.0.0.1:9092")]
     bootstrap: String,
+    /// Connect with TLS, trusting the CA in this PEM file (an SSL listener).
+    #[arg(long)]
+    tls_ca: Option<std::path::PathBuf>,
     /// Topic name; with --topics N > 1 the topics are NAME-0 .. NAME-(N-1).
     #[arg(long, default_value = "bench")]
     topic: String,
@@ -173,6 +176,9 @@ struct Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    if let Some(ca) = &args.tls_ca {
+        wire::use_tls(ca)?;
+    }
     if args.record_size == 0 || args.batch_records == 0 || args.partitions < 1 || args.topics == 0 {
         bail!("--record-size, --batch-records, --partitions and --topics must be positive");
     }

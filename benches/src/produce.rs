@@ -226,6 +226,9 @@ pub async fn run(
             Instant::now()
         };
         w.write_all(&tpl.frame).await.context("send produce")?;
+        // Under TLS the last records wait in the session until flushed
+        // (a no-op on TCP).
+        w.flush().await.context("send produce")?;
         shared.sent(started.elapsed().as_micros() as u64);
         shared.requests.fetch_add(1, Ordering::Relaxed);
         if acks == 0 {

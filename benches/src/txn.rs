@@ -24,7 +24,6 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::{Request, StrBytes};
 use kafka_protocol::records::Compression;
 use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 use rutomq_bench::{by_topic, payload, record_batch, BatchProducer};
 
@@ -64,8 +63,8 @@ pub struct TxnConfig {
 }
 
 struct Conn {
-    r: OwnedReadHalf,
-    w: OwnedWriteHalf,
+    r: wire::Reader,
+    w: wire::Writer,
     corr: i32,
 }
 
@@ -75,6 +74,7 @@ impl Conn {
         self.w
             .write_all(&wire::encode_frame(self.corr, version, req)?)
             .await?;
+        self.w.flush().await?;
         Ok(self.corr)
     }
 

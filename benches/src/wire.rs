@@ -13,9 +13,36 @@ use kafka_protocol::messages::{
     CreateTopicsRequest, ListOffsetsRequest, MetadataRequest, RequestHeader, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// The reading half of a broker connection (TCP, or TLS over it).
+pub type Reader = Box<dyn AsyncRead + Send + Unpin>;
+/// The writing half.
+pub type Writer = Box<dyn AsyncWrite + Send + Unpin>;
+
+/// Set by `--tls-ca`: every connection is TLS, trusting that CA.
+static TLS: std::sync::OnceLock<tokio_rustls::TlsConnector> = std::sync::OnceLock::new();
+
+/// Makes every connection from now on TLS, trusting the PEM CA in `ca`.
+pub fn use_tls(ca: &std::path::Path) -> Result<()> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).with_context(|| format!("{}", ca.display()))? {
+        roots.add(cert.with_context(|| format!("{}", ca.display()))?)?;
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let _ = TLS.set(tokio_rustls::TlsConnector::from(std::sync::Arc::new(
+        config,
+    )));
+    Ok(())
+}
 
 /// Largest response frame accepted (a fetch of many partitions).
 pub const RESPONSE_BYTES_MAX: usize = 512 << 20;
@@ -27,12 +54,24 @@ const LIST_OFFSETS_VERSION: i16 = 7;
 const METADATA_VERSION: i16 = 12;
 const CREATE_TOPICS_VERSION: i16 = 5;
 
-pub async fn connect(addr: &str) -> Result<(OwnedReadHalf, OwnedWriteHalf)> {
+pub async fn connect(addr: &str) -> Result<(Reader, Writer)> {
     let s = TcpStream::connect(addr)
         .await
         .with_context(|| format!("connect to {addr}"))?;
     s.set_nodelay(true)?;
-    Ok(s.into_split())
+    let Some(tls) = TLS.get() else {
+        let (r, w) = s.into_split();
+        return Ok((Box::new(r), Box::new(w)));
+    };
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+        .with_context(|| format!("{host} as a TLS server name"))?;
+    let s = tls
+        .connect(name, s)
+        .await
+        .with_context(|| format!("TLS handshake with {addr}"))?;
+    let (r, w) = tokio::io::split(s);
+    Ok((Box::new(r), Box::new(w)))
 }
 
 /// Encodes a whole request frame (length prefix included).
@@ -52,7 +91,7 @@ pub fn encode_frame<R: Request>(correlation_id: i32, version: i16, req: &R) -> R
 }
 
 /// Reads one response frame; returns its correlation id and the rest.
-pub async fn read_frame(r: &mut OwnedReadHalf) -> Result<(i32, Bytes)> {
+pub async fn read_frame(r: &mut Reader) -> Result<(i32, Bytes)> {
     let len = r.read_i32().await.context("read response length")?;
     if len < 4 || len as usize > RESPONSE_BYTES_MAX {
         bail!("response frame of {len} bytes");
@@ -100,6 +139,7 @@ fn read_uvarint(b: &mut Bytes) -> Result<u64> {
 pub async fn call<R: Request>(addr: &str, version: i16, req: &R) -> Result<R::Response> {
     let (mut r, mut w) = connect(addr).await?;
     w.write_all(&encode_frame(1, version, req)?).await?;
+    w.flush().await?;
     let (corr, body) = read_frame(&mut r).await?;
     if corr != 1 {
         bail!("correlation id {corr}, expected 1");
