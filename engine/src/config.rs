@@ -119,6 +119,12 @@ pub struct ServeArgs {
         default_value = "DEFAULT"
     )]
     pub ssl_principal_mapping_rules: String,
+    /// Kafka's `connections.max.reauth.ms`: a SASL session lasts this long
+    /// (told to the client in SaslAuthenticate v1+, KIP-368); the client
+    /// re-authenticates on the same connection before then, or its next
+    /// request closes the connection. 0: sessions never expire.
+    #[arg(long, env = "RUTOMQ_CONNECTIONS_MAX_REAUTH_MS", default_value_t = 0)]
+    pub connections_max_reauth_ms: u64,
     /// Health and metrics HTTP listener.
     #[arg(long, env = "RUTOMQ_HTTP", default_value = "127.0.0.1:8080")]
     pub http: SocketAddr,
@@ -380,6 +386,8 @@ impl ServeArgs {
             sasl_mechanisms,
             tls,
             principal_mapping_rules: self.ssl_principal_mapping_rules.clone(),
+            reauth: (self.connections_max_reauth_ms > 0)
+                .then(|| std::time::Duration::from_millis(self.connections_max_reauth_ms)),
         })
     }
 

@@ -19,6 +19,10 @@ pub struct ShardMetrics {
     pub produce_batches_rejected: AtomicU64,
     pub fetch_bytes: AtomicU64,
     pub sasl_authentications: AtomicU64,
+    /// Sessions renewed by re-authentication (KIP-368).
+    pub sasl_reauthentications: AtomicU64,
+    /// Connections closed for a request after their session expired.
+    pub sasl_sessions_expired: AtomicU64,
     pub sasl_authentication_failures: AtomicU64,
     /// Connections closed for a request other than ApiVersions and the
     /// SASL ones before authenticating.
@@ -146,6 +150,16 @@ pub fn render(out: &mut String, shards: &[std::sync::Arc<ShardMetrics>]) {
             "rutomq_sasl_authentication_failures_total",
             "SASL exchanges that failed (the connection was closed).",
             &|s: &ShardMetrics| s.sasl_authentication_failures.load(r),
+        ),
+        (
+            "rutomq_sasl_reauthentications_total",
+            "SASL sessions renewed by re-authentication (KIP-368).",
+            &|s: &ShardMetrics| s.sasl_reauthentications.load(r),
+        ),
+        (
+            "rutomq_sasl_sessions_expired_total",
+            "Connections closed for a request after their SASL session expired without re-authentication.",
+            &|s: &ShardMetrics| s.sasl_sessions_expired.load(r),
         ),
         (
             "rutomq_requests_before_authentication_total",

@@ -502,3 +502,84 @@ def librdkafka_sasl_checks(sasl_bootstrap, password):
 
 def test_promised_librdkafka_logs_in(sasl_agent):
     run_with_promised_librdkafka("test_security", "librdkafka_sasl_checks", sasl_agent.sasl_bootstrap, PASSWORD)
+
+
+# ---- re-authentication (KIP-368, connections.max.reauth.ms) --------------------
+
+def _sasl_authenticate_v1(conn, token):
+    """SaslAuthenticate v1: (error code, message, auth bytes, session lifetime ms)."""
+    cid = conn.next_cid()
+    conn.send(kwire.frame(kwire.request_header(36, 1, cid) + kwire.bytes_(token)))
+    r = kwire.Reader(conn.recv_frame())
+    assert r.i32() == cid
+    code = r.i16()
+    message = r.string()
+    n = r.i32()
+    auth = r.take(n) if n >= 0 else None
+    return code, message, auth, r.i64()
+
+
+def test_sessions_expire_and_clients_reauthenticate(start_agent):
+    a = start_agent(sasl=True, extra_args=["--connections-max-reauth-ms", "1500"])
+    add_user(a, "alice", PASSWORD)
+    add_user(a, "bob", "bobs-password")
+    plain = lambda user, pw: b"\0" + user.encode() + b"\0" + pw.encode()  # noqa: E731
+    # By hand: the lifetime is told; a renewal before expiry keeps the
+    # connection; after expiry anything but SASL closes it.
+    with kwire.KafkaConn("127.0.0.1", a.sasl_port) as c:
+        assert _sasl_handshake(c, "PLAIN")[0] == 0
+        code, msg, _, lifetime = _sasl_authenticate_v1(c, plain("alice", PASSWORD))
+        assert (code, lifetime) == (0, 1500), (code, msg, lifetime)
+        _metadata_v1(c)
+        assert _sasl_handshake(c, "PLAIN")[0] == 0
+        assert _sasl_authenticate_v1(c, plain("alice", PASSWORD))[0] == 0
+        _metadata_v1(c)
+        time.sleep(1.7)
+        expired_before = metric(a, "rutomq_sasl_sessions_expired_total")
+        cid = c.next_cid()
+        c.send(kwire.frame(kwire.request_header(3, 1, cid) + kwire.i32(-1)))
+        kwire.wait_closed(c.sock)
+    assert metric(a, "rutomq_sasl_sessions_expired_total") == expired_before + 1
+    # Re-authenticating as someone else is refused.
+    with kwire.KafkaConn("127.0.0.1", a.sasl_port) as c:
+        assert _sasl_handshake(c, "PLAIN")[0] == 0
+        assert _sasl_authenticate_v1(c, plain("alice", PASSWORD))[0] == 0
+        assert _sasl_handshake(c, "PLAIN")[0] == 0
+        code, msg, _, _ = _sasl_authenticate_v1(c, plain("bob", "bobs-password"))
+        assert code == 58 and "Cannot change principals" in msg, (code, msg)
+        kwire.wait_closed(c.sock)
+
+    # librdkafka re-authenticates on its own: a producer runs across several
+    # session lifetimes without an error, then everything reads back.
+    from confluent_kafka import Producer
+    topic = unique_topic("reauth")
+    create_topic(a.bootstrap, topic, partitions=1)
+    reauth_before = metric(a, "rutomq_sasl_reauthentications_total")
+    errors, delivered = [], []
+    p = Producer({"bootstrap.servers": a.sasl_bootstrap, **sasl_conf(a, "SCRAM-SHA-512", "alice", PASSWORD),
+                  "error_cb": errors.append, "linger.ms": 5})
+    deadline = time.monotonic() + 6
+    i = 0
+    while time.monotonic() < deadline:
+        p.produce(topic, b"r%d" % i, partition=0, on_delivery=lambda err, msg: delivered.append(err))
+        i += 1
+        p.poll(0.01)
+    assert p.flush(20) == 0
+    assert errors == [] and all(e is None for e in delivered) and len(delivered) == i, (errors, delivered[:3])
+    assert metric(a, "rutomq_sasl_reauthentications_total") >= reauth_before + 2
+    got = consume_confluent(a.sasl_bootstrap, topic, {0: i}, timeout=30,
+                            **sasl_conf(a, "SCRAM-SHA-256", "bob", "bobs-password"))
+    assert [r.value for r in got[0]] == [b"r%d" % j for j in range(i)]
+
+
+def test_java_client_reauthenticates(start_agent, request):
+    """Java 4.2.0 across sessions of 1.5 s: RoundTrip's producer and
+    consumer re-authenticate (KIP-368) and lose nothing."""
+    run_sh = request.getfixturevalue("roundtrip_clients")
+    a = start_agent(sasl=True, extra_args=["--connections-max-reauth-ms", "1500"])
+    add_user(a, "alice", PASSWORD)
+    before = metric(a, "rutomq_sasl_reauthentications_total")
+    last, res = _java_roundtrip(run_sh, "java-4", a, "SCRAM-SHA-512", PASSWORD, records=200000)
+    assert last == "RESULT ok produced=200000 consumed=200000" and res.returncode == 0, (
+        f"{last}\n--- stderr ---\n{_tail(res.stderr, 60)}")
+    assert metric(a, "rutomq_sasl_reauthentications_total") > before, "no re-authentication happened"

@@ -418,6 +418,10 @@ async fn dispatch(shard: Rc<Shard>, conn: Rc<Connection>, frame: Bytes) -> Resul
                     ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
                 )
             {
+                if conn.auth.borrow().session_expired() {
+                    shard.session_expired(&conn, req.key);
+                    return Err(Close("SASL session expired without re-authentication"));
+                }
                 shard.refused_before_auth(conn.peer, &conn.listener_name, req.key);
                 return Err(Close("request before authentication"));
             }

@@ -28,8 +28,12 @@ pub async fn handle(
     };
     match step(shard, conn, &body.auth_bytes) {
         TokenOutcome::Continue(challenge) => MaybeLast::open(resp.with_auth_bytes(challenge.into())),
-        // No re-authentication is asked for (KIP-368): lifetime 0.
-        TokenOutcome::Done { last, .. } => MaybeLast::open(resp.with_auth_bytes(last.into())),
+        // KIP-368: the client re-authenticates before this many ms (0: never).
+        TokenOutcome::Done { last, .. } => MaybeLast::open(
+            resp.with_auth_bytes(last.into()).with_session_lifetime_ms(
+                shard.agent.security.reauth.map_or(0, |d| d.as_millis() as i64),
+            ),
+        ),
         TokenOutcome::Failed { message, .. } => MaybeLast::closing(
             resp.with_error_code(ErrorCode::SaslAuthenticationFailed.code())
                 .with_error_message(Some(str_bytes(&message))),
@@ -69,17 +73,24 @@ pub fn raw_token(shard: &Shard, conn: &Connection, token: &Bytes) -> Reply {
 /// how it ended.
 fn step(shard: &Shard, conn: &Connection, token: &[u8]) -> TokenOutcome {
     let mechanism = conn.auth.borrow().mechanism().map_or("", |m| m.name());
-    let outcome = conn
-        .auth
-        .borrow_mut()
-        .token(token, &shard.agent.credentials);
+    let outcome = conn.auth.borrow_mut().token(
+        token,
+        &shard.agent.credentials,
+        shard.agent.security.reauth,
+    );
     match &outcome {
-        TokenOutcome::Done { principal, .. } => {
-            shard
-                .metrics
-                .sasl_authentications
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tracing::debug!(%principal, mechanism, peer = ?conn.peer, "authenticated");
+        TokenOutcome::Done {
+            principal,
+            reauthenticated,
+            ..
+        } => {
+            let counter = if *reauthenticated {
+                &shard.metrics.sasl_reauthentications
+            } else {
+                &shard.metrics.sasl_authentications
+            };
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::debug!(%principal, mechanism, peer = ?conn.peer, reauthenticated, "authenticated");
         }
         TokenOutcome::Failed { message, user } => {
             shard.auth_failed(user.as_deref(), conn.peer, mechanism, message);

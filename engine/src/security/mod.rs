@@ -114,6 +114,9 @@ pub struct SecurityConfig {
     pub tls: Option<tls::TlsSettings>,
     /// Kafka's `ssl.principal.mapping.rules`.
     pub principal_mapping_rules: String,
+    /// Kafka's `connections.max.reauth.ms` (`None`: 0, sessions never
+    /// expire).
+    pub reauth: Option<std::time::Duration>,
 }
 
 /// Parses Kafka's `listeners` / `advertised.listeners` syntax,

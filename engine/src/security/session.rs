@@ -30,11 +30,15 @@ pub enum Auth {
         mechanism: SaslMechanism,
         raw: bool,
         scram: Option<ScramServer>,
+        /// Re-authenticating (KIP-368) the session of this principal.
+        reauth_of: Option<String>,
     },
-    /// Authenticated as `principal` ("User:name").
+    /// Authenticated as `principal` ("User:name"), until `expires` when
+    /// re-authentication is on (`connections.max.reauth.ms`).
     Authenticated {
         principal: String,
         mechanism: SaslMechanism,
+        expires: Option<Instant>,
     },
     /// The exchange failed; the connection is closing.
     Failed,
@@ -54,8 +58,13 @@ pub enum HandshakeError {
 pub enum TokenOutcome {
     /// Send this to the client; more tokens follow.
     Continue(Vec<u8>),
-    /// Authenticated; send this last server message (may be empty).
-    Done { principal: String, last: Vec<u8> },
+    /// Authenticated (`reauthenticated`: a session renewed, KIP-368);
+    /// send this last server message (may be empty).
+    Done {
+        principal: String,
+        last: Vec<u8>,
+        reauthenticated: bool,
+    },
     /// Authentication failed (SASL_AUTHENTICATION_FAILED with this text);
     /// `user` is who it was for, when known (for the broker's log).
     Failed {
@@ -77,9 +86,20 @@ impl Auth {
         }
     }
 
-    /// Whether requests other than ApiVersions and the SASL ones are served.
+    /// Whether requests other than ApiVersions and the SASL ones are served
+    /// (not once a session has expired without re-authentication).
     pub fn is_authenticated(&self) -> bool {
-        matches!(self, Auth::Transport(_) | Auth::Authenticated { .. })
+        match self {
+            Auth::Transport(_) => true,
+            Auth::Authenticated { expires, .. } => expires.is_none_or(|t| Instant::now() < t),
+            _ => false,
+        }
+    }
+
+    /// Whether the session expired without re-authentication (the next
+    /// request other than SASL closes the connection).
+    pub fn session_expired(&self) -> bool {
+        matches!(self, Auth::Authenticated { expires: Some(t), .. } if Instant::now() >= *t)
     }
 
     /// Whether the next frame is a bare token (after handshake v0).
@@ -105,16 +125,30 @@ impl Auth {
         }
     }
 
-    /// SaslHandshake asking for `mechanism` (request `version`).
+    /// SaslHandshake asking for `mechanism` (request `version`): the first,
+    /// or (KIP-368) one re-authenticating a session that expires, with the
+    /// same mechanism.
     pub fn handshake(
         &mut self,
         mechanism: &str,
         version: i16,
         enabled: &[SaslMechanism],
     ) -> Result<(), HandshakeError> {
-        if !matches!(self, Auth::Handshake) {
-            return Err(HandshakeError::IllegalState);
-        }
+        let reauth_of = match self {
+            Auth::Handshake => None,
+            Auth::Authenticated {
+                principal,
+                mechanism: m,
+                expires: Some(_),
+            } if version >= 1 => {
+                if SaslMechanism::from_name(mechanism) != Some(*m) {
+                    *self = Auth::Failed;
+                    return Err(HandshakeError::Unsupported);
+                }
+                Some(principal.clone())
+            }
+            _ => return Err(HandshakeError::IllegalState),
+        };
         let Some(m) = SaslMechanism::from_name(mechanism).filter(|m| enabled.contains(m)) else {
             *self = Auth::Failed;
             return Err(HandshakeError::Unsupported);
@@ -126,19 +160,31 @@ impl Auth {
                 SaslMechanism::Plain => None,
                 SaslMechanism::Scram(s) => Some(ScramServer::new(s)),
             },
+            reauth_of,
         };
         Ok(())
     }
 
-    /// The client's next token.
-    pub fn token(&mut self, token: &[u8], credentials: &Credentials) -> TokenOutcome {
+    /// The client's next token; a session that succeeds lasts `session`
+    /// (re-authentication on) or for ever.
+    pub fn token(
+        &mut self,
+        token: &[u8],
+        credentials: &Credentials,
+        session: Option<std::time::Duration>,
+    ) -> TokenOutcome {
         let Auth::Tokens {
-            mechanism, scram, ..
+            mechanism,
+            scram,
+            reauth_of,
+            ..
         } = self
         else {
             return TokenOutcome::IllegalState;
         };
         let mechanism = *mechanism;
+        // Kept in the state until the exchange ends (SCRAM takes two tokens).
+        let reauth_of = reauth_of.clone();
         let outcome = match (mechanism, scram) {
             (SaslMechanism::Plain, _) => plain(token, credentials),
             (SaslMechanism::Scram(m), Some(server)) => {
@@ -152,6 +198,7 @@ impl Auth {
                     Ok(ScramStep::Success { user, last }) => TokenOutcome::Done {
                         principal: format!("User:{user}"),
                         last,
+                        reauthenticated: false,
                     },
                     Err(e) => TokenOutcome::Failed {
                         message: match e {
@@ -170,10 +217,27 @@ impl Auth {
             }
             (SaslMechanism::Scram(_), None) => TokenOutcome::IllegalState,
         };
+        let outcome = match (outcome, reauth_of) {
+            (TokenOutcome::Done { principal, .. }, Some(was)) if principal != was => {
+                TokenOutcome::Failed {
+                    message: format!(
+                        "Cannot change principals during re-authentication from {was} to {principal}"
+                    ),
+                    user: principal.strip_prefix("User:").map(str::to_owned),
+                }
+            }
+            (TokenOutcome::Done { principal, last, .. }, was) => TokenOutcome::Done {
+                principal,
+                last,
+                reauthenticated: was.is_some(),
+            },
+            (other, _) => other,
+        };
         *self = match &outcome {
             TokenOutcome::Done { principal, .. } => Auth::Authenticated {
                 principal: principal.clone(),
                 mechanism,
+                expires: session.map(|d| Instant::now() + d),
             },
             _ => Auth::Failed,
         };
@@ -226,6 +290,7 @@ fn plain(token: &[u8], credentials: &Credentials) -> TokenOutcome {
         Some((m, c)) if c.verifies(m, password) => TokenOutcome::Done {
             principal: format!("User:{user}"),
             last: Vec::new(),
+            reauthenticated: false,
         },
         _ => failed(Some(user)),
     }
@@ -303,7 +368,7 @@ pub fn fuzz_exchange(data: &[u8]) {
         return;
     }
     for token in rest.split(|&b| b == 0xff) {
-        match auth.token(token, credentials) {
+        match auth.token(token, credentials, None) {
             TokenOutcome::Continue(_) => {}
             _ => break,
         }
@@ -330,6 +395,18 @@ mod tests {
         c
     }
 
+    fn creds_for(user: &str) -> Vec<ScramRow> {
+        let cr = super::super::Credential::from_password(Mechanism::Sha512, b"pw", 4096);
+        vec![ScramRow {
+            user: user.into(),
+            mechanism: 2,
+            salt: cr.salt,
+            stored_key: cr.stored_key,
+            server_key: cr.server_key,
+            iterations: cr.iterations,
+        }]
+    }
+
     #[test]
     fn plain_logs_in_against_the_scram_credential() {
         let c = creds();
@@ -337,7 +414,7 @@ mod tests {
         assert!(!a.is_authenticated());
         a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
         assert!(
-            matches!(a.token(b"\0alice\0pw", &c), TokenOutcome::Done { ref principal, .. } if principal == "User:alice")
+            matches!(a.token(b"\0alice\0pw", &c, None), TokenOutcome::Done { ref principal, .. } if principal == "User:alice")
         );
         assert!(a.is_authenticated());
         assert_eq!(a.principal(), Some("User:alice"));
@@ -356,12 +433,75 @@ mod tests {
             let mut a = Auth::new(true, ANONYMOUS.into());
             a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
             assert!(
-                matches!(a.token(bad, &c), TokenOutcome::Failed { .. }),
+                matches!(a.token(bad, &c, None), TokenOutcome::Failed { .. }),
                 "{bad:?}"
             );
             assert!(!a.is_authenticated());
-            assert_eq!(a.token(b"\0alice\0pw", &c), TokenOutcome::IllegalState);
+            assert_eq!(
+                a.token(b"\0alice\0pw", &c, None),
+                TokenOutcome::IllegalState
+            );
         }
+    }
+
+    #[test]
+    fn sessions_expire_and_renew_with_the_same_principal_and_mechanism() {
+        let mut rows = creds_for("bob");
+        rows.extend(creds_for("alice"));
+        let both = Credentials::default();
+        both.replace(rows);
+        let session = Some(std::time::Duration::from_millis(40));
+        let mut a = Auth::new(true, ANONYMOUS.into());
+        a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
+        assert!(matches!(
+            a.token(b"\0alice\0pw", &both, session),
+            TokenOutcome::Done {
+                reauthenticated: false,
+                ..
+            }
+        ));
+        assert!(a.is_authenticated() && !a.session_expired());
+        // Renewed before expiry, same user: a fresh session.
+        a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
+        assert!(!a.is_authenticated(), "nothing else is served mid-exchange");
+        assert!(matches!(
+            a.token(b"\0alice\0pw", &both, session),
+            TokenOutcome::Done {
+                reauthenticated: true,
+                ..
+            }
+        ));
+        std::thread::sleep(std::time::Duration::from_millis(60));
+        assert!(!a.is_authenticated() && a.session_expired());
+        // Expired sessions may still re-authenticate; another principal may not.
+        a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
+        assert!(matches!(
+            a.token(b"\0bob\0pw", &both, session),
+            TokenOutcome::Failed { ref message, .. } if message.contains("Cannot change principals")
+        ));
+        // Nor another mechanism, nor a v0 handshake.
+        let mut a = Auth::new(true, ANONYMOUS.into());
+        a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
+        a.token(b"\0alice\0pw", &both, session);
+        assert_eq!(
+            a.handshake("SCRAM-SHA-256", 1, &SaslMechanism::ALL),
+            Err(HandshakeError::Unsupported)
+        );
+        let mut a = Auth::new(true, ANONYMOUS.into());
+        a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
+        a.token(b"\0alice\0pw", &both, session);
+        assert_eq!(
+            a.handshake("PLAIN", 0, &SaslMechanism::ALL),
+            Err(HandshakeError::IllegalState)
+        );
+        // Without a session lifetime a second handshake stays illegal.
+        let mut a = Auth::new(true, ANONYMOUS.into());
+        a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
+        a.token(b"\0alice\0pw", &both, None);
+        assert_eq!(
+            a.handshake("PLAIN", 1, &SaslMechanism::ALL),
+            Err(HandshakeError::IllegalState)
+        );
     }
 
     #[test]

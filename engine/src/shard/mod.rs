@@ -113,6 +113,29 @@ impl Shard {
         }
     }
 
+    /// A request after the connection's SASL session expired without
+    /// re-authentication (KIP-368): the connection is closed (counted;
+    /// logged once per principal per interval).
+    pub fn session_expired(
+        &self,
+        conn: &crate::api::Connection,
+        key: kafka_protocol::messages::ApiKey,
+    ) {
+        self.metrics
+            .sasl_sessions_expired
+            .fetch_add(1, Ordering::Relaxed);
+        let auth = conn.auth.borrow();
+        let who = auth.principal().unwrap_or("?");
+        let logged = self
+            .auth_failures
+            .borrow_mut()
+            .record(&format!("expired {who}"), Instant::now());
+        if let Some(times) = logged {
+            tracing::info!(principal = who, peer = ?conn.peer, api = ?key, times,
+                "closing a connection whose SASL session expired without re-authentication");
+        }
+    }
+
     /// A request other than ApiVersions or SASL before authenticating:
     /// the connection is closed (counted; logged once per client address
     /// per interval).
