@@ -63,6 +63,7 @@ pub enum ErrorCode {
     UnsupportedSaslMechanism = 33,
     IllegalSaslState = 34,
     SaslAuthenticationFailed = 58,
+    SecurityDisabled = 54,
     ResourceNotFound = 91,
     DuplicateResource = 92,
     UnacceptableCredential = 93,

@@ -82,6 +82,8 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             Notice::Compacted(parts) => listen_hub.notify_compacted(parts),
             Notice::TopicChanged(name) => listen_hub.notify_topic_changed(name),
             Notice::CredentialsChanged(_) => on_credentials.notify_one(),
+            // No authorizer yet: nothing holds a copy of the ACLs.
+            Notice::AclsChanged => {}
         }),
     )
     .context("cannot reach PostgreSQL")?;

@@ -12,6 +12,7 @@
 //! Callers on any runtime (glommio shards included) talk to it through
 //! [`Meta`], whose methods are `Send` futures over bounded channels.
 
+pub mod acl;
 pub mod commit;
 pub mod compact;
 pub mod groups;
@@ -168,6 +169,8 @@ pub enum Notice {
     TopicChanged(String),
     /// A user's SCRAM credentials changed: the user name (migration 7).
     CredentialsChanged(String),
+    /// ACLs were created or deleted (migration 8).
+    AclsChanged,
 }
 
 /// Called with every notification.
@@ -323,6 +326,7 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaErro
         (5, include_str!("../sql/0005_compaction.sql")),
         (6, include_str!("../sql/0006_topic_notices.sql")),
         (7, include_str!("../sql/0007_security.sql")),
+        (8, include_str!("../sql/0008_acls.sql")),
     ];
     client
         .batch_execute(

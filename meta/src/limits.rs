@@ -38,3 +38,6 @@ pub const TXN_APPLY_ATTEMPTS_MAX: usize = 3;
 /// SCRAM credentials an agent loads for logins at most (users × 2
 /// mechanisms); past it the rest are not loaded and a warning is logged.
 pub const SCRAM_CREDENTIALS_MAX: i64 = 200_000;
+/// ACLs an agent loads (and CreateAcls allows in all): each agent holds
+/// them all for its decisions.
+pub const ACLS_MAX: i64 = 100_000;

@@ -44,6 +44,8 @@ pub(crate) const TOPICS: &str = "rutomq_topics";
 /// SCRAM credentials of a user changed (payload: the user name), by a
 /// trigger (migration 7).
 pub(crate) const CREDENTIALS: &str = "rutomq_credentials";
+/// ACLs were created or deleted, by a trigger (migration 8).
+pub(crate) const ACLS: &str = "rutomq_acls";
 
 struct Announcement {
     channel: &'static str,
@@ -199,7 +201,7 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
     client
         .batch_execute(&format!(
             "LISTEN {WATERMARKS}; LISTEN {LOG_STARTS}; LISTEN {COMPACTED}; LISTEN {TOPICS}; \
-             LISTEN {CREDENTIALS}"
+             LISTEN {CREDENTIALS}; LISTEN {ACLS}"
         ))
         .await?;
     while let Some(m) = nrx.recv().await {
@@ -209,6 +211,7 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
             COMPACTED => Notice::Compacted(commit::parse_offset_payload(&payload)),
             TOPICS => Notice::TopicChanged(payload),
             CREDENTIALS => Notice::CredentialsChanged(payload),
+            ACLS => Notice::AclsChanged,
             _ => Notice::Watermarks(commit::parse_marks_payload(&payload)),
         });
     }

@@ -90,6 +90,9 @@ statements! {
     SCRAM_DESCRIBE => "scram_describe.sql",
     SCRAM_UPSERT => "scram_upsert.sql",
     SCRAM_DELETE => "scram_delete.sql",
+    ACL_LOAD => "acl_load.sql",
+    ACL_INSERT => "acl_insert.sql",
+    ACL_DELETE => "acl_delete.sql",
 }
 
 /// A transactional id's row, locked for the coordinator's one transaction:

@@ -583,3 +583,22 @@ def test_java_client_reauthenticates(start_agent, request):
     assert last == "RESULT ok produced=200000 consumed=200000" and res.returncode == 0, (
         f"{last}\n--- stderr ---\n{_tail(res.stderr, 60)}")
     assert metric(a, "rutomq_sasl_reauthentications_total") > before, "no re-authentication happened"
+
+
+# ---- ACL APIs without an authorizer ---------------------------------------------
+
+def test_acl_tool_is_told_security_is_disabled(agent, request):
+    """No authorizer is configured (it is not built yet): Apache Kafka's
+    kafka-acls.sh (org.apache.kafka.tools.AclCommand 4.2.0) gets what a
+    Kafka broker without authorizer.class.name answers, for --list, --add
+    and --remove alike."""
+    run_sh = request.getfixturevalue("roundtrip_clients")
+    for args in (["--list"],
+                 ["--add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "t"],
+                 ["--remove", "--force", "--topic", "t"]):
+        res = subprocess.run(["bash", run_sh, "tools", "org.apache.kafka.tools.AclCommand",
+                              "--bootstrap-server", agent.bootstrap, *args],
+                             cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                             timeout=120)
+        out = res.stdout + res.stderr
+        assert "SecurityDisabledException: No Authorizer is configured on the broker" in out, (args, out[-2000:])

@@ -115,7 +115,13 @@ apis! {
     sasl_authenticate,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    describe_acls,
+    create_acls,
+    delete_acls,
 }
+
+/// The message of the ACL APIs while no authorizer is configured.
+pub const NO_AUTHORIZER: &str = "No Authorizer is configured on the broker";
 
 /// One implemented API and the versions served.
 #[derive(Clone, Copy, Debug)]

@@ -12,6 +12,7 @@
 //! agent by `rutomq_credentials` notifications, or within
 //! [`crate::limits::CREDENTIALS_REFRESH`] if one is lost.
 
+pub mod acl;
 pub mod scram;
 pub mod session;
 pub mod tls;

@@ -64,6 +64,8 @@ pub async fn commit(
 pub enum Kind {
     Watermarks,
     LogStarts,
+    /// ACLs changed (no topic, partition or offset).
+    Acls,
 }
 
 pub type Heard = Arc<Mutex<Vec<(Kind, Uuid, i32, i64)>>>;
@@ -110,6 +112,7 @@ where
                 Notice::LogStarts(starts) => {
                     h.extend(starts.iter().map(|&(t, p, o)| (Kind::LogStarts, t, p, o)))
                 }
+                Notice::AclsChanged => h.push((Kind::Acls, Uuid::nil(), 0, 0)),
                 Notice::Compacted(_) | Notice::TopicChanged(_) | Notice::CredentialsChanged(_) => {}
             }
         }),

@@ -1,0 +1,485 @@
+//! Kafka's ACL model and its decisions, as `StandardAuthorizer` makes them:
+//! bindings of (resource type, name, pattern) to (principal, host,
+//! operation, ALLOW/DENY); DENY wins; `ALL` covers every operation;
+//! DESCRIBE is implied by READ, WRITE, DELETE and ALTER, DESCRIBE_CONFIGS
+//! by ALTER_CONFIGS; a literal `*` names every resource of its type, a
+//! prefixed pattern every name it begins; `User:*` is every principal, `*`
+//! every host; super users may do anything; a resource no binding names is
+//! open only with `allow.everyone.if.no.acl.found`.
+//!
+//! Filters (DescribeAcls, DeleteAcls) follow Kafka's `AclBindingFilter`:
+//! ANY and null match everything, the MATCH pattern type matches what would
+//! apply to a resource of that name.
+
+/// Kafka's `ResourceType` codes.
+pub mod resource {
+    pub const ANY: i8 = 1;
+    pub const TOPIC: i8 = 2;
+    pub const GROUP: i8 = 3;
+    pub const CLUSTER: i8 = 4;
+    pub const TRANSACTIONAL_ID: i8 = 5;
+    pub const DELEGATION_TOKEN: i8 = 6;
+    pub const USER: i8 = 7;
+}
+
+/// Kafka's `PatternType` codes.
+pub mod pattern {
+    pub const ANY: i8 = 1;
+    pub const MATCH: i8 = 2;
+    pub const LITERAL: i8 = 3;
+    pub const PREFIXED: i8 = 4;
+}
+
+/// Kafka's `AclOperation` codes.
+pub mod op {
+    pub const ANY: i8 = 1;
+    pub const ALL: i8 = 2;
+    pub const READ: i8 = 3;
+    pub const WRITE: i8 = 4;
+    pub const CREATE: i8 = 5;
+    pub const DELETE: i8 = 6;
+    pub const ALTER: i8 = 7;
+    pub const DESCRIBE: i8 = 8;
+    pub const CLUSTER_ACTION: i8 = 9;
+    pub const DESCRIBE_CONFIGS: i8 = 10;
+    pub const ALTER_CONFIGS: i8 = 11;
+    pub const IDEMPOTENT_WRITE: i8 = 12;
+    pub const CREATE_TOKENS: i8 = 13;
+    pub const DESCRIBE_TOKENS: i8 = 14;
+    pub const TWO_PHASE_COMMIT: i8 = 15;
+}
+
+/// Kafka's `AclPermissionType` codes.
+pub mod permission {
+    pub const ANY: i8 = 1;
+    pub const DENY: i8 = 2;
+    pub const ALLOW: i8 = 3;
+}
+
+/// The one name a CLUSTER resource has.
+pub const CLUSTER_NAME: &str = "kafka-cluster";
+/// The name a literal binding gives to every resource of its type.
+pub const WILDCARD: &str = "*";
+/// Every principal.
+pub const WILDCARD_PRINCIPAL: &str = "User:*";
+
+pub use rutomq_meta::acl::AclBinding;
+
+/// What a DescribeAcls or DeleteAcls filter asks for (`None`: any).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AclFilter {
+    pub resource_type: i8,
+    pub resource_name: Option<String>,
+    pub pattern_type: i8,
+    pub principal: Option<String>,
+    pub host: Option<String>,
+    pub operation: i8,
+    pub permission: i8,
+}
+
+fn known_resource(t: i8) -> bool {
+    (resource::TOPIC..=resource::USER).contains(&t)
+}
+
+fn known_operation(o: i8) -> bool {
+    (op::ALL..=op::TWO_PHASE_COMMIT).contains(&o)
+}
+
+/// A principal as Kafka writes it: `Type:name`, both parts non-empty.
+pub fn valid_principal(p: &str) -> bool {
+    p.split_once(':')
+        .is_some_and(|(t, n)| !t.is_empty() && !n.is_empty())
+}
+
+/// Why CreateAcls refuses this binding (Kafka's INVALID_REQUEST
+/// messages), if it does.
+pub fn invalid(b: &AclBinding) -> Option<String> {
+    if !known_resource(b.resource_type) {
+        return Some(format!("Invalid resource type {}", b.resource_type));
+    }
+    if !matches!(b.pattern_type, pattern::LITERAL | pattern::PREFIXED) {
+        return Some(format!("Invalid pattern type {}", b.pattern_type));
+    }
+    if b.resource_name.is_empty() {
+        return Some("The resource name must not be empty".into());
+    }
+    if b.resource_type == resource::CLUSTER
+        && (b.resource_name != CLUSTER_NAME || b.pattern_type != pattern::LITERAL)
+    {
+        return Some(format!(
+            "The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
+        ));
+    }
+    if b.pattern_type == pattern::PREFIXED && b.resource_name == WILDCARD {
+        return Some("A PREFIXED pattern cannot be '*'".into());
+    }
+    if !valid_principal(&b.principal) {
+        return Some(format!("Invalid principal {:?}", b.principal));
+    }
+    if b.host.is_empty() {
+        return Some("The host must not be empty".into());
+    }
+    if !known_operation(b.operation) {
+        return Some(format!("Invalid operation {}", b.operation));
+    }
+    if !matches!(b.permission, permission::ALLOW | permission::DENY) {
+        return Some(format!("Invalid permission type {}", b.permission));
+    }
+    None
+}
+
+/// Whether this binding names resource (`resource_type`, `name`).
+fn covers(b: &AclBinding, resource_type: i8, name: &str) -> bool {
+    b.resource_type == resource_type
+        && match b.pattern_type {
+            pattern::LITERAL => b.resource_name == name || b.resource_name == WILDCARD,
+            pattern::PREFIXED => name.starts_with(b.resource_name.as_str()),
+            _ => false,
+        }
+}
+
+fn applies_to(b: &AclBinding, principal: &str, host: &str) -> bool {
+    (b.principal == principal || b.principal == WILDCARD_PRINCIPAL)
+        && (b.host == host || b.host == WILDCARD)
+}
+
+impl AclFilter {
+    /// Why a filter cannot be used (DeleteAcls refuses it), if so.
+    pub fn invalid(&self) -> Option<String> {
+        if self.resource_type != resource::ANY && !known_resource(self.resource_type) {
+            return Some(format!("Invalid resource type {}", self.resource_type));
+        }
+        if !(pattern::ANY..=pattern::PREFIXED).contains(&self.pattern_type) {
+            return Some(format!("Invalid pattern type {}", self.pattern_type));
+        }
+        if self.operation != op::ANY && !known_operation(self.operation) {
+            return Some(format!("Invalid operation {}", self.operation));
+        }
+        if !(permission::ANY..=permission::ALLOW).contains(&self.permission) {
+            return Some(format!("Invalid permission type {}", self.permission));
+        }
+        None
+    }
+
+    pub fn matches(&self, b: &AclBinding) -> bool {
+        let resource_ok = (self.resource_type == resource::ANY
+            || self.resource_type == b.resource_type)
+            && match (&self.resource_name, self.pattern_type) {
+                (None, pattern::ANY | pattern::MATCH) => true,
+                (None, p) => p == b.pattern_type,
+                (Some(n), pattern::ANY) => *n == b.resource_name,
+                (Some(n), pattern::MATCH) => match b.pattern_type {
+                    pattern::LITERAL => b.resource_name == *n || b.resource_name == WILDCARD,
+                    pattern::PREFIXED => n.starts_with(b.resource_name.as_str()),
+                    _ => false,
+                },
+                (Some(n), p) => p == b.pattern_type && *n == b.resource_name,
+            };
+        resource_ok
+            && self.principal.as_ref().is_none_or(|p| *p == b.principal)
+            && self.host.as_ref().is_none_or(|h| *h == b.host)
+            && (self.operation == op::ANY || self.operation == b.operation)
+            && (self.permission == permission::ANY || self.permission == b.permission)
+    }
+}
+
+/// The operations an ALLOW of `granted` also allows.
+fn allows(granted: i8, asked: i8) -> bool {
+    granted == asked
+        || granted == op::ALL
+        || (asked == op::DESCRIBE
+            && matches!(granted, op::READ | op::WRITE | op::DELETE | op::ALTER))
+        || (asked == op::DESCRIBE_CONFIGS && granted == op::ALTER_CONFIGS)
+}
+
+/// The authorizer's settings.
+#[derive(Clone, Debug, Default)]
+pub struct AuthorizerConfig {
+    /// Kafka's `super.users` (principals, `User:name`).
+    pub super_users: Vec<String>,
+    /// Kafka's `allow.everyone.if.no.acl.found`.
+    pub allow_if_no_acl: bool,
+}
+
+/// Every ACL, indexed by resource type, as one agent holds them.
+#[derive(Debug, Default)]
+pub struct AclSet {
+    by_type: std::collections::HashMap<i8, Vec<AclBinding>>,
+    len: usize,
+}
+
+impl AclSet {
+    pub fn new(bindings: impl IntoIterator<Item = AclBinding>) -> AclSet {
+        let mut set = AclSet::default();
+        for b in bindings {
+            set.by_type.entry(b.resource_type).or_default().push(b);
+            set.len += 1;
+        }
+        set
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every binding a filter matches.
+    pub fn matching<'a>(&'a self, f: &'a AclFilter) -> impl Iterator<Item = &'a AclBinding> {
+        self.by_type.values().flatten().filter(|b| f.matches(b))
+    }
+
+    /// Whether `principal` from `host` may do `operation` on resource
+    /// (`resource_type`, `name`).
+    pub fn authorize(
+        &self,
+        cfg: &AuthorizerConfig,
+        principal: &str,
+        host: &str,
+        operation: i8,
+        resource_type: i8,
+        name: &str,
+    ) -> bool {
+        if cfg.super_users.iter().any(|s| s == principal) {
+            return true;
+        }
+        let mut named = false;
+        let mut allowed = false;
+        for b in self.by_type.get(&resource_type).into_iter().flatten() {
+            if !covers(b, resource_type, name) {
+                continue;
+            }
+            named = true;
+            if !applies_to(b, principal, host) {
+                continue;
+            }
+            match b.permission {
+                permission::DENY if b.operation == operation || b.operation == op::ALL => {
+                    return false
+                }
+                permission::ALLOW if allows(b.operation, operation) => allowed = true,
+                _ => {}
+            }
+        }
+        allowed || (!named && cfg.allow_if_no_acl)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acl(rt: i8, name: &str, pt: i8, who: &str, operation: i8, perm: i8) -> AclBinding {
+        AclBinding {
+            resource_type: rt,
+            resource_name: name.into(),
+            pattern_type: pt,
+            principal: who.into(),
+            host: "*".into(),
+            operation,
+            permission: perm,
+        }
+    }
+
+    #[test]
+    fn decisions_follow_kafka() {
+        use op::*;
+        use permission::{ALLOW, DENY};
+        use resource::{GROUP, TOPIC};
+        let set = AclSet::new([
+            acl(TOPIC, "orders", pattern::LITERAL, "User:alice", READ, ALLOW),
+            acl(TOPIC, "logs-", pattern::PREFIXED, "User:*", WRITE, ALLOW),
+            acl(
+                TOPIC,
+                "logs-secret",
+                pattern::LITERAL,
+                "User:bob",
+                ALL,
+                DENY,
+            ),
+            acl(TOPIC, "*", pattern::LITERAL, "User:carol", ALL, ALLOW),
+            acl(GROUP, "g", pattern::LITERAL, "User:alice", READ, ALLOW),
+            AclBinding {
+                host: "10.0.0.1".into(),
+                ..acl(TOPIC, "hosted", pattern::LITERAL, "User:dave", WRITE, ALLOW)
+            },
+        ]);
+        let cfg = AuthorizerConfig {
+            super_users: vec!["User:admin".into()],
+            allow_if_no_acl: false,
+        };
+        let can = |who: &str, host: &str, o: i8, rt: i8, name: &str| {
+            set.authorize(&cfg, who, host, o, rt, name)
+        };
+        assert!(can("User:alice", "1.2.3.4", READ, TOPIC, "orders"));
+        assert!(
+            can("User:alice", "1.2.3.4", DESCRIBE, TOPIC, "orders"),
+            "implied"
+        );
+        assert!(!can("User:alice", "1.2.3.4", WRITE, TOPIC, "orders"));
+        assert!(!can("User:alice", "1.2.3.4", READ, TOPIC, "orders2"));
+        assert!(
+            can("User:bob", "h", WRITE, TOPIC, "logs-app"),
+            "prefix, any user"
+        );
+        assert!(
+            !can("User:bob", "h", WRITE, TOPIC, "logs-secret"),
+            "DENY wins"
+        );
+        assert!(can("User:eve", "h", WRITE, TOPIC, "logs-secret"));
+        assert!(
+            can("User:carol", "h", DELETE, TOPIC, "anything"),
+            "wildcard name, ALL"
+        );
+        assert!(can(
+            "User:admin",
+            "h",
+            ALTER,
+            resource::CLUSTER,
+            CLUSTER_NAME
+        ));
+        assert!(can("User:dave", "10.0.0.1", WRITE, TOPIC, "hosted"));
+        assert!(
+            !can("User:dave", "10.0.0.2", WRITE, TOPIC, "hosted"),
+            "host"
+        );
+        assert!(!can("User:alice", "h", READ, GROUP, "other"));
+        assert!(!can("User:x", "h", DESCRIBE_CONFIGS, TOPIC, "unnamed"));
+        // No binding names the resource: open only when configured so.
+        let open = AuthorizerConfig {
+            allow_if_no_acl: true,
+            ..cfg.clone()
+        };
+        assert!(set.authorize(&open, "User:x", "h", READ, GROUP, "free"));
+        assert!(!set.authorize(&open, "User:x", "h", READ, TOPIC, "orders"));
+        let alter_configs = AclSet::new([acl(
+            TOPIC,
+            "t",
+            pattern::LITERAL,
+            "User:x",
+            ALTER_CONFIGS,
+            ALLOW,
+        )]);
+        assert!(alter_configs.authorize(&cfg, "User:x", "h", DESCRIBE_CONFIGS, TOPIC, "t"));
+        assert!(!alter_configs.authorize(&cfg, "User:x", "h", READ, TOPIC, "t"));
+    }
+
+    #[test]
+    fn filters_follow_kafka() {
+        use permission::ALLOW;
+        let lit = acl(
+            resource::TOPIC,
+            "orders",
+            pattern::LITERAL,
+            "User:a",
+            op::READ,
+            ALLOW,
+        );
+        let pre = acl(
+            resource::TOPIC,
+            "ord",
+            pattern::PREFIXED,
+            "User:b",
+            op::WRITE,
+            ALLOW,
+        );
+        let star = acl(
+            resource::TOPIC,
+            "*",
+            pattern::LITERAL,
+            "User:c",
+            op::READ,
+            ALLOW,
+        );
+        let any = AclFilter {
+            resource_type: resource::ANY,
+            resource_name: None,
+            pattern_type: pattern::ANY,
+            principal: None,
+            host: None,
+            operation: op::ANY,
+            permission: permission::ANY,
+        };
+        for b in [&lit, &pre, &star] {
+            assert!(any.matches(b));
+        }
+        let m = AclFilter {
+            resource_name: Some("orders".into()),
+            pattern_type: pattern::MATCH,
+            ..any.clone()
+        };
+        assert!(m.matches(&lit) && m.matches(&pre) && m.matches(&star));
+        let exact = AclFilter {
+            pattern_type: pattern::ANY,
+            ..m.clone()
+        };
+        assert!(exact.matches(&lit) && !exact.matches(&pre) && !exact.matches(&star));
+        let prefixed = AclFilter {
+            resource_name: None,
+            pattern_type: pattern::PREFIXED,
+            ..any.clone()
+        };
+        assert!(!prefixed.matches(&lit) && prefixed.matches(&pre));
+        let by_principal = AclFilter {
+            principal: Some("User:b".into()),
+            ..any.clone()
+        };
+        assert!(by_principal.matches(&pre) && !by_principal.matches(&lit));
+    }
+
+    #[test]
+    fn bad_bindings_are_named() {
+        let good = acl(
+            resource::TOPIC,
+            "t",
+            pattern::LITERAL,
+            "User:a",
+            op::READ,
+            permission::ALLOW,
+        );
+        assert_eq!(invalid(&good), None);
+        for bad in [
+            AclBinding {
+                resource_type: resource::ANY,
+                ..good.clone()
+            },
+            AclBinding {
+                pattern_type: pattern::MATCH,
+                ..good.clone()
+            },
+            AclBinding {
+                resource_name: String::new(),
+                ..good.clone()
+            },
+            AclBinding {
+                resource_type: resource::CLUSTER,
+                ..good.clone()
+            },
+            AclBinding {
+                principal: "alice".into(),
+                ..good.clone()
+            },
+            AclBinding {
+                operation: op::ANY,
+                ..good.clone()
+            },
+            AclBinding {
+                operation: 99,
+                ..good.clone()
+            },
+            AclBinding {
+                permission: permission::ANY,
+                ..good.clone()
+            },
+            AclBinding {
+                pattern_type: pattern::PREFIXED,
+                resource_name: "*".into(),
+                ..good.clone()
+            },
+        ] {
+            assert!(invalid(&bad).is_some(), "{bad:?}");
+        }
+    }
+}
