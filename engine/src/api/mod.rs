@@ -424,8 +424,9 @@ async fn dispatch(shard: Rc<Shard>, conn: Rc<Connection>, frame: Bytes) -> Resul
                     ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
                 )
             {
-                if conn.auth.borrow().session_expired() {
-                    shard.session_expired(&conn, req.key);
+                let auth = conn.auth.borrow();
+                if auth.session_expired() {
+                    shard.session_expired(auth.principal().unwrap_or("?"), conn.peer, req.key);
                     return Err(Close("SASL session expired without re-authentication"));
                 }
                 shard.refused_before_auth(conn.peer, &conn.listener_name, req.key);

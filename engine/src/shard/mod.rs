@@ -118,20 +118,19 @@ impl Shard {
     /// logged once per principal per interval).
     pub fn session_expired(
         &self,
-        conn: &crate::api::Connection,
+        who: &str,
+        peer: Option<std::net::SocketAddr>,
         key: kafka_protocol::messages::ApiKey,
     ) {
         self.metrics
             .sasl_sessions_expired
             .fetch_add(1, Ordering::Relaxed);
-        let auth = conn.auth.borrow();
-        let who = auth.principal().unwrap_or("?");
         let logged = self
             .auth_failures
             .borrow_mut()
             .record(&format!("expired {who}"), Instant::now());
         if let Some(times) = logged {
-            tracing::info!(principal = who, peer = ?conn.peer, api = ?key, times,
+            tracing::info!(principal = who, peer = ?peer, api = ?key, times,
                 "closing a connection whose SASL session expired without re-authentication");
         }
     }
