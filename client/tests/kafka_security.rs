@@ -88,7 +88,10 @@ struct Certs {
 
 impl Certs {
     fn make() -> Certs {
-        let dir = std::env::temp_dir().join(format!("datum-mq-certs-{}", std::process::id()));
+        // One directory per call: the tests of this file run at once.
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("datum-mq-certs-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         for ca in ["ca", "other-ca"] {

@@ -175,6 +175,12 @@ def _sasl_handshake(conn, mechanism, version=1):
 
 
 def _sasl_authenticate(conn, token, version=1):
+    """(error code, message, auth bytes); the session lifetime (v1+) is
+    left in the reader `_sasl_authenticate_v1` reads it from."""
+    return _sasl_authenticate_reading(conn, token, version)[:3]
+
+
+def _sasl_authenticate_reading(conn, token, version):
     cid = conn.next_cid()
     conn.send(kwire.frame(kwire.request_header(36, version, cid) + kwire.bytes_(token)))
     r = kwire.Reader(conn.recv_frame())
@@ -183,7 +189,7 @@ def _sasl_authenticate(conn, token, version=1):
     message = r.string()
     n = r.i32()
     auth = r.take(n) if n >= 0 else None
-    return code, message, auth
+    return code, message, auth, r
 
 
 def _metadata_v1(conn):
@@ -389,18 +395,24 @@ JAAS = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
         "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}
 
 
-def _java_roundtrip(run_sh, client, agent, mechanism, password, records=500):
-    topic = unique_topic(f"sasl-{client.replace('.', '')}-{mechanism.lower()}")
-    jaas = f'{JAAS[mechanism]} required username="alice" password="{password}";'
-    cmd = ["bash", run_sh, client, "--bootstrap", agent.sasl_bootstrap, "--topic", topic,
-           "--partitions", "2", "--records", str(records),
-           "--client-property", "security.protocol=SASL_PLAINTEXT",
-           "--client-property", f"sasl.mechanism={mechanism}",
-           "--client-property", f"sasl.jaas.config={jaas}"]
+def java_roundtrip(run_sh, client, bootstrap, props, records, prefix):
+    """RoundTrip.java of `client` with these client properties: (its last
+    line, the process)."""
+    topic = unique_topic(f"{prefix}-{client.replace('.', '')}")
+    cmd = ["bash", run_sh, client, "--bootstrap", bootstrap, "--topic", topic, "--partitions", "2",
+           "--records", str(records)]
+    for k, v in props.items():
+        cmd += ["--client-property", f"{k}={v}"]
     res = subprocess.run(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                          timeout=180)
     lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
     return (lines[-1] if lines else "<no output>"), res
+
+
+def _java_roundtrip(run_sh, client, agent, mechanism, password, records=500):
+    jaas = f'{JAAS[mechanism]} required username="alice" password="{password}";'
+    props = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.jaas.config": jaas}
+    return java_roundtrip(run_sh, client, agent.sasl_bootstrap, props, records, f"sasl-{mechanism.lower()}")
 
 
 @pytest.mark.parametrize("client", ["java-4", "java-3.9", "java-newest"])
@@ -508,14 +520,7 @@ def test_promised_librdkafka_logs_in(sasl_agent):
 
 def _sasl_authenticate_v1(conn, token):
     """SaslAuthenticate v1: (error code, message, auth bytes, session lifetime ms)."""
-    cid = conn.next_cid()
-    conn.send(kwire.frame(kwire.request_header(36, 1, cid) + kwire.bytes_(token)))
-    r = kwire.Reader(conn.recv_frame())
-    assert r.i32() == cid
-    code = r.i16()
-    message = r.string()
-    n = r.i32()
-    auth = r.take(n) if n >= 0 else None
+    code, message, auth, r = _sasl_authenticate_reading(conn, token, 1)
     return code, message, auth, r.i64()
 
 

@@ -39,7 +39,7 @@ from certs import Certs
 from kafkautil import (consume_confluent, create_topic, make_records, produce_confluent,
                        run_with_promised_librdkafka, unique_topic, wait_until)
 from test_java_go import REPO_ROOT, _tail, roundtrip_clients  # noqa: F401 (fixture)
-from test_security import JAAS, PASSWORD, add_user, metric
+from test_security import JAAS, PASSWORD, add_user, java_roundtrip, metric
 
 
 @pytest.fixture
@@ -273,15 +273,7 @@ def test_certificate_reload_on_change_and_sighup(start_agent, certs):
 # ---- Java kafka-clients, franz-go, the promised librdkafka ---------------------
 
 def _java(run_sh, client, bootstrap, props, records):
-    topic = unique_topic(f"tls-{client.replace('.', '')}")
-    cmd = ["bash", run_sh, client, "--bootstrap", bootstrap, "--topic", topic, "--partitions", "2",
-           "--records", str(records)]
-    for k, v in props.items():
-        cmd += ["--client-property", f"{k}={v}"]
-    res = subprocess.run(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                         timeout=180)
-    lines = [ln for ln in res.stdout.splitlines() if ln.strip()]
-    return (lines[-1] if lines else "<no output>"), res
+    return java_roundtrip(run_sh, client, bootstrap, props, records, "tls")
 
 
 @pytest.mark.parametrize("client", ["java-4", "java-3.9", "java-newest"])
