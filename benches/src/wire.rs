@@ -21,26 +21,15 @@ pub type Reader = Box<dyn AsyncRead + Send + Unpin>;
 /// The writing half.
 pub type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
-/// Set by `--tls-ca`: every connection is TLS, trusting that CA.
-static TLS: std::sync::OnceLock<tokio_rustls::TlsConnector> = std::sync::OnceLock::new();
+/// Set by `--tls-ca`: every connection is TLS, trusting that CA (datum-mq's
+/// TLS settings and handshake).
+static TLS: std::sync::OnceLock<datum_mq::TlsSettings> = std::sync::OnceLock::new();
 
 /// Makes every connection from now on TLS, trusting the PEM CA in `ca`.
 pub fn use_tls(ca: &std::path::Path) -> Result<()> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::CertificateDer;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).with_context(|| format!("{}", ca.display()))? {
-        roots.add(cert.with_context(|| format!("{}", ca.display()))?)?;
-    }
-    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let _ = TLS.set(tokio_rustls::TlsConnector::from(std::sync::Arc::new(
-        config,
-    )));
+    let settings = datum_mq::TlsSettings::new().with_ca_pem_file(ca);
+    settings.client_config()?; // reads the CA now: a bad file fails the run at once
+    let _ = TLS.set(settings);
     Ok(())
 }
 
@@ -63,11 +52,7 @@ pub async fn connect(addr: &str) -> Result<(Reader, Writer)> {
         let (r, w) = s.into_split();
         return Ok((Box::new(r), Box::new(w)));
     };
-    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
-    let name = rustls::pki_types::ServerName::try_from(host.to_owned())
-        .with_context(|| format!("{host} as a TLS server name"))?;
-    let s = tls
-        .connect(name, s)
+    let s = datum_mq::native::tls::handshake(s, addr, tls)
         .await
         .with_context(|| format!("TLS handshake with {addr}"))?;
     let (r, w) = tokio::io::split(s);

@@ -140,7 +140,7 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         ("rutomq_connections_closed_bad_frame_total", "Connections closed for bad frames.", C, shards.connections_closed_bad_frame.load(r) as u64),
         ("rutomq_requests_total", "Kafka requests read.", C, shards.requests.load(r) as u64),
         ("rutomq_tls_handshakes_total", "TLS handshakes completed.", C, shards.tls_handshakes.load(r) as u64),
-        ("rutomq_tls_handshake_failures_total", "TLS handshakes that failed or timed out (each closed its connection; logged once per 10 s per shard).", C, shards.tls_handshake_failures.load(r) as u64),
+        ("rutomq_tls_handshake_failures_total", "TLS handshakes that failed or timed out (each closed its connection; logged once per client address per minute per shard).", C, shards.tls_handshake_failures.load(r) as u64),
         ("rutomq_tls_certificate_reloads_total", "TLS certificate reloads that took effect.", C, agent.tls.as_ref().map_or(0, |t| t.reloads.load(r))),
         ("rutomq_tls_certificate_reload_failures_total", "TLS certificate reloads that failed (the old certificate stays).", C, agent.tls.as_ref().map_or(0, |t| t.reload_failures.load(r))),
         ("rutomq_tls_certificate_not_after_seconds", "When the served TLS certificate expires (seconds since the epoch; 0 without TLS).", G, agent.tls.as_ref().map_or(0, |t| t.not_after.load(r).max(0) as u64)),

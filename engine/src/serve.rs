@@ -19,7 +19,6 @@ use crate::limits::{
     AGENT_LEASE, CONNECTIONS_PER_SHARD_MAX, INFLIGHT_REQUESTS_PER_CONNECTION_MAX,
     LOG_START_CACHE_TTL, SHARD_IO_MEMORY_BYTES, SHARD_MEMORY_BYTES_MIN,
 };
-use crate::security::SecurityProtocol;
 use crate::shard::Shard;
 
 pub fn serve(args: ServeArgs) -> Result<()> {
@@ -235,11 +234,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
                 .iter()
                 .map(|l| rutomq_shards::ListenerConfig {
                     addr: l.bind,
-                    tls: tls.as_ref().and_then(|t| match l.protocol {
-                        SecurityProtocol::Ssl => Some(t.ssl.clone()),
-                        SecurityProtocol::SaslSsl => Some(t.sasl_ssl.clone()),
-                        _ => None,
-                    }),
+                    tls: tls.as_ref().and_then(|t| t.server_for(l.protocol)),
                 })
                 .collect(),
             pin: shards_n <= std::thread::available_parallelism().map_or(1, |n| n.get()),

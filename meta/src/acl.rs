@@ -61,7 +61,7 @@ impl Meta {
                 let mut c = ctx.ddl.lock().await;
                 let tx = c.transaction().await?;
                 for b in &bindings {
-                    tx.execute(sql::ACL_INSERT, &params(b)).await?;
+                    execute(&tx, sql::ACL_INSERT, b).await?;
                 }
                 let n: i64 = tx.query_one("SELECT count(*) FROM acls", &[]).await?.get(0);
                 if n > ACLS_MAX {
@@ -85,7 +85,7 @@ impl Meta {
             let tx = c.transaction().await?;
             let mut out = Vec::with_capacity(bindings.len());
             for b in &bindings {
-                out.push(tx.execute(sql::ACL_DELETE, &params(b)).await? == 1);
+                out.push(execute(&tx, sql::ACL_DELETE, b).await? == 1);
             }
             tx.commit().await?;
             Ok(out)
@@ -94,30 +94,25 @@ impl Meta {
     }
 }
 
-/// The statement parameters of one binding (smallint codes).
-fn params(b: &AclBinding) -> [&(dyn tokio_postgres::types::ToSql + Sync); 7] {
-    // Stored as smallint; the codes are Kafka's int8.
-    fn small(v: &i8) -> &'static i16 {
-        // Codes are small and known (checked before storing): a static
-        // table keeps the reference alive without an allocation.
-        static CODES: [i16; 256] = {
-            let mut t = [0i16; 256];
-            let mut i = 0;
-            while i < 256 {
-                t[i] = (i as u8) as i8 as i16;
-                i += 1;
-            }
-            t
-        };
-        &CODES[*v as u8 as usize]
-    }
-    [
-        small(&b.resource_type),
-        &b.resource_name,
-        small(&b.pattern_type),
-        &b.principal,
-        &b.host,
-        small(&b.operation),
-        small(&b.permission),
-    ]
+/// Runs `statement` with one binding's seven parameters (the codes,
+/// Kafka's int8, stored as smallint).
+async fn execute(
+    tx: &tokio_postgres::Transaction<'_>,
+    statement: &str,
+    b: &AclBinding,
+) -> Result<u64, tokio_postgres::Error> {
+    let codes = [b.resource_type, b.pattern_type, b.operation, b.permission].map(i16::from);
+    tx.execute(
+        statement,
+        &[
+            &codes[0],
+            &b.resource_name,
+            &codes[1],
+            &b.principal,
+            &b.host,
+            &codes[2],
+            &codes[3],
+        ],
+    )
+    .await
 }

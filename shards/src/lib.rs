@@ -85,6 +85,11 @@ pub trait Service: 'static {
         tls: Option<&tls::TlsInfo>,
     ) -> Result<Self::Conn, Close>;
 
+    /// A TLS handshake from `peer` failed or timed out (`why`); the
+    /// connection is closed (and counted in
+    /// [`ShardStats::tls_handshake_failures`]). For the service's log.
+    fn tls_refused(&self, peer: Option<SocketAddr>, why: &str);
+
     /// The largest frame `conn` may send now (below the configured one:
     /// before a client authenticates, say).
     fn frame_bytes_max(&self, _conn: &Self::Conn) -> usize {
@@ -328,7 +333,6 @@ async fn run_shard<S: Service>(
         stats,
         state: state.clone(),
         open_here,
-        handshake_log: tls::FailureLog::default(),
     });
     let loops: Vec<_> = listeners
         .into_iter()
@@ -357,7 +361,6 @@ struct AcceptShared<S: Service> {
     stats: Arc<ShardStats>,
     state: Rc<ShardState>,
     open_here: Arc<AtomicUsize>,
-    handshake_log: tls::FailureLog,
 }
 
 /// Accepts connections on listener `index` until `stop` resolves (the
@@ -482,13 +485,15 @@ async fn open_connection<S: Service>(stream: TcpStream, index: usize, s: &Accept
                     s.config.tls_handshake_timeout.as_millis()
                 ),
             };
-            s.handshake_log.failed(peer, &why);
+            s.service.tls_refused(peer, &why);
             return;
         }
     };
     s.stats.tls_handshakes.fetch_add(1, Ordering::Relaxed);
-    let info = tls::TlsInfo::of(stream.get_ref().1);
-    let conn = match s.service.open(index, peer, Some(&info)) {
+    let conn = match s
+        .service
+        .open(index, peer, Some(&tls::TlsInfo::of(stream.get_ref().1)))
+    {
         Ok(conn) => conn,
         Err(Close(why)) => {
             // The service logs why (it knows the certificate).
@@ -503,7 +508,6 @@ async fn open_connection<S: Service>(stream: TcpStream, index: usize, s: &Accept
             return;
         }
     };
-    drop(info);
     let (reader, writer) = stream.split();
     serve_connection(reader, writer, conn, s).await;
 }

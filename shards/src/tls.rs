@@ -1,13 +1,10 @@
 //! TLS on a listener: the server configuration every shard's handshakes
 //! read (replaced whole when certificates are reloaded, so connections
-//! already open keep their session and new ones get the new certificate),
-//! what the service learns of a handshake, and the rate-limited log of
-//! failed handshakes.
+//! already open keep their session and new ones get the new certificate)
+//! and what the service learns of a handshake.
 
-use std::cell::Cell;
-use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use futures_rustls::rustls;
 
@@ -21,10 +18,6 @@ pub const WRITE_BUFFER_BYTES: usize = 64 * 1024;
 
 /// The alert of a failed handshake is sent within this, or not at all.
 pub const ALERT_FLUSH_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// A failed handshake is logged at most once per this per shard; the
-/// failures in between are counted in the next line.
-pub const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The server side of a TLS listener.
 pub struct TlsServer {
@@ -81,31 +74,5 @@ impl TlsInfo {
                 _ => "TLS",
             }),
         }
-    }
-}
-
-/// A shard's log of failed handshakes: one line per interval, with how
-/// many failed since the last line (a scan of the port or a client with
-/// the wrong CA would otherwise write a line per connection).
-#[derive(Default)]
-pub struct FailureLog {
-    last: Cell<Option<Instant>>,
-    unlogged: Cell<u64>,
-}
-
-impl FailureLog {
-    pub fn failed(&self, peer: Option<SocketAddr>, why: &str) {
-        let now = Instant::now();
-        if self
-            .last
-            .get()
-            .is_some_and(|t| now.duration_since(t) < FAILURE_LOG_INTERVAL)
-        {
-            self.unlogged.set(self.unlogged.get() + 1);
-            return;
-        }
-        let since = self.unlogged.replace(0);
-        self.last.set(Some(now));
-        tracing::warn!(peer = ?peer, unlogged_failures = since, "TLS handshake failed; connection closed: {why}");
     }
 }

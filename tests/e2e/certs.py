@@ -8,7 +8,7 @@ import os
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
 import ipaddress
@@ -26,10 +26,12 @@ def _key():
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def _write_key(path, key):
+def _write_key(path, key, key_format):
+    """PKCS#8, or the key type's own format: SEC1 for EC, PKCS#1 for RSA."""
+    fmt = {"pkcs8": serialization.PrivateFormat.PKCS8,
+           "traditional": serialization.PrivateFormat.TraditionalOpenSSL}[key_format]
     with open(path, "wb") as f:
-        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                  serialization.NoEncryption()))
+        f.write(key.private_bytes(serialization.Encoding.PEM, fmt, serialization.NoEncryption()))
 
 
 def _write_cert(path, *certs):
@@ -82,12 +84,13 @@ class Certs:
         return key, cert
 
     def issue(self, file_stem, subject, *, server=False, expired=False, other_ca=False,
-              days=30):
+              days=30, rsa_key=False, key_format="pkcs8"):
         """Writes `<file_stem>.pem` (the certificate, then the CA) and
-        `<file_stem>.key`; returns their paths."""
+        `<file_stem>.key` (a P-256 key, or RSA 2048; PKCS#8 or the key
+        type's traditional format); returns their paths."""
         ca_key, ca_cert = ((self.other_ca_key, self.other_ca_cert) if other_ca
                            else (self.ca_key, self.ca_cert))
-        key = _key()
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048) if rsa_key else _key()
         if expired:
             before, after = self._now - datetime.timedelta(days=10), self._now - datetime.timedelta(days=1)
         else:
@@ -108,7 +111,7 @@ class Certs:
         cert = b.sign(ca_key, hashes.SHA256())
         cert_path, key_path = self._path(f"{file_stem}.pem"), self._path(f"{file_stem}.key")
         _write_cert(cert_path, cert, ca_cert)
-        _write_key(key_path, key)
+        _write_key(key_path, key, key_format)
         return cert_path, key_path
 
     def client(self, name, *, ou="eng", **kw):

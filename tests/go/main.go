@@ -5,7 +5,9 @@
 // offsets equal to consumed offsets, high watermarks equal to record counts.
 //
 // Usage: roundtrip --bootstrap HOST:PORT --topic T --partitions P --records N
-//        roundtrip version   (prints the franz-go version it was built with)
+//
+//	roundtrip version   (prints the franz-go version it was built with)
+//
 // Last line of stdout: "RESULT ok produced=N consumed=N" (exit 0) or
 // "RESULT fail <reason>" (exit 1). Client logs go to stderr at level warn;
 // set ROUNDTRIP_LOG=info or debug for more. ROUNDTRIP_SASL=MECHANISM:USER:PASSWORD
@@ -88,12 +90,24 @@ func main() {
 	fmt.Printf("RESULT ok produced=%d consumed=%d\n", *records, *records)
 }
 
-// logOpt sends franz-go's log to stderr, at warn unless ROUNDTRIP_LOG says otherwise.
-// saslOpt: the SASL login ROUNDTRIP_SASL asks for (none when unset).
+// clientOpts: what every RoundTrip client sets (brokers, client id, log,
+// the SASL login and TLS the environment asks for), then `more`.
+func clientOpts(bootstrap, id string, more ...kgo.Opt) []kgo.Opt {
+	opts := []kgo.Opt{kgo.SeedBrokers(bootstrap), kgo.ClientID(id), logOpt()}
+	if o := saslOpt(); o != nil {
+		opts = append(opts, o)
+	}
+	if o := tlsOpt(); o != nil {
+		opts = append(opts, o)
+	}
+	return append(opts, more...)
+}
+
+// saslOpt: the SASL login ROUNDTRIP_SASL asks for (nil when unset).
 func saslOpt() kgo.Opt {
 	parts := strings.SplitN(os.Getenv("ROUNDTRIP_SASL"), ":", 3)
 	if len(parts) != 3 {
-		return kgo.SASL()
+		return nil
 	}
 	mech, user, pass := parts[0], parts[1], parts[2]
 	switch mech {
@@ -109,12 +123,11 @@ func saslOpt() kgo.Opt {
 	return nil
 }
 
-// tlsOpt: the TLS connection ROUNDTRIP_TLS_CA asks for (plain TCP when
-// unset: the option then only restates kgo's default dial timeout).
+// tlsOpt: the TLS connection ROUNDTRIP_TLS_CA asks for (nil when unset).
 func tlsOpt() kgo.Opt {
 	caFile := os.Getenv("ROUNDTRIP_TLS_CA")
 	if caFile == "" {
-		return kgo.DialTimeout(10 * time.Second)
+		return nil
 	}
 	fail := func(err error) {
 		fmt.Fprintf(os.Stderr, "ROUNDTRIP_TLS: %v\n", err)
@@ -139,6 +152,7 @@ func tlsOpt() kgo.Opt {
 	return kgo.DialTLSConfig(cfg)
 }
 
+// logOpt sends franz-go's log to stderr, at warn unless ROUNDTRIP_LOG says otherwise.
 func logOpt() kgo.Opt {
 	level := kgo.LogLevelWarn
 	switch strings.ToLower(os.Getenv("ROUNDTRIP_LOG")) {
@@ -177,15 +191,10 @@ func run(bootstrap, topic string, partitions int32, n int) error {
 	// ---- produce ----
 	ackPartition := make([]int32, n)
 	ackOffset := make([]int64, n)
-	producer, err := kgo.NewClient(
-		kgo.SeedBrokers(bootstrap),
-		kgo.ClientID("roundtrip-go-producer"),
-		logOpt(),
-		saslOpt(),
-		tlsOpt(),
+	producer, err := kgo.NewClient(clientOpts(bootstrap, "roundtrip-go-producer",
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence is franz-go's default and needs acks=all
 		kgo.RecordDeliveryTimeout(60*time.Second),
-	)
+	)...)
 	if err != nil {
 		return err
 	}
@@ -257,14 +266,9 @@ func run(bootstrap, topic string, partitions int32, n int) error {
 	for p := int32(0); p < partitions; p++ {
 		assign[p] = kgo.NewOffset().AtStart()
 	}
-	consumer, err := kgo.NewClient(
-		kgo.SeedBrokers(bootstrap),
-		kgo.ClientID("roundtrip-go-consumer"),
-		logOpt(),
-		saslOpt(),
-		tlsOpt(),
+	consumer, err := kgo.NewClient(clientOpts(bootstrap, "roundtrip-go-consumer",
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign}),
-	)
+	)...)
 	if err != nil {
 		return err
 	}
@@ -410,7 +414,7 @@ func (s *state) check(r *kgo.Record) error {
 }
 
 func createTopic(bootstrap, topic string, partitions int32) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(bootstrap), kgo.ClientID("roundtrip-go-admin"), logOpt(), saslOpt(), tlsOpt())
+	cl, err := kgo.NewClient(clientOpts(bootstrap, "roundtrip-go-admin")...)
 	if err != nil {
 		return err
 	}

@@ -310,17 +310,8 @@ impl rutomq_shards::Service for Service {
         let l = &agent.security.listeners[listener];
         let principal = match (tls, &agent.tls) {
             (Some(info), Some(t)) if !l.protocol.sasl() => {
-                t.principal(&info.peer_certificates).ok_or_else(|| {
-                    let subject = info
-                        .peer_certificates
-                        .first()
-                        .and_then(|c| crate::security::x500::summarize(c))
-                        .map(|s| s.subject);
-                    self.shard.certificate_refused(
-                        subject.as_deref().unwrap_or("?"),
-                        peer,
-                        &l.name,
-                    );
+                t.principal(&info.peer_certificates).map_err(|subject| {
+                    self.shard.certificate_refused(&subject, peer, &l.name);
                     Close("no principal mapping rule matches the client certificate")
                 })?
             }
@@ -336,6 +327,10 @@ impl rutomq_shards::Service for Service {
             peer,
             auth: RefCell::new(Auth::new(l.protocol.sasl(), principal)),
         }))
+    }
+
+    fn tls_refused(&self, peer: Option<std::net::SocketAddr>, why: &str) {
+        self.shard.tls_refused(peer, why);
     }
 
     fn frame_bytes_max(&self, conn: &Rc<Connection>) -> usize {

@@ -72,25 +72,24 @@ pub fn raw_token(shard: &Shard, conn: &Connection, token: &Bytes) -> Reply {
 /// Runs one token through the connection's exchange, counting and logging
 /// how it ended.
 fn step(shard: &Shard, conn: &Connection, token: &[u8]) -> TokenOutcome {
-    let mechanism = conn.auth.borrow().mechanism().map_or("", |m| m.name());
+    let (mechanism, renewing) = {
+        let auth = conn.auth.borrow();
+        (auth.mechanism().map_or("", |m| m.name()), auth.reauthenticating())
+    };
     let outcome = conn.auth.borrow_mut().token(
         token,
         &shard.agent.credentials,
         shard.agent.security.reauth,
     );
     match &outcome {
-        TokenOutcome::Done {
-            principal,
-            reauthenticated,
-            ..
-        } => {
-            let counter = if *reauthenticated {
+        TokenOutcome::Done { principal, .. } => {
+            let counter = if renewing {
                 &shard.metrics.sasl_reauthentications
             } else {
                 &shard.metrics.sasl_authentications
             };
             counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tracing::debug!(%principal, mechanism, peer = ?conn.peer, reauthenticated, "authenticated");
+            tracing::debug!(%principal, mechanism, peer = ?conn.peer, renewing, "authenticated");
         }
         TokenOutcome::Failed { message, user } => {
             shard.auth_failed(user.as_deref(), conn.peer, mechanism, message);

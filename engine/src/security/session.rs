@@ -58,13 +58,8 @@ pub enum HandshakeError {
 pub enum TokenOutcome {
     /// Send this to the client; more tokens follow.
     Continue(Vec<u8>),
-    /// Authenticated (`reauthenticated`: a session renewed, KIP-368);
-    /// send this last server message (may be empty).
-    Done {
-        principal: String,
-        last: Vec<u8>,
-        reauthenticated: bool,
-    },
+    /// Authenticated; send this last server message (may be empty).
+    Done { principal: String, last: Vec<u8> },
     /// Authentication failed (SASL_AUTHENTICATION_FAILED with this text);
     /// `user` is who it was for, when known (for the broker's log).
     Failed {
@@ -100,6 +95,17 @@ impl Auth {
     /// request other than SASL closes the connection).
     pub fn session_expired(&self) -> bool {
         matches!(self, Auth::Authenticated { expires: Some(t), .. } if Instant::now() >= *t)
+    }
+
+    /// Whether the exchange under way renews a session (KIP-368).
+    pub fn reauthenticating(&self) -> bool {
+        matches!(
+            self,
+            Auth::Tokens {
+                reauth_of: Some(_),
+                ..
+            }
+        )
     }
 
     /// Whether the next frame is a bare token (after handshake v0).
@@ -183,8 +189,6 @@ impl Auth {
             return TokenOutcome::IllegalState;
         };
         let mechanism = *mechanism;
-        // Kept in the state until the exchange ends (SCRAM takes two tokens).
-        let reauth_of = reauth_of.clone();
         let outcome = match (mechanism, scram) {
             (SaslMechanism::Plain, _) => plain(token, credentials),
             (SaslMechanism::Scram(m), Some(server)) => {
@@ -198,7 +202,6 @@ impl Auth {
                     Ok(ScramStep::Success { user, last }) => TokenOutcome::Done {
                         principal: format!("User:{user}"),
                         last,
-                        reauthenticated: false,
                     },
                     Err(e) => TokenOutcome::Failed {
                         message: match e {
@@ -217,7 +220,7 @@ impl Auth {
             }
             (SaslMechanism::Scram(_), None) => TokenOutcome::IllegalState,
         };
-        let outcome = match (outcome, reauth_of) {
+        let outcome = match (outcome, reauth_of.as_deref()) {
             (TokenOutcome::Done { principal, .. }, Some(was)) if principal != was => {
                 TokenOutcome::Failed {
                     message: format!(
@@ -226,12 +229,7 @@ impl Auth {
                     user: principal.strip_prefix("User:").map(str::to_owned),
                 }
             }
-            (TokenOutcome::Done { principal, last, .. }, was) => TokenOutcome::Done {
-                principal,
-                last,
-                reauthenticated: was.is_some(),
-            },
-            (other, _) => other,
+            (outcome, _) => outcome,
         };
         *self = match &outcome {
             TokenOutcome::Done { principal, .. } => Auth::Authenticated {
@@ -290,7 +288,6 @@ fn plain(token: &[u8], credentials: &Credentials) -> TokenOutcome {
         Some((m, c)) if c.verifies(m, password) => TokenOutcome::Done {
             principal: format!("User:{user}"),
             last: Vec::new(),
-            reauthenticated: false,
         },
         _ => failed(Some(user)),
     }
@@ -453,23 +450,19 @@ mod tests {
         let session = Some(std::time::Duration::from_millis(40));
         let mut a = Auth::new(true, ANONYMOUS.into());
         a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
+        assert!(!a.reauthenticating());
         assert!(matches!(
             a.token(b"\0alice\0pw", &both, session),
-            TokenOutcome::Done {
-                reauthenticated: false,
-                ..
-            }
+            TokenOutcome::Done { .. }
         ));
         assert!(a.is_authenticated() && !a.session_expired());
         // Renewed before expiry, same user: a fresh session.
         a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
         assert!(!a.is_authenticated(), "nothing else is served mid-exchange");
+        assert!(a.reauthenticating());
         assert!(matches!(
             a.token(b"\0alice\0pw", &both, session),
-            TokenOutcome::Done {
-                reauthenticated: true,
-                ..
-            }
+            TokenOutcome::Done { .. }
         ));
         std::thread::sleep(std::time::Duration::from_millis(60));
         assert!(!a.is_authenticated() && a.session_expired());

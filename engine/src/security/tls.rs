@@ -81,12 +81,10 @@ impl TlsSettings {
             .chain(self.truststore.as_ref())
     }
 
-    /// Reads the files and builds the server configuration, asking for
-    /// client certificates as `client_auth` says.
-    pub fn server_config(
-        &self,
-        client_auth: ClientAuth,
-    ) -> Result<(rustls::ServerConfig, x500::CertSummary), String> {
+    /// Reads the files once and builds the two server configurations from
+    /// them: SSL listeners' (asking for client certificates as
+    /// `client_auth` says) and SASL_SSL listeners' (asking none).
+    pub fn server_configs(&self) -> Result<ServerConfigs, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&self.certificate)
             .and_then(|it| it.collect::<Result<_, _>>())
@@ -106,11 +104,24 @@ impl TlsSettings {
                 self.key.display()
             )
         })?;
-        let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
-            .with_protocol_versions(&self.protocols)
-            .map_err(|e| format!("TLS versions: {e}"))?;
-        let builder = match client_auth {
-            ClientAuth::None => builder.with_no_client_auth(),
+        let builder = || {
+            rustls::ServerConfig::builder_with_provider(provider.clone())
+                .with_protocol_versions(&self.protocols)
+                .map_err(|e| format!("TLS versions: {e}"))
+        };
+        let finish =
+            |b: rustls::ConfigBuilder<rustls::ServerConfig, rustls::server::WantsServerCert>| {
+                b.with_single_cert(chain.clone(), key.clone_key())
+                    .map_err(|e| {
+                        format!(
+                            "{} and {}: {e}",
+                            self.certificate.display(),
+                            self.key.display()
+                        )
+                    })
+            };
+        let ssl = match self.client_auth {
+            ClientAuth::None => builder()?.with_no_client_auth(),
             auth => {
                 let path = self.truststore.as_ref().ok_or(
                     "--ssl-client-auth requested or required needs --ssl-truststore-location",
@@ -129,28 +140,25 @@ impl TlsSettings {
                 }
                 let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
                     Arc::new(roots),
-                    provider,
+                    provider.clone(),
                 );
                 let verifier = if auth == ClientAuth::Requested {
                     verifier.allow_unauthenticated()
                 } else {
                     verifier
                 };
-                builder.with_client_cert_verifier(
+                builder()?.with_client_cert_verifier(
                     verifier
                         .build()
                         .map_err(|e| format!("{}: {e}", path.display()))?,
                 )
             }
         };
-        let config = builder.with_single_cert(chain, key).map_err(|e| {
-            format!(
-                "{} and {}: {e}",
-                self.certificate.display(),
-                self.key.display()
-            )
-        })?;
-        Ok((config, summary))
+        Ok(ServerConfigs {
+            ssl: finish(ssl)?,
+            sasl_ssl: finish(builder()?.with_no_client_auth())?,
+            summary,
+        })
     }
 
     /// What the files look like now (modification time and length each),
@@ -164,6 +172,14 @@ impl TlsSettings {
             })
             .collect()
     }
+}
+
+/// What one reading of the files makes.
+pub struct ServerConfigs {
+    pub ssl: rustls::ServerConfig,
+    pub sasl_ssl: rustls::ServerConfig,
+    /// The served certificate's subject and expiry.
+    pub summary: x500::CertSummary,
 }
 
 /// The TLS state of an agent: the configurations its listeners share, how
@@ -190,14 +206,17 @@ impl Tls {
     pub fn start(settings: TlsSettings, mapping_rules: &str) -> Result<Arc<Tls>, String> {
         let mapper = PrincipalMapper::parse(mapping_rules)
             .map_err(|e| format!("--ssl-principal-mapping-rules: {e}"))?;
-        let (config, summary) = settings.server_config(settings.client_auth)?;
-        let (sasl_config, _) = settings.server_config(ClientAuth::None)?;
+        let ServerConfigs {
+            ssl,
+            sasl_ssl,
+            summary,
+        } = settings.server_configs()?;
         tracing::info!(subject = %summary.subject, not_after = summary.not_after,
             client_auth = ?settings.client_auth, "TLS certificate loaded");
         Ok(Arc::new(Tls {
             settings,
-            ssl: TlsServer::new(config),
-            sasl_ssl: TlsServer::new(sasl_config),
+            ssl: TlsServer::new(ssl),
+            sasl_ssl: TlsServer::new(sasl_ssl),
             mapper,
             reloads: AtomicU64::new(0),
             reload_failures: AtomicU64::new(0),
@@ -205,30 +224,41 @@ impl Tls {
         }))
     }
 
+    /// The server configuration of a listener of `protocol` (`None`:
+    /// not a TLS protocol).
+    pub fn server_for(&self, protocol: super::SecurityProtocol) -> Option<Arc<TlsServer>> {
+        match protocol {
+            super::SecurityProtocol::Ssl => Some(self.ssl.clone()),
+            super::SecurityProtocol::SaslSsl => Some(self.sasl_ssl.clone()),
+            _ => None,
+        }
+    }
+
     /// The principal of a client that presented `chain` (its own
     /// certificate first): `User:` and its mapped subject; `User:ANONYMOUS`
-    /// without a certificate; `None` when no mapping rule matches (the
-    /// connection is refused, as Kafka does).
-    pub fn principal(&self, chain: &[Vec<u8>]) -> Option<String> {
+    /// without a certificate. `Err(subject)` when no mapping rule takes it
+    /// (`"?"`: unreadable): the connection is refused, as Kafka does.
+    pub fn principal(&self, chain: &[Vec<u8>]) -> Result<String, String> {
         let Some(leaf) = chain.first() else {
-            return Some(super::session::ANONYMOUS.to_owned());
+            return Ok(super::session::ANONYMOUS.to_owned());
         };
-        let subject = x500::summarize(leaf)?.subject;
-        Some(format!("User:{}", self.mapper.map(&subject)?))
+        let subject = x500::summarize(leaf).ok_or("?")?.subject;
+        match self.mapper.map(&subject) {
+            Some(name) => Ok(format!("User:{name}")),
+            None => Err(subject),
+        }
     }
 
     /// Builds the configuration again from the files; whether it worked.
     fn reload(&self, why: &str) -> bool {
-        let built = self
-            .settings
-            .server_config(self.settings.client_auth)
-            .and_then(|(c, summary)| {
-                Ok((c, self.settings.server_config(ClientAuth::None)?.0, summary))
-            });
-        match built {
-            Ok((config, sasl_config, summary)) => {
-                self.ssl.replace(config);
-                self.sasl_ssl.replace(sasl_config);
+        match self.settings.server_configs() {
+            Ok(ServerConfigs {
+                ssl,
+                sasl_ssl,
+                summary,
+            }) => {
+                self.ssl.replace(ssl);
+                self.sasl_ssl.replace(sasl_ssl);
                 self.reloads.fetch_add(1, Ordering::Relaxed);
                 self.not_after
                     .store(summary.not_after.unwrap_or(0), Ordering::Relaxed);

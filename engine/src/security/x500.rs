@@ -157,8 +157,9 @@ fn dotted_oid(b: &[u8]) -> Option<String> {
 fn string_value(tag: u8, v: &[u8]) -> Option<String> {
     match tag {
         // UTF8String, PrintableString, IA5String, NumericString,
-        // VisibleString, TeletexString (read as Latin-1 below when not UTF-8)
+        // VisibleString
         0x0c | 0x13 | 0x16 | 0x12 | 0x1a => String::from_utf8(v.to_vec()).ok(),
+        // TeletexString, read as Latin-1
         0x14 => Some(v.iter().map(|&b| b as char).collect()),
         // BMPString: UTF-16BE
         0x1e if v.len().is_multiple_of(2) => {

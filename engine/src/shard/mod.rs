@@ -71,6 +71,22 @@ impl Shard {
         shard
     }
 
+    /// Whether a refusal keyed `key` is logged now: `Some(n)` with the
+    /// refusals since its last line, once per key per
+    /// `AUTH_FAILURE_LOG_INTERVAL` (the shard's bounded `FailureLog`).
+    fn log_once(&self, key: &str) -> Option<u64> {
+        self.auth_failures.borrow_mut().record(key, Instant::now())
+    }
+
+    /// A TLS handshake from `peer` that failed (`why`): the runtime closed
+    /// and counted it; logged once per client address per interval.
+    pub fn tls_refused(&self, peer: Option<std::net::SocketAddr>, why: &str) {
+        let who = peer.map_or_else(|| "unknown".to_owned(), |p| p.ip().to_string());
+        if let Some(times) = self.log_once(&format!("tls {who}")) {
+            tracing::warn!(peer = ?peer, times, "TLS handshake failed; connection closed: {why}");
+        }
+    }
+
     /// A failed SASL exchange of `user` (`None`: unknown) from `peer`:
     /// counted, and logged once per principal per interval.
     pub fn auth_failed(
@@ -88,8 +104,7 @@ impl Shard {
             (None, Some(p)) => format!("unnamed client at {}", p.ip()),
             (None, None) => "unnamed client".to_owned(),
         };
-        let logged = self.auth_failures.borrow_mut().record(&who, Instant::now());
-        if let Some(failures) = logged {
+        if let Some(failures) = self.log_once(&who) {
             tracing::warn!(principal = %who, peer = ?peer, mechanism, failures, "authentication failed: {message}");
         }
     }
@@ -103,11 +118,7 @@ impl Shard {
         peer: Option<std::net::SocketAddr>,
         listener: &str,
     ) {
-        let logged = self
-            .auth_failures
-            .borrow_mut()
-            .record(&format!("certificate {subject}"), Instant::now());
-        if let Some(times) = logged {
+        if let Some(times) = self.log_once(&format!("certificate {subject}")) {
             tracing::warn!(subject, peer = ?peer, listener, times,
                 "TLS client certificate refused: no --ssl-principal-mapping-rules rule matches its subject");
         }
@@ -125,11 +136,7 @@ impl Shard {
         self.metrics
             .sasl_sessions_expired
             .fetch_add(1, Ordering::Relaxed);
-        let logged = self
-            .auth_failures
-            .borrow_mut()
-            .record(&format!("expired {who}"), Instant::now());
-        if let Some(times) = logged {
+        if let Some(times) = self.log_once(&format!("expired {who}")) {
             tracing::info!(principal = who, peer = ?peer, api = ?key, times,
                 "closing a connection whose SASL session expired without re-authentication");
         }
@@ -148,11 +155,7 @@ impl Shard {
             .requests_before_authentication
             .fetch_add(1, Ordering::Relaxed);
         let who = peer.map_or_else(|| "unknown".to_owned(), |p| p.ip().to_string());
-        let logged = self
-            .auth_failures
-            .borrow_mut()
-            .record(&format!("before-auth {who}"), Instant::now());
-        if let Some(times) = logged {
+        if let Some(times) = self.log_once(&format!("before-auth {who}")) {
             tracing::warn!(peer = %who, api = ?key, listener, times,
                 "closing connection: request before SASL authentication");
         }
