@@ -55,6 +55,8 @@ pub struct Agent {
     pub credentials: Arc<Credentials>,
     /// The TLS listeners' certificate and principal mapping.
     pub tls: Option<Arc<crate::security::tls::Tls>>,
+    /// The ACLs and their settings, with `--authorizer acl`.
+    pub authorizer: Option<Arc<crate::security::authorizer::Authorizer>>,
 }
 
 impl Agent {

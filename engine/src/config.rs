@@ -125,6 +125,21 @@ pub struct ServeArgs {
     /// request closes the connection. 0: sessions never expire.
     #[arg(long, env = "RUTOMQ_CONNECTIONS_MAX_REAUTH_MS", default_value_t = 0)]
     pub connections_max_reauth_ms: u64,
+    /// Kafka's `authorizer.class.name`: `acl` enforces the ACLs stored in
+    /// PostgreSQL on every request (deny by default; Kafka's
+    /// `org.apache.kafka.metadata.authorizer.StandardAuthorizer` is taken
+    /// as a synonym); `none` (the default) authorizes nothing and the ACL
+    /// APIs answer SECURITY_DISABLED.
+    #[arg(long, env = "RUTOMQ_AUTHORIZER", default_value = "none")]
+    pub authorizer: String,
+    /// Kafka's `super.users`: principals allowed everything, separated by
+    /// ';' (`User:admin;User:ops`).
+    #[arg(long, env = "RUTOMQ_SUPER_USERS", default_value = "")]
+    pub super_users: String,
+    /// Kafka's `allow.everyone.if.no.acl.found`: a resource no ACL names is
+    /// open to everyone (instead of closed).
+    #[arg(long, env = "RUTOMQ_ALLOW_EVERYONE_IF_NO_ACL_FOUND")]
+    pub allow_everyone_if_no_acl_found: bool,
     /// Health and metrics HTTP listener.
     #[arg(long, env = "RUTOMQ_HTTP", default_value = "127.0.0.1:8080")]
     pub http: SocketAddr,
@@ -381,7 +396,27 @@ impl ServeArgs {
             !sasl_mechanisms.is_empty() || !listeners.iter().any(|l| l.protocol.sasl()),
             "a SASL listener needs --sasl-enabled-mechanisms"
         );
+        let authorizer = match self.authorizer.as_str() {
+            "none" | "" => {
+                anyhow::ensure!(
+                    self.super_users.trim().is_empty() && !self.allow_everyone_if_no_acl_found,
+                    "--super-users and --allow-everyone-if-no-acl-found need --authorizer acl"
+                );
+                None
+            }
+            "acl" | "org.apache.kafka.metadata.authorizer.StandardAuthorizer" => {
+                Some(crate::security::acl::AuthorizerConfig {
+                    super_users: crate::security::acl::AuthorizerConfig::parse_super_users(
+                        &self.super_users,
+                    )
+                    .map_err(|e| anyhow::anyhow!("--super-users: {e}"))?,
+                    allow_if_no_acl: self.allow_everyone_if_no_acl_found,
+                })
+            }
+            other => anyhow::bail!("--authorizer must be acl or none, got {other:?}"),
+        };
         Ok(crate::security::SecurityConfig {
+            authorizer,
             listeners,
             sasl_mechanisms,
             tls,

@@ -227,6 +227,10 @@ pub const AUTH_FAILURE_LOG_PRINCIPALS_MAX: usize = 1024;
 /// reconnects), and at once on one.
 pub const CREDENTIALS_REFRESH: Duration = Duration::from_secs(30);
 
+/// The agent's copy of the ACLs is reloaded this often even without a
+/// `rutomq_acls` notice (one lost while LISTEN reconnects), and at once on
+/// one: no agent applies ACLs older than this.
+pub const ACLS_REFRESH: Duration = Duration::from_secs(30);
 /// A TLS handshake must finish within this, or the connection closes.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The TLS certificate, key and truststore files are checked for changes

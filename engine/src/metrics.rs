@@ -27,6 +27,8 @@ pub struct ShardMetrics {
     /// Connections closed for a request other than ApiVersions and the
     /// SASL ones before authenticating.
     pub requests_before_authentication: AtomicU64,
+    /// Operations the authorizer refused (one per resource refused).
+    pub authorization_denials: AtomicU64,
 }
 
 impl ShardMetrics {
@@ -165,6 +167,11 @@ pub fn render(out: &mut String, shards: &[std::sync::Arc<ShardMetrics>]) {
             "rutomq_requests_before_authentication_total",
             "Connections closed for sending another request before authenticating.",
             &|s: &ShardMetrics| s.requests_before_authentication.load(r),
+        ),
+        (
+            "rutomq_authorization_denials_total",
+            "Operations on a resource the authorizer refused.",
+            &|s: &ShardMetrics| s.authorization_denials.load(r),
         ),
     ] {
         let _ = writeln!(

@@ -73,6 +73,8 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     let listen_hub = hub.clone();
     let credentials_changed = Arc::new(tokio::sync::Notify::new());
     let on_credentials = credentials_changed.clone();
+    let acls_changed = Arc::new(tokio::sync::Notify::new());
+    let on_acls = acls_changed.clone();
     let (meta, meta_join) = Meta::start(
         url,
         Box::new(move |notice| match notice {
@@ -81,8 +83,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             Notice::Compacted(parts) => listen_hub.notify_compacted(parts),
             Notice::TopicChanged(name) => listen_hub.notify_topic_changed(name),
             Notice::CredentialsChanged(_) => on_credentials.notify_one(),
-            // No authorizer yet: nothing holds a copy of the ACLs.
-            Notice::AclsChanged => {}
+            Notice::AclsChanged => on_acls.notify_one(),
         }),
     )
     .context("cannot reach PostgreSQL")?;
@@ -109,6 +110,19 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         crate::security::reload_credentials(&rt, &meta, &credentials)
             .context("cannot load the SCRAM credentials")?;
     }
+    // Requests are authorized from the first one: loaded before the
+    // listeners open.
+    let authorizer = match &security.authorizer {
+        Some(cfg) => {
+            let a = Arc::new(crate::security::authorizer::Authorizer::new(cfg.clone()));
+            rt.block_on(a.reload(&meta))
+                .context("cannot load the ACLs")?;
+            tracing::info!(acls = a.acls().len(), super_users = ?cfg.super_users,
+                allow_everyone_if_no_acl_found = cfg.allow_if_no_acl, "authorizer on");
+            Some(a)
+        }
+        None => None,
+    };
     tracing::info!(agent_id, %object_store_url, shards = shards_n, flush_interval_ms = flush_interval.as_millis() as u64, "agent registered");
 
     let flush = Flush::new(flush_interval, args.flush_bytes);
@@ -161,6 +175,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         security: security.clone(),
         credentials: credentials.clone(),
         tls: tls.clone(),
+        authorizer: authorizer.clone(),
     });
     refresh_cluster(&rt, &agent);
     let weak = Arc::downgrade(&agent);
@@ -218,6 +233,13 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             meta.clone(),
             credentials.clone(),
             credentials_changed,
+        ));
+    }
+    if let Some(a) = &authorizer {
+        storage.spawn(crate::security::authorizer::keep_acls(
+            meta.clone(),
+            a.clone(),
+            acls_changed,
         ));
     }
     if let Some(tls) = &tls {

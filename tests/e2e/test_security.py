@@ -593,7 +593,7 @@ def test_java_client_reauthenticates(start_agent, request):
 # ---- ACL APIs without an authorizer ---------------------------------------------
 
 def test_acl_tool_is_told_security_is_disabled(agent, request):
-    """No authorizer is configured (it is not built yet): Apache Kafka's
+    """No authorizer is configured (no --authorizer): Apache Kafka's
     kafka-acls.sh (org.apache.kafka.tools.AclCommand 4.2.0) gets what a
     Kafka broker without authorizer.class.name answers, for --list, --add
     and --remove alike."""

@@ -3,8 +3,10 @@
 
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ApiKey};
 
+use super::access::allowed;
 use super::{Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 use crate::txns::{self, AddTo};
 
@@ -18,7 +20,12 @@ pub async fn handle(
 ) -> AddOffsetsToTxnResponse {
     let id = body.transactional_id.0.to_string();
     let group = body.group_id.0.to_string();
-    let code = if group.is_empty() || group.contains('\0') {
+    // Kafka: WRITE on the transactional id, READ on the group.
+    let code = if !allowed(shard, req, op::WRITE, resource::TRANSACTIONAL_ID, &id) {
+        ErrorCode::TransactionalIdAuthorizationFailed
+    } else if !allowed(shard, req, op::READ, resource::GROUP, &group) {
+        ErrorCode::GroupAuthorizationFailed
+    } else if group.is_empty() || group.contains('\0') {
         ErrorCode::InvalidGroupId
     } else {
         let (pid, epoch) = (body.producer_id.0, body.producer_epoch);

@@ -9,8 +9,10 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey};
 use uuid::Uuid;
 
+use super::access::allowed;
 use super::{Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 use crate::txns::{self, AddTo};
 
@@ -27,8 +29,17 @@ pub async fn handle(
     let mut answers: Vec<(usize, i32, Option<ErrorCode>)> = Vec::new();
     let mut wanted: Vec<(Uuid, i32)> = Vec::new();
     let mut unknown = false;
+    // Kafka: WRITE on the transactional id (else every partition is
+    // refused) and on each topic (the others are then not attempted).
+    let txn_allowed = allowed(shard, req, op::WRITE, resource::TRANSACTIONAL_ID, &id);
     for (ti, t) in body.v3_and_below_topics.iter().enumerate() {
-        let topic = shard.topics.by_name(t.name.0.as_str()).await;
+        let topic = if !txn_allowed {
+            Err(ErrorCode::TransactionalIdAuthorizationFailed)
+        } else if allowed(shard, req, op::WRITE, resource::TOPIC, &t.name) {
+            shard.topics.by_name(t.name.0.as_str()).await
+        } else {
+            Err(ErrorCode::TopicAuthorizationFailed)
+        };
         for &p in &t.partitions {
             match &topic {
                 Ok(Some(rec)) if p >= 0 && p < rec.partitions => {

@@ -14,8 +14,10 @@ use kafka_protocol::messages::{
 };
 use rutomq_meta::security::{ScramChange, ScramRow};
 
+use super::access::cluster_allowed;
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::op;
 use crate::security::scram::{Credential, Mechanism, ITERATIONS_MAX, ITERATIONS_MIN};
 use crate::shard::Shard;
 
@@ -27,7 +29,7 @@ type Refusal = (ErrorCode, String);
 
 pub async fn handle(
     shard: &Shard,
-    _req: &Req,
+    req: &Req,
     body: AlterUserScramCredentialsRequest,
 ) -> AlterUserScramCredentialsResponse {
     // Per user, in first-seen order: its changes, or why they are refused.
@@ -88,6 +90,20 @@ pub async fn handle(
                 }))
             });
         add(user, u.mechanism, change);
+    }
+    // Kafka: ALTER on the cluster, checked before anything else is said.
+    if !cluster_allowed(shard, req, op::ALTER) {
+        return AlterUserScramCredentialsResponse::default().with_results(
+            order
+                .iter()
+                .map(|user| {
+                    AlterUserScramCredentialsResult::default()
+                        .with_user(str_bytes(user))
+                        .with_error_code(ErrorCode::ClusterAuthorizationFailed.code())
+                        .with_error_message(Some(str_bytes("Cluster authorization failed.")))
+                })
+                .collect(),
+        );
     }
     // Deleting what is not there is refused for that user, as in Kafka.
     let deleting: Vec<String> = users

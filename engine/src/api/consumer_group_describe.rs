@@ -8,8 +8,10 @@ use kafka_protocol::messages::{ApiKey,
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName,
 };
 
-use super::{Api, group_coordinator, group_operations, str_bytes, Req};
+use super::{Api, group_coordinator, str_bytes, Req};
 use crate::groups::consumer::{to_wire, Partitions};
+use super::access::operations;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 
 /// Member type: a member of the consumer protocol.
@@ -20,15 +22,21 @@ pub const API: Api<ConsumerGroupDescribeRequest> = Api::new(ApiKey::ConsumerGrou
 
 pub async fn handle(
     shard: &Shard,
-    _req: &Req,
+    req: &Req,
     body: ConsumerGroupDescribeRequest,
 ) -> ConsumerGroupDescribeResponse {
     let mut out = Vec::with_capacity(body.group_ids.len());
     for group_id in body.group_ids {
         let base = DescribedGroup::default()
             .with_group_id(group_id.clone())
-            .with_authorized_operations(group_operations(body.include_authorized_operations));
-        let d = match group_coordinator(shard, &group_id) {
+            .with_authorized_operations(operations(
+                shard,
+                req,
+                body.include_authorized_operations,
+                resource::GROUP,
+                &group_id,
+            ));
+        let d = match group_coordinator(shard, req, op::DESCRIBE, &group_id) {
             Err(e) => {
                 out.push(base.with_error_code(e.code()));
                 continue;

@@ -5,9 +5,11 @@
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
 use kafka_protocol::messages::{ApiKey, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
 
+use super::access::allowed;
 use super::{Api, group_coordinator, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::groups::consumer::{from_wire, to_wire, HeartbeatArgs, HeartbeatResult};
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 
 /// ConsumerGroupHeartbeat, versions 0–1.
@@ -51,7 +53,7 @@ async fn heartbeat(
     req: &Req,
     body: ConsumerGroupHeartbeatRequest,
 ) -> HeartbeatResult {
-    let groups = match group_coordinator(shard, &body.group_id) {
+    let groups = match group_coordinator(shard, req, op::READ, &body.group_id) {
         Ok(g) => g,
         Err(e) => return HeartbeatResult::error(e, None),
     };
@@ -66,6 +68,20 @@ async fn heartbeat(
             ErrorCode::InvalidRequest,
             "member and instance ids cannot hold NUL".to_owned(),
         );
+    }
+    // Kafka: DESCRIBE on every subscribed topic.
+    if let Some(names) = &body.subscribed_topic_names {
+        let denied: Vec<&str> = names
+            .iter()
+            .map(|n| n.0.as_str())
+            .filter(|n| !allowed(shard, req, op::DESCRIBE, resource::TOPIC, n))
+            .collect();
+        if !denied.is_empty() {
+            return HeartbeatResult::error(
+                ErrorCode::TopicAuthorizationFailed,
+                format!("The following topics are not authorized: {}", denied.join(", ")),
+            );
+        }
     }
     // The subscribed topics' ids and partition counts, as known now.
     let mut resolved = Vec::new();

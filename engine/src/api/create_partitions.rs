@@ -3,8 +3,10 @@
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{ApiKey, CreatePartitionsRequest, CreatePartitionsResponse};
 
-use super::{Api, str_bytes, Req};
+use super::access::allowed;
+use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 use crate::limits::PARTITIONS_MAX;
 
@@ -25,6 +27,13 @@ pub async fn handle(
                 .with_error_code(code.code())
                 .with_error_message(Some(str_bytes(&msg)))
         };
+        if !allowed(shard, req, op::ALTER, resource::TOPIC, &name) {
+            results.push(fail(
+                ErrorCode::TopicAuthorizationFailed,
+                "Authorization failed.".into(),
+            ));
+            continue;
+        }
         if t.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
             results.push(fail(
                 ErrorCode::InvalidReplicaAssignment,
@@ -65,6 +74,5 @@ pub async fn handle(
             },
         );
     }
-    let _ = req;
     CreatePartitionsResponse::default().with_results(results)
 }

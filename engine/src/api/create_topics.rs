@@ -6,10 +6,12 @@ use kafka_protocol::messages::create_topics_response::{
 use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse};
 use rutomq_meta::CreateTopicError;
 
-use super::{Api, str_bytes, Req};
+use super::access::{allowed, visible};
+use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
-use crate::shard::Shard;
 use crate::limits::PARTITIONS_MAX;
+use crate::security::acl::{op, resource, CLUSTER_NAME};
+use crate::shard::Shard;
 use crate::topics;
 
 /// CreateTopics, versions 2–7.
@@ -17,6 +19,8 @@ pub const API: Api<CreateTopicsRequest> = Api::new(ApiKey::CreateTopics, 2, 7);
 
 pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> CreateTopicsResponse {
     let mut results = Vec::with_capacity(body.topics.len());
+    // Kafka: CREATE on the cluster, or on each topic.
+    let cluster_create = visible(shard, req, op::CREATE, resource::CLUSTER, CLUSTER_NAME);
     for t in body.topics {
         let mut result = CreatableTopicResult::default()
             .with_name(t.name.clone())
@@ -27,6 +31,14 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
                 .with_error_message(Some(str_bytes(&msg)))
         };
         let name = t.name.0.as_str().to_owned();
+        if !cluster_create && !allowed(shard, req, op::CREATE, resource::TOPIC, &name) {
+            results.push(fail(
+                result,
+                ErrorCode::TopicAuthorizationFailed,
+                "Authorization failed.".into(),
+            ));
+            continue;
+        }
         if let Err(msg) = topics::valid_name(&name) {
             results.push(fail(result, ErrorCode::InvalidTopicException, msg));
             continue;
@@ -98,8 +110,13 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
                 1
             } else {
                 t.replication_factor
-            })
-            .with_configs(Some(described));
+            });
+        // The configs are shown to those who may describe them (Kafka).
+        result = if visible(shard, req, op::DESCRIBE_CONFIGS, resource::TOPIC, &name) {
+            result.with_configs(Some(described))
+        } else {
+            result.with_topic_config_error_code(ErrorCode::TopicAuthorizationFailed.code())
+        };
         if body.validate_only {
             match shard.topics.by_name(&name).await {
                 Ok(Some(_)) => results.push(fail(
@@ -130,6 +147,5 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
             Err(e) => results.push(fail(result, ErrorCode::from(&e), e.to_string())),
         }
     }
-    let _ = req;
     CreateTopicsResponse::default().with_topics(results)
 }

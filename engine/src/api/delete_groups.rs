@@ -4,15 +4,16 @@ use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{ApiKey, DeleteGroupsRequest, DeleteGroupsResponse};
 
 use super::{Api, group_coordinator, Req};
+use crate::security::acl::op;
 use crate::shard::Shard;
 
 /// DeleteGroups, versions 0–2.
 pub const API: Api<DeleteGroupsRequest> = Api::new(ApiKey::DeleteGroups, 0, 2);
 
-pub async fn handle(shard: &Shard, _req: &Req, body: DeleteGroupsRequest) -> DeleteGroupsResponse {
+pub async fn handle(shard: &Shard, req: &Req, body: DeleteGroupsRequest) -> DeleteGroupsResponse {
     let mut results = Vec::with_capacity(body.groups_names.len());
     for group_id in body.groups_names {
-        let code = match group_coordinator(shard, &group_id) {
+        let code = match group_coordinator(shard, req, op::DELETE, &group_id) {
             Err(e) => e,
             Ok(groups) => groups.delete(group_id.to_string()).await,
         };

@@ -11,15 +11,16 @@ use kafka_protocol::messages::delete_records_response::{
 use kafka_protocol::messages::{ApiKey, DeleteRecordsRequest, DeleteRecordsResponse};
 use rutomq_meta::LogStartOutcome;
 
+use super::access::allowed;
 use super::{Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 
 /// DeleteRecords, versions 0–2.
 pub const API: Api<DeleteRecordsRequest> = Api::new(ApiKey::DeleteRecords, 0, 2);
 
 pub async fn handle(shard: &Shard, req: &Req, body: DeleteRecordsRequest) -> DeleteRecordsResponse {
-    let _ = req;
     let mut topics = Vec::with_capacity(body.topics.len());
     for t in body.topics {
         // One answer per partition; a repeated partition's last offset
@@ -41,7 +42,13 @@ pub async fn handle(shard: &Shard, req: &Req, body: DeleteRecordsRequest) -> Del
                 .map(|&p| result(p, -1, code))
                 .collect::<Vec<_>>()
         };
-        let partitions = match shard.topics.by_name(t.name.0.as_str()).await {
+        // Kafka: DELETE on the topic.
+        let topic = if allowed(shard, req, op::DELETE, resource::TOPIC, &t.name) {
+            shard.topics.by_name(t.name.0.as_str()).await
+        } else {
+            Err(ErrorCode::TopicAuthorizationFailed)
+        };
+        let partitions = match topic {
             Err(code) => fail_all(code),
             Ok(None) => fail_all(ErrorCode::UnknownTopicOrPartition),
             Ok(Some(topic)) => match shard

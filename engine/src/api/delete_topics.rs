@@ -4,8 +4,10 @@ use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
 use uuid::Uuid;
 
-use super::{Api, str_bytes, Req};
+use super::access::allowed;
+use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 
 /// DeleteTopics, versions 1–6.
@@ -28,6 +30,11 @@ pub async fn handle(shard: &Shard, req: &Req, body: DeleteTopicsRequest) -> Dele
             .with_name(name.clone())
             .with_topic_id(id);
         let result = match resolved {
+            // Kafka: DELETE on the topic (refused before it is known to
+            // exist, when named).
+            Ok(Some(n)) if !allowed(shard, req, op::DELETE, resource::TOPIC, &n) => {
+                result.with_error_code(ErrorCode::TopicAuthorizationFailed.code())
+            }
             Ok(Some(n)) => match shard.agent.meta.delete_topic(n.clone()).await {
                 Ok(Some(topic_id)) => {
                     shard.topics.forget(&n);
@@ -46,6 +53,5 @@ pub async fn handle(shard: &Shard, req: &Req, body: DeleteTopicsRequest) -> Dele
         };
         out.push(result);
     }
-    let _ = req;
     DeleteTopicsResponse::default().with_responses(out)
 }

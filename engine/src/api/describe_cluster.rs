@@ -3,8 +3,10 @@
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{ApiKey, BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 
-use super::{Api, str_bytes, Req};
+use super::access::operations;
+use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::{resource, CLUSTER_NAME};
 use crate::shard::Shard;
 
 /// DescribeCluster, versions 0–2.
@@ -30,6 +32,13 @@ pub async fn handle(
         .min()
         .unwrap_or(shard.agent.agent_id);
     DescribeClusterResponse::default()
+        .with_cluster_authorized_operations(operations(
+            shard,
+            req,
+            body.include_cluster_authorized_operations,
+            resource::CLUSTER,
+            CLUSTER_NAME,
+        ))
         .with_cluster_id(str_bytes(&shard.agent.cluster_id))
         .with_controller_id(BrokerId(controller))
         .with_endpoint_type(body.endpoint_type)

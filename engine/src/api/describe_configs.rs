@@ -5,8 +5,10 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
 
-use super::{Api, str_bytes, Req};
+use super::access::allowed;
+use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 use crate::topics::{self, Effect, SOURCE_DEFAULT, SOURCE_TOPIC, TOPIC_CONFIGS};
 
@@ -17,7 +19,7 @@ pub const API: Api<DescribeConfigsRequest> = Api::new(ApiKey::DescribeConfigs, 1
 
 pub async fn handle(
     shard: &Shard,
-    _req: &Req,
+    req: &Req,
     body: DescribeConfigsRequest,
 ) -> DescribeConfigsResponse {
     let mut results = Vec::new();
@@ -30,6 +32,15 @@ pub async fn handle(
                 result
                     .with_error_code(ErrorCode::InvalidRequest.code())
                     .with_error_message(Some(str_bytes("only topic configs can be described"))),
+            );
+            continue;
+        }
+        // Kafka: DESCRIBE_CONFIGS on the topic.
+        if !allowed(shard, req, op::DESCRIBE_CONFIGS, resource::TOPIC, &r.resource_name) {
+            results.push(
+                result
+                    .with_error_code(ErrorCode::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(str_bytes("Authorization failed."))),
             );
             continue;
         }

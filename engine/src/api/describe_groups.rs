@@ -4,8 +4,10 @@
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{ApiKey, DescribeGroupsRequest, DescribeGroupsResponse};
 
-use super::{Api, group_coordinator, group_operations, str_bytes, Req};
+use super::{Api, group_coordinator, str_bytes, Req};
 use crate::error::ErrorCode;
+use super::access::operations;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 
 /// DescribeGroups, versions 0–6.
@@ -20,8 +22,14 @@ pub async fn handle(
     for group_id in body.groups {
         let base = DescribedGroup::default()
             .with_group_id(group_id.clone())
-            .with_authorized_operations(group_operations(body.include_authorized_operations));
-        let d = match group_coordinator(shard, &group_id) {
+            .with_authorized_operations(operations(
+                shard,
+                req,
+                body.include_authorized_operations,
+                resource::GROUP,
+                &group_id,
+            ));
+        let d = match group_coordinator(shard, req, op::DESCRIBE, &group_id) {
             Err(e) => {
                 out.push(base.with_error_code(e.code()));
                 continue;

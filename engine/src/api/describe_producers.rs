@@ -8,8 +8,10 @@ use kafka_protocol::messages::describe_producers_response::{
 };
 use kafka_protocol::messages::{ApiKey, DescribeProducersRequest, DescribeProducersResponse};
 
+use super::access::allowed;
 use super::{Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::{op, resource};
 use crate::limits::PRODUCERS_DESCRIBED_MAX;
 use crate::shard::Shard;
 
@@ -18,12 +20,17 @@ pub const API: Api<DescribeProducersRequest> = Api::new(ApiKey::DescribeProducer
 
 pub async fn handle(
     shard: &Shard,
-    _req: &Req,
+    req: &Req,
     body: DescribeProducersRequest,
 ) -> DescribeProducersResponse {
     let mut topics = Vec::with_capacity(body.topics.len());
     for t in body.topics {
-        let topic = shard.topics.by_name(t.name.0.as_str()).await;
+        // Kafka: READ on the topic.
+        let topic = if allowed(shard, req, op::READ, resource::TOPIC, &t.name) {
+            shard.topics.by_name(t.name.0.as_str()).await
+        } else {
+            Err(ErrorCode::TopicAuthorizationFailed)
+        };
         let mut parts: Vec<PartitionResponse> = t
             .partition_indexes
             .iter()

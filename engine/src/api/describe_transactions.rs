@@ -7,8 +7,10 @@ use kafka_protocol::messages::{
     TransactionalId,
 };
 
+use super::access::{allowed, visible};
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 use crate::txns;
 
@@ -18,13 +20,20 @@ pub const API: Api<DescribeTransactionsRequest> =
 
 pub async fn handle(
     shard: &Shard,
-    _req: &Req,
+    req: &Req,
     body: DescribeTransactionsRequest,
 ) -> DescribeTransactionsResponse {
     let mut out = Vec::with_capacity(body.transactional_ids.len());
     let mut mine = Vec::new();
     for id in &body.transactional_ids {
         let base = blank(id);
+        // Kafka: DESCRIBE on the transactional id.
+        if !allowed(shard, req, op::DESCRIBE, resource::TRANSACTIONAL_ID, id) {
+            out.push(Some(base.with_error_code(
+                ErrorCode::TransactionalIdAuthorizationFailed.code(),
+            )));
+            continue;
+        }
         match txns::coordinates(&shard.agent, id.0.as_str()) {
             Err(e) => out.push(Some(base.with_error_code(e.code()))),
             Ok(()) => {
@@ -61,6 +70,10 @@ pub async fn handle(
             let Ok(Some(rec)) = shard.topics.by_id(topic_id).await else {
                 continue; // deleted since it was added
             };
+            // Kafka leaves out the topics the principal may not describe.
+            if !visible(shard, req, op::DESCRIBE, resource::TOPIC, &rec.name) {
+                continue;
+            }
             match topics.iter_mut().find(|d| d.topic.0.as_str() == rec.name) {
                 Some(d) => d.partitions.push(p),
                 None => topics.push(

@@ -11,8 +11,10 @@ use kafka_protocol::messages::{
     ApiKey, DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 };
 
+use super::access::cluster_allowed;
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::op;
 use crate::shard::Shard;
 
 /// DescribeUserScramCredentials, version 0.
@@ -21,9 +23,15 @@ pub const API: Api<DescribeUserScramCredentialsRequest> =
 
 pub async fn handle(
     shard: &Shard,
-    _req: &Req,
+    req: &Req,
     body: DescribeUserScramCredentialsRequest,
 ) -> DescribeUserScramCredentialsResponse {
+    // Kafka: DESCRIBE on the cluster.
+    if !cluster_allowed(shard, req, op::DESCRIBE) {
+        return DescribeUserScramCredentialsResponse::default()
+            .with_error_code(ErrorCode::ClusterAuthorizationFailed.code())
+            .with_error_message(Some(str_bytes("Cluster authorization failed.")));
+    }
     // Null or empty: every user.
     let asked: Option<Vec<String>> = body
         .users

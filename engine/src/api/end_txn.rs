@@ -5,8 +5,10 @@
 
 use kafka_protocol::messages::{ApiKey, EndTxnRequest, EndTxnResponse};
 
+use super::access::allowed;
 use super::{Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 use crate::txns;
 
@@ -17,10 +19,14 @@ pub const API: Api<EndTxnRequest> = Api::new(ApiKey::EndTxn, 0, 4);
 pub async fn handle(shard: &Shard, req: &Req, body: EndTxnRequest) -> EndTxnResponse {
     let id = body.transactional_id.0.to_string();
     let (pid, epoch, commit) = (body.producer_id.0, body.producer_epoch, body.committed);
-    let changed = txns::coordinated(&shard.agent, &id, true, false, "EndTxn", move |found| {
-        txns::end_txn(pid, epoch, commit, found)
-    });
-    let code = txns::fenced_for(changed.await.unwrap_or_else(|e| e), req.version, 2);
+    let code = if allowed(shard, req, op::WRITE, resource::TRANSACTIONAL_ID, &id) {
+        let changed = txns::coordinated(&shard.agent, &id, true, false, "EndTxn", move |found| {
+            txns::end_txn(pid, epoch, commit, found)
+        });
+        txns::fenced_for(changed.await.unwrap_or_else(|e| e), req.version, 2)
+    } else {
+        ErrorCode::TransactionalIdAuthorizationFailed
+    };
     let stats = &shard.agent.txn_stats;
     match (code, body.committed) {
         (ErrorCode::None, true) => stats.count(&stats.commits),

@@ -7,8 +7,10 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::{Api, str_bytes, Req};
+use super::access::allowed;
+use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 
 /// Kafka's coordinator key types.
@@ -25,7 +27,20 @@ pub async fn handle(
 ) -> FindCoordinatorResponse {
     let find = |key: StrBytes| -> Coordinator {
         let base = Coordinator::default().with_node_id(BrokerId(-1));
+        // Kafka: DESCRIBE on the group or transactional id.
+        let (resource_type, denied) = match body.key_type {
+            KEY_GROUP => (resource::GROUP, ErrorCode::GroupAuthorizationFailed),
+            _ => (
+                resource::TRANSACTIONAL_ID,
+                ErrorCode::TransactionalIdAuthorizationFailed,
+            ),
+        };
         match body.key_type {
+            KEY_GROUP | KEY_TRANSACTION
+                if !allowed(shard, req, op::DESCRIBE, resource_type, &key) =>
+            {
+                base.with_key(key).with_error_code(denied.code())
+            }
             // Groups and transactional ids are spread over the live agents
             // the same way; each kind has its own coordinator.
             KEY_GROUP | KEY_TRANSACTION => {

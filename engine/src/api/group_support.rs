@@ -7,25 +7,26 @@ use std::collections::{HashMap, HashSet};
 use rutomq_meta::groups::OffsetCommit;
 use uuid::Uuid;
 
+use super::access::allowed;
+use super::Req;
 use crate::error::ErrorCode;
 use crate::groups::{Groups, Written};
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 
-/// A group's `authorized_operations` in DescribeGroups and
-/// ConsumerGroupDescribe: READ 3, DELETE 6, DESCRIBE 8 as bits when asked
-/// for, Kafka's "not asked" value otherwise.
-pub fn group_operations(asked: bool) -> i32 {
-    if asked {
-        (1 << 3) | (1 << 6) | (1 << 8)
-    } else {
-        i32::MIN
+/// The group coordinator, if the request's principal may do `operation` on
+/// group `group_id` (GROUP_AUTHORIZATION_FAILED, checked first as Kafka
+/// does) and this agent coordinates it: INVALID_GROUP_ID for an empty id,
+/// NOT_COORDINATOR when another agent coordinates it.
+pub fn group_coordinator<'a>(
+    shard: &'a Shard,
+    req: &Req,
+    operation: i8,
+    group_id: &str,
+) -> Result<&'a Groups, ErrorCode> {
+    if !allowed(shard, req, operation, resource::GROUP, group_id) {
+        return Err(ErrorCode::GroupAuthorizationFailed);
     }
-}
-
-/// The group coordinator, if this agent coordinates `group_id`:
-/// INVALID_GROUP_ID for an empty id, NOT_COORDINATOR when another agent
-/// coordinates it.
-pub fn group_coordinator<'a>(shard: &'a Shard, group_id: &str) -> Result<&'a Groups, ErrorCode> {
     // PostgreSQL text cannot hold NUL: such ids are refused, not stored.
     if group_id.is_empty() || group_id.contains('\0') {
         return Err(ErrorCode::InvalidGroupId);
@@ -58,10 +59,11 @@ pub struct ResolvedOffsets {
 }
 
 /// Resolves `topics` (name and asked partitions, in request order):
-/// unknown topics and partitions, and metadata over `metadata_max` bytes,
+/// topics the principal may not read, unknown topics and partitions, and metadata over `metadata_max` bytes,
 /// are answered now; the rest is to be written.
 pub async fn resolve_offsets<'a>(
     shard: &Shard,
+    req: &Req,
     metadata_max: usize,
     topics: impl IntoIterator<Item = (&'a str, Vec<AskedOffset<'a>>)>,
 ) -> ResolvedOffsets {
@@ -70,7 +72,12 @@ pub async fn resolve_offsets<'a>(
     let mut n = 0;
     for (ti, (name, partitions)) in topics.into_iter().enumerate() {
         n = ti + 1;
-        let topic = shard.topics.by_name(name).await;
+        // Kafka: READ on each topic.
+        let topic = if allowed(shard, req, op::READ, resource::TOPIC, name) {
+            shard.topics.by_name(name).await
+        } else {
+            Err(ErrorCode::TopicAuthorizationFailed)
+        };
         for p in partitions {
             let code = match &topic {
                 Err(e) => Some(*e),

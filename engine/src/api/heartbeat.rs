@@ -4,13 +4,14 @@
 use kafka_protocol::messages::{ApiKey, HeartbeatRequest, HeartbeatResponse};
 
 use super::{Api, group_coordinator, Req};
+use crate::security::acl::op;
 use crate::shard::Shard;
 
 /// Heartbeat, versions 0–4.
 pub const API: Api<HeartbeatRequest> = Api::new(ApiKey::Heartbeat, 0, 4);
 
-pub async fn handle(shard: &Shard, _req: &Req, body: HeartbeatRequest) -> HeartbeatResponse {
-    let code = match group_coordinator(shard, &body.group_id) {
+pub async fn handle(shard: &Shard, req: &Req, body: HeartbeatRequest) -> HeartbeatResponse {
+    let code = match group_coordinator(shard, req, op::READ, &body.group_id) {
         Err(e) => e,
         Ok(groups) => {
             groups

@@ -6,8 +6,10 @@
 
 use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId};
 
+use super::access::{allowed, allowed_on_some, cluster_allowed};
 use super::{Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 use crate::txns::{self, InitAsk};
 
@@ -23,6 +25,17 @@ pub async fn handle(
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
     let answer = match &body.transactional_id {
+        // Kafka: an idempotent producer needs IDEMPOTENT_WRITE on the
+        // cluster, or WRITE on some topic; a transactional one WRITE on its
+        // transactional id.
+        None if !allowed_on_some(shard, req, op::WRITE, resource::TOPIC)
+            && !cluster_allowed(shard, req, op::IDEMPOTENT_WRITE) =>
+        {
+            Err(ErrorCode::ClusterAuthorizationFailed)
+        }
+        Some(id) if !allowed(shard, req, op::WRITE, resource::TRANSACTIONAL_ID, id) => {
+            Err(ErrorCode::TransactionalIdAuthorizationFailed)
+        }
         // Without a transactional id Kafka always hands out a fresh
         // producer id (epoch 0), also when the client names its current id
         // and epoch (KIP-360 recovery): its sequences then restart at 0

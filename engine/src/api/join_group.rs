@@ -9,6 +9,7 @@ use kafka_protocol::messages::{ApiKey, JoinGroupRequest, JoinGroupResponse};
 use super::{Api, group_coordinator, str_bytes, Req};
 use crate::error::ErrorCode;
 use crate::groups::{JoinArgs, JoinResult};
+use crate::security::acl::op;
 use crate::shard::Shard;
 
 /// JoinGroup, versions 0–9.
@@ -48,7 +49,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: JoinGroupRequest) -> JoinGro
 
 async fn join(shard: &Shard, req: &Req, body: JoinGroupRequest) -> JoinResult {
     let member_id = body.member_id.to_string();
-    let groups = match group_coordinator(shard, &body.group_id) {
+    let groups = match group_coordinator(shard, req, op::READ, &body.group_id) {
         Ok(g) => g,
         Err(e) => return JoinResult::error(e, &member_id),
     };

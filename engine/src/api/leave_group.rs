@@ -6,6 +6,7 @@ use kafka_protocol::messages::{ApiKey, LeaveGroupRequest, LeaveGroupResponse};
 
 use super::{Api, group_coordinator, Req};
 use crate::groups::LeaveMember;
+use crate::security::acl::op;
 use crate::shard::Shard;
 
 /// LeaveGroup, versions 0–5.
@@ -28,7 +29,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: LeaveGroupRequest) -> LeaveG
             })
             .collect()
     };
-    let result = match group_coordinator(shard, &body.group_id) {
+    let result = match group_coordinator(shard, req, op::READ, &body.group_id) {
         Err(e) => Err(e),
         Ok(groups) => groups.leave(body.group_id.to_string(), members).await,
     };

@@ -4,17 +4,22 @@
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{ApiKey, GroupId, ListGroupsRequest, ListGroupsResponse};
 
-use super::{Api, str_bytes, Req};
+use super::access::visible;
+use super::{str_bytes, Api, Req};
+use crate::security::acl::{op, resource, CLUSTER_NAME};
 use crate::shard::Shard;
 
 /// ListGroups, versions 0–5.
 pub const API: Api<ListGroupsRequest> = Api::new(ApiKey::ListGroups, 0, 5);
 
-pub async fn handle(shard: &Shard, _req: &Req, body: ListGroupsRequest) -> ListGroupsResponse {
+pub async fn handle(shard: &Shard, req: &Req, body: ListGroupsRequest) -> ListGroupsResponse {
     let listed = match shard.agent.groups().list().await {
         Err(e) => return ListGroupsResponse::default().with_error_code(e.code()),
         Ok(l) => l,
     };
+    // Kafka: every group for DESCRIBE on the cluster, else those the
+    // principal may describe.
+    let all = visible(shard, req, op::DESCRIBE, resource::CLUSTER, CLUSTER_NAME);
     let wanted = |filter: &[kafka_protocol::protocol::StrBytes], v: &str| {
         filter.is_empty() || filter.iter().any(|f| f.eq_ignore_ascii_case(v))
     };
@@ -24,6 +29,7 @@ pub async fn handle(shard: &Shard, _req: &Req, body: ListGroupsRequest) -> ListG
             .filter(|(_, _, state, kind)| {
                 wanted(&body.states_filter, state) && wanted(&body.types_filter, kind)
             })
+            .filter(|(id, ..)| all || visible(shard, req, op::DESCRIBE, resource::GROUP, id))
             .map(|(id, protocol_type, state, kind)| {
                 ListedGroup::default()
                     .with_group_id(GroupId(str_bytes(&id)))

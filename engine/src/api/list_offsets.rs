@@ -7,9 +7,11 @@ use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
 use rutomq_meta::SpanRecord;
 use uuid::Uuid;
 
+use super::access::allowed;
 use super::{Api, Req};
 use crate::error::ErrorCode;
 use crate::records::first_record_matching;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 
 const LATEST: i64 = -1;
@@ -27,7 +29,12 @@ pub async fn handle(shard: &Shard, req: &Req, body: ListOffsetsRequest) -> ListO
     let committed = body.isolation_level == 1;
     let mut topics = Vec::new();
     for t in body.topics {
-        let topic = shard.topics.by_name(t.name.0.as_str()).await;
+        // Kafka: DESCRIBE on the topic, checked before it is known to exist.
+        let topic = if allowed(shard, req, op::DESCRIBE, resource::TOPIC, &t.name) {
+            shard.topics.by_name(t.name.0.as_str()).await
+        } else {
+            Err(ErrorCode::TopicAuthorizationFailed)
+        };
         let mut parts = Vec::new();
         for p in t.partitions {
             let r = ListOffsetsPartitionResponse::default()

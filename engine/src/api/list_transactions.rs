@@ -9,9 +9,11 @@ use kafka_protocol::messages::{
 };
 use rutomq_meta::txn::TxnState;
 
+use super::access::visible;
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::limits::{SUBSCRIPTION_REGEX_BYTES_MAX, SUBSCRIPTION_REGEX_COMPILED_BYTES_MAX, TXN_LIST_MAX};
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 
 /// ListTransactions, versions 0–2.
@@ -19,7 +21,7 @@ pub const API: Api<ListTransactionsRequest> = Api::new(ApiKey::ListTransactions,
 
 pub async fn handle(
     shard: &Shard,
-    _req: &Req,
+    req: &Req,
     body: ListTransactionsRequest,
 ) -> ListTransactionsResponse {
     let resp = ListTransactionsResponse::default();
@@ -85,6 +87,10 @@ pub async fn handle(
             continue;
         }
         if pattern.as_ref().is_some_and(|re| !re.is_match(&name)) {
+            continue;
+        }
+        // Kafka: only the ids the principal may describe.
+        if !visible(shard, req, op::DESCRIBE, resource::TRANSACTIONAL_ID, &name) {
             continue;
         }
         out.push(

@@ -8,20 +8,13 @@ use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataRespon
 use rutomq_meta::TopicRecord;
 use uuid::Uuid;
 
-use super::{Api, str_bytes, Req};
+use super::access::{allowed, cluster_allowed, operations, visible};
+use super::{str_bytes, Api, Req};
 use crate::agent::Agent;
 use crate::error::ErrorCode;
+use crate::security::acl::{op, resource, CLUSTER_NAME};
 use crate::shard::Shard;
 use crate::topics;
-
-/// Kafka's AclOperation codes as bits: READ 3, WRITE 4, CREATE 5, DELETE 6,
-/// ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
-const TOPIC_OPERATIONS: i32 =
-    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
-/// CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10,
-/// ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12.
-const CLUSTER_OPERATIONS: i32 =
-    (1 << 5) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12);
 
 /// Metadata, versions 0–13.
 pub const API: Api<MetadataRequest> = Api::new(ApiKey::Metadata, 0, 13);
@@ -56,16 +49,32 @@ pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> Metadata
     let mut topics: Vec<MetadataResponseTopic> = Vec::new();
     if all {
         match shard.agent.meta.load_topics(None).await {
-            Ok(list) => topics.extend(list.iter().map(|t| topic_entry(&agents, t))),
+            // Topics the principal may not describe are left out.
+            Ok(list) => topics.extend(
+                list.iter()
+                    .filter(|t| visible(shard, req, op::DESCRIBE, resource::TOPIC, &t.name))
+                    .map(|t| topic_entry(&agents, t)),
+            ),
             Err(e) => tracing::warn!(error = %e, "metadata: cannot list topics"),
         }
     } else {
         for t in body.topics.unwrap_or_default() {
             let entry = match t.name {
+                Some(name) if !allowed(shard, req, op::DESCRIBE, resource::TOPIC, &name) => {
+                    error_entry(Some(name), Uuid::nil(), ErrorCode::TopicAuthorizationFailed)
+                }
                 Some(name) => {
                     let looked = match shard.topics.by_name(&name).await {
                         Ok(None) if auto_create && topics::valid_name(&name).is_ok() => {
-                            topics::auto_create(shard, &name).await
+                            // Kafka: creating needs CREATE on the cluster
+                            // or on the topic.
+                            if cluster_allowed(shard, req, op::CREATE)
+                                || allowed(shard, req, op::CREATE, resource::TOPIC, &name)
+                            {
+                                topics::auto_create(shard, &name).await
+                            } else {
+                                Err(ErrorCode::TopicAuthorizationFailed)
+                            }
                         }
                         other => other,
                     };
@@ -82,6 +91,12 @@ pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> Metadata
                     }
                 }
                 None => match shard.topics.by_id(t.topic_id).await {
+                    // Topic ids are not secret: refused by id, as Kafka does.
+                    Ok(Some(rec))
+                        if !allowed(shard, req, op::DESCRIBE, resource::TOPIC, &rec.name) =>
+                    {
+                        error_entry(None, t.topic_id, ErrorCode::TopicAuthorizationFailed)
+                    }
                     Ok(Some(rec)) => topic_entry(&agents, &rec),
                     Ok(None) => error_entry(None, t.topic_id, ErrorCode::UnknownTopicId),
                     Err(code) => error_entry(None, t.topic_id, code),
@@ -95,18 +110,26 @@ pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> Metadata
         .map(|a| a.agent_id)
         .min()
         .unwrap_or(shard.agent.agent_id);
-    // No authorizer yet: every operation is allowed. Reported only when asked
-    // (otherwise Kafka's "not requested" value, i32::MIN, stays).
+    // Reported only when asked (otherwise Kafka's "not requested" value,
+    // i32::MIN, stays).
     if body.include_topic_authorized_operations {
-        for t in topics.iter_mut().filter(|t| t.error_code == 0) {
-            t.topic_authorized_operations = TOPIC_OPERATIONS;
+        // Kafka reports them for every topic the principal may describe,
+        // also one that does not exist.
+        let describable = |t: &MetadataResponseTopic| {
+            t.error_code != ErrorCode::TopicAuthorizationFailed.code() && t.name.is_some()
+        };
+        for t in topics.iter_mut().filter(|t| describable(t)) {
+            let name = t.name.as_ref().map_or("", |n| n.0.as_str());
+            t.topic_authorized_operations = operations(shard, req, true, resource::TOPIC, name);
         }
     }
-    let cluster_ops = if body.include_cluster_authorized_operations {
-        CLUSTER_OPERATIONS
-    } else {
-        i32::MIN
-    };
+    let cluster_ops = operations(
+        shard,
+        req,
+        body.include_cluster_authorized_operations,
+        resource::CLUSTER,
+        CLUSTER_NAME,
+    );
     MetadataResponse::default()
         .with_cluster_authorized_operations(cluster_ops)
         .with_brokers(brokers)

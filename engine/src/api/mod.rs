@@ -5,6 +5,7 @@
 //! ApiVersions advertises, so the two cannot drift apart), body decoding
 //! and dispatch. Adding an API is one new file and one line in that list.
 
+mod access;
 mod codec;
 mod fuzz;
 mod group_support;
@@ -23,9 +24,7 @@ use rutomq_shards::{Close, Reply};
 
 pub use codec::{encode, encode_request, DECODER_PANICS};
 pub use fuzz::fuzz_frame;
-pub use group_support::{
-    group_coordinator, group_operations, resolve_offsets, AskedOffset, ResolvedOffsets,
-};
+pub use group_support::{group_coordinator, resolve_offsets, AskedOffset, ResolvedOffsets};
 
 use crate::limits::SASL_RECEIVE_BYTES_MAX;
 use crate::security::session::Auth;
@@ -246,6 +245,8 @@ pub struct Connection {
     pub listener: usize,
     pub listener_name: String,
     pub peer: Option<std::net::SocketAddr>,
+    /// The client's address as ACLs name hosts ("10.0.0.1").
+    pub host: String,
     pub auth: RefCell<Auth>,
 }
 
@@ -325,6 +326,7 @@ impl rutomq_shards::Service for Service {
             listener,
             listener_name: l.name.clone(),
             peer,
+            host: peer.map_or_else(String::new, |p| p.ip().to_string()),
             auth: RefCell::new(Auth::new(l.protocol.sasl(), principal)),
         }))
     }

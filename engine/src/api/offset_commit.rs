@@ -9,6 +9,7 @@ use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse
 use super::{group_coordinator, resolve_offsets, Api, AskedOffset, Req};
 use crate::error::ErrorCode;
 use crate::groups::CommitArgs;
+use crate::security::acl::op;
 use crate::shard::Shard;
 
 /// OffsetCommit, versions 2–9.
@@ -17,7 +18,7 @@ pub const API: Api<OffsetCommitRequest> = Api::new(ApiKey::OffsetCommit, 2, 9);
 pub async fn handle(shard: &Shard, req: &Req, body: OffsetCommitRequest) -> OffsetCommitResponse {
     // Not this agent's group: NOT_COORDINATOR for every partition, before
     // anything else is looked at (the client then finds the coordinator).
-    let groups = match group_coordinator(shard, &body.group_id) {
+    let groups = match group_coordinator(shard, req, op::READ, &body.group_id) {
         Ok(g) => g,
         Err(e) => return fail_all(&body, e),
     };
@@ -30,7 +31,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetCommitRequest) -> Offs
         });
         (t.name.0.as_str(), parts.collect())
     });
-    let mut resolved = resolve_offsets(shard, groups.cfg.offset_metadata_bytes_max, asked).await;
+    let mut resolved = resolve_offsets(shard, req, groups.cfg.offset_metadata_bytes_max, asked).await;
     let written = if resolved.offsets.is_empty() {
         Ok(Vec::new())
     } else {

@@ -6,15 +6,17 @@ use kafka_protocol::messages::offset_delete_response::{
 };
 use kafka_protocol::messages::{ApiKey, OffsetDeleteRequest, OffsetDeleteResponse};
 
-use super::{Api, group_coordinator, Req};
+use super::access::allowed;
+use super::{group_coordinator, Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 
 /// OffsetDelete, versions 0–0.
 pub const API: Api<OffsetDeleteRequest> = Api::new(ApiKey::OffsetDelete, 0, 0);
 
-pub async fn handle(shard: &Shard, _req: &Req, body: OffsetDeleteRequest) -> OffsetDeleteResponse {
-    let groups = match group_coordinator(shard, &body.group_id) {
+pub async fn handle(shard: &Shard, req: &Req, body: OffsetDeleteRequest) -> OffsetDeleteResponse {
+    let groups = match group_coordinator(shard, req, op::DELETE, &body.group_id) {
         Err(e) => return OffsetDeleteResponse::default().with_error_code(e.code()),
         Ok(g) => g,
     };
@@ -22,7 +24,12 @@ pub async fn handle(shard: &Shard, _req: &Req, body: OffsetDeleteRequest) -> Off
     let mut answers: Vec<(usize, i32, Option<ErrorCode>)> = Vec::new();
     let mut known = Vec::new();
     for (ti, t) in body.topics.iter().enumerate() {
-        let topic = shard.topics.by_name(t.name.0.as_str()).await;
+        // Kafka: READ on each topic.
+        let topic = if allowed(shard, req, op::READ, resource::TOPIC, &t.name) {
+            shard.topics.by_name(t.name.0.as_str()).await
+        } else {
+            Err(ErrorCode::TopicAuthorizationFailed)
+        };
         for p in &t.partitions {
             let i = p.partition_index;
             match &topic {

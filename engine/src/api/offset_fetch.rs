@@ -12,8 +12,10 @@ use kafka_protocol::messages::offset_fetch_response::{
 use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, TopicName};
 use rutomq_meta::groups::CommittedOffset;
 
-use super::{Api, group_coordinator, str_bytes, Req};
+use super::access::{allowed, visible};
+use super::{group_coordinator, str_bytes, Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 
 /// One partition's answer: (offset, leader epoch, metadata, error).
@@ -38,7 +40,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
             let member = g.member_id.as_ref().filter(|m| !m.is_empty());
             let check = match member {
                 None => ErrorCode::None,
-                Some(m) => match group_coordinator(shard, &g.group_id) {
+                Some(m) => match group_coordinator(shard, req, op::DESCRIBE, &g.group_id) {
                     Err(e) => e,
                     Ok(groups) => {
                         groups
@@ -48,7 +50,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
                 },
             };
             let answer = if check == ErrorCode::None {
-                fetch(shard, g.group_id.to_string(), wanted, body.require_stable).await
+                fetch(shard, req, g.group_id.to_string(), wanted, body.require_stable).await
             } else {
                 Err(check)
             };
@@ -88,7 +90,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
             .map(|t| (t.name.0.to_string(), t.partition_indexes))
             .collect()
     });
-    match fetch(shard, body.group_id.to_string(), wanted, body.require_stable).await {
+    match fetch(shard, req, body.group_id.to_string(), wanted, body.require_stable).await {
         // v1 has no top-level error code: the client retries on an empty answer.
         Err(e) if req.version < 2 => {
             tracing::debug!(error = ?e, "offset fetch failed");
@@ -122,14 +124,33 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
 
 /// The committed offsets of `group_id` for `wanted` (topic, partitions), or
 /// of every partition with one when `None`. A partition without a commit
-/// answers offset -1, as Kafka does.
+/// answers offset -1, as Kafka does. Kafka's checks: DESCRIBE on the group
+/// (GROUP_AUTHORIZATION_FAILED), DESCRIBE on each named topic
+/// (TOPIC_AUTHORIZATION_FAILED per partition); asked for all, the topics
+/// the principal may not describe are left out.
 async fn fetch(
     shard: &Shard,
+    req: &Req,
     group_id: String,
     wanted: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
 ) -> GroupAnswer {
+    if !allowed(shard, req, op::DESCRIBE, resource::GROUP, &group_id) {
+        return Err(ErrorCode::GroupAuthorizationFailed);
+    }
+    let all = wanted.is_none();
     let mut answer = fetch_committed(shard, group_id.clone(), wanted).await?;
+    if all {
+        answer.retain(|(name, _)| visible(shard, req, op::DESCRIBE, resource::TOPIC, name));
+    } else {
+        for (name, parts) in answer.iter_mut() {
+            if !allowed(shard, req, op::DESCRIBE, resource::TOPIC, name) {
+                for (_, a) in parts.iter_mut() {
+                    *a = (-1, -1, String::new(), ErrorCode::TopicAuthorizationFailed);
+                }
+            }
+        }
+    }
     if require_stable {
         // KIP-447: a partition with offsets pending in an open transaction
         // answers UNSTABLE_OFFSET_COMMIT (the client retries), so a new

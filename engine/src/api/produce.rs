@@ -14,10 +14,12 @@ use kafka_protocol::messages::produce_response::{
 };
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 
+use super::access::allowed;
 use super::{encode, str_bytes, Api, Later, Req};
 use crate::error::ErrorCode;
-use crate::records::validate_produce_records;
 use crate::flush::BufferDone;
+use crate::records::validate_produce_records;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 use crate::topics;
 
@@ -80,11 +82,30 @@ pub async fn handle(
     let now_ms = crate::wall::now_ms();
     let mut topics_out = Vec::with_capacity(body.topic_data.len());
     let mut accepted_bytes = 0usize;
+    // Kafka: a transactional producer needs WRITE on its transactional id
+    // (else every partition is refused), and each topic WRITE.
+    let txn_denied = body
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| !allowed(shard, req, op::WRITE, resource::TRANSACTIONAL_ID, id));
     for t in body.topic_data {
         let topic = if req.version >= 13 {
             shard.topics.by_id(t.topic_id).await
         } else {
             shard.topics.by_name(t.name.0.as_str()).await
+        };
+        // By name before it is known to exist (an unauthorized client
+        // learns nothing of it); by id once resolved.
+        let name = match &topic {
+            Ok(Some(rec)) => Some(rec.name.as_str()),
+            _ if req.version < 13 => Some(t.name.0.as_str()),
+            _ => None,
+        };
+        let denied = if txn_denied {
+            Some(ErrorCode::TransactionalIdAuthorizationFailed)
+        } else {
+            name.filter(|n| !allowed(shard, req, op::WRITE, resource::TOPIC, n))
+                .map(|_| ErrorCode::TopicAuthorizationFailed)
         };
         // Once per topic: its configs' demands on the records.
         let (rules, stamp) = match &topic {
@@ -95,6 +116,9 @@ pub async fn handle(
         for p in t.partition_data {
             let pending = match (&topic, acks_valid) {
                 (_, false) => Pending::Done(ErrorCode::InvalidRequiredAcks, None),
+                (_, true) if denied.is_some() => {
+                    Pending::Done(denied.unwrap_or(ErrorCode::TopicAuthorizationFailed), None)
+                }
                 (Err(code), _) => Pending::Done(*code, None),
                 (Ok(None), _) => Pending::Done(
                     if req.version >= 13 {

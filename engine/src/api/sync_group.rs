@@ -5,13 +5,14 @@ use kafka_protocol::messages::{ApiKey, SyncGroupRequest, SyncGroupResponse};
 
 use super::{Api, group_coordinator, str_bytes, Req};
 use crate::groups::{SyncArgs, SyncResult};
+use crate::security::acl::op;
 use crate::shard::Shard;
 
 /// SyncGroup, versions 0–5.
 pub const API: Api<SyncGroupRequest> = Api::new(ApiKey::SyncGroup, 0, 5);
 
-pub async fn handle(shard: &Shard, _req: &Req, body: SyncGroupRequest) -> SyncGroupResponse {
-    let result = match group_coordinator(shard, &body.group_id) {
+pub async fn handle(shard: &Shard, req: &Req, body: SyncGroupRequest) -> SyncGroupResponse {
+    let result = match group_coordinator(shard, req, op::READ, &body.group_id) {
         Err(e) => SyncResult::error(e),
         Ok(groups) => {
             groups

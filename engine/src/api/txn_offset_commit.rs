@@ -8,9 +8,11 @@ use kafka_protocol::messages::txn_offset_commit_response::{
     TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
 };
 use kafka_protocol::messages::{ApiKey, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+use super::access::allowed;
 use super::{group_coordinator, resolve_offsets, Api, AskedOffset, Req, ResolvedOffsets};
 use crate::error::ErrorCode;
 use crate::groups::{CommitArgs, TxnTarget};
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 
 /// TxnOffsetCommit, versions 0–4 (v5 is KIP-890's second phase).
@@ -31,12 +33,19 @@ pub async fn handle(
         });
         (t.name.0.as_str(), parts.collect())
     });
-    let (resolved, written) = match group_coordinator(shard, &body.group_id) {
+    // Kafka: WRITE on the transactional id, then READ on the group and on
+    // each topic.
+    let txn_allowed = allowed(shard, req, op::WRITE, resource::TRANSACTIONAL_ID, &id);
+    let (resolved, written) = match group_coordinator(shard, req, op::READ, &body.group_id) {
+        _ if !txn_allowed => (
+            ResolvedOffsets::none(),
+            Err(ErrorCode::TransactionalIdAuthorizationFailed),
+        ),
         Err(e) => (ResolvedOffsets::none(), Err(e)),
         Ok(_) if id.is_empty() => (ResolvedOffsets::none(), Err(ErrorCode::InvalidRequest)),
         Ok(groups) => {
             let mut resolved =
-                resolve_offsets(shard, groups.cfg.offset_metadata_bytes_max, asked).await;
+                resolve_offsets(shard, req, groups.cfg.offset_metadata_bytes_max, asked).await;
             let written = if resolved.offsets.is_empty() {
                 Ok(Vec::new())
             } else {

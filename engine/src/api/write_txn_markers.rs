@@ -14,8 +14,10 @@ use kafka_protocol::messages::write_txn_markers_response::{
 use kafka_protocol::messages::{ApiKey, WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 use rutomq_meta::txn::TxnState;
 
+use super::access::cluster_allowed;
 use super::{Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::op;
 use crate::shard::Shard;
 use crate::txns;
 
@@ -25,12 +27,16 @@ pub const API: Api<WriteTxnMarkersRequest> = Api::new(ApiKey::WriteTxnMarkers, 1
 
 pub async fn handle(
     shard: &Shard,
-    _req: &Req,
+    req: &Req,
     body: WriteTxnMarkersRequest,
 ) -> WriteTxnMarkersResponse {
     let mut results = Vec::with_capacity(body.markers.len());
+    // Kafka: CLUSTER_ACTION on the cluster.
+    let authorized = cluster_allowed(shard, req, op::CLUSTER_ACTION);
     for m in body.markers {
-        let code = if m.transaction_result {
+        let code = if !authorized {
+            ErrorCode::ClusterAuthorizationFailed
+        } else if m.transaction_result {
             tracing::info!(producer_id = m.producer_id.0, "WriteTxnMarkers refused: COMMIT markers are written by EndTxn only");
             ErrorCode::InvalidRequest
         } else {

@@ -20,6 +20,19 @@ pub mod resource {
     pub const TRANSACTIONAL_ID: i8 = 5;
     pub const DELEGATION_TOKEN: i8 = 6;
     pub const USER: i8 = 7;
+
+    /// The type's name as Kafka's logs write it.
+    pub fn name(code: i8) -> &'static str {
+        match code {
+            TOPIC => "Topic",
+            GROUP => "Group",
+            CLUSTER => "Cluster",
+            TRANSACTIONAL_ID => "TransactionalId",
+            DELEGATION_TOKEN => "DelegationToken",
+            USER => "User",
+            _ => "Unknown",
+        }
+    }
 }
 
 /// Kafka's `PatternType` codes.
@@ -47,6 +60,27 @@ pub mod op {
     pub const CREATE_TOKENS: i8 = 13;
     pub const DESCRIBE_TOKENS: i8 = 14;
     pub const TWO_PHASE_COMMIT: i8 = 15;
+
+    /// The operation's name as Kafka's logs write it.
+    pub fn name(code: i8) -> &'static str {
+        match code {
+            ALL => "All",
+            READ => "Read",
+            WRITE => "Write",
+            CREATE => "Create",
+            DELETE => "Delete",
+            ALTER => "Alter",
+            DESCRIBE => "Describe",
+            CLUSTER_ACTION => "ClusterAction",
+            DESCRIBE_CONFIGS => "DescribeConfigs",
+            ALTER_CONFIGS => "AlterConfigs",
+            IDEMPOTENT_WRITE => "IdempotentWrite",
+            CREATE_TOKENS => "CreateTokens",
+            DESCRIBE_TOKENS => "DescribeTokens",
+            TWO_PHASE_COMMIT => "TwoPhaseCommit",
+            _ => "Unknown",
+        }
+    }
 }
 
 /// Kafka's `AclPermissionType` codes.
@@ -62,6 +96,8 @@ pub const CLUSTER_NAME: &str = "kafka-cluster";
 pub const WILDCARD: &str = "*";
 /// Every principal.
 pub const WILDCARD_PRINCIPAL: &str = "User:*";
+
+use std::collections::HashMap;
 
 pub use rutomq_meta::acl::AclBinding;
 
@@ -128,16 +164,6 @@ pub fn invalid(b: &AclBinding) -> Option<String> {
     None
 }
 
-/// Whether this binding names resource (`resource_type`, `name`).
-fn covers(b: &AclBinding, resource_type: i8, name: &str) -> bool {
-    b.resource_type == resource_type
-        && match b.pattern_type {
-            pattern::LITERAL => b.resource_name == name || b.resource_name == WILDCARD,
-            pattern::PREFIXED => name.starts_with(b.resource_name.as_str()),
-            _ => false,
-        }
-}
-
 fn applies_to(b: &AclBinding, principal: &str, host: &str) -> bool {
     (b.principal == principal || b.principal == WILDCARD_PRINCIPAL)
         && (b.host == host || b.host == WILDCARD)
@@ -201,19 +227,134 @@ pub struct AuthorizerConfig {
     pub allow_if_no_acl: bool,
 }
 
-/// Every ACL, indexed by resource type, as one agent holds them.
+impl AuthorizerConfig {
+    pub fn is_super_user(&self, principal: &str) -> bool {
+        self.super_users.iter().any(|s| s == principal)
+    }
+
+    /// Parses Kafka's `super.users` list (`User:a;User:b`).
+    pub fn parse_super_users(s: &str) -> Result<Vec<String>, String> {
+        s.split(';')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                if valid_principal(p) {
+                    Ok(p.to_owned())
+                } else {
+                    Err(format!(
+                        "{p:?} is not a principal (Type:name, e.g. User:admin)"
+                    ))
+                }
+            })
+            .collect()
+    }
+}
+
+/// The bindings of one resource type, indexed by what they name: a
+/// decision looks up the literal name, the literal `*` and the name's
+/// prefixes of the lengths some prefixed binding has, never every binding.
+#[derive(Debug, Default)]
+struct TypeIndex {
+    literal: HashMap<String, Vec<AclBinding>>,
+    prefixed: HashMap<String, Vec<AclBinding>>,
+    /// The distinct byte lengths of the prefixed names, ascending.
+    prefix_lengths: Vec<usize>,
+}
+
+impl TypeIndex {
+    /// Every binding that names resource `name`.
+    fn covering<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a AclBinding> {
+        let literal = self.literal.get(name).into_iter().flatten();
+        let wildcard = (name != WILDCARD)
+            .then(|| self.literal.get(WILDCARD))
+            .flatten()
+            .into_iter()
+            .flatten();
+        let prefixed = self
+            .prefix_lengths
+            .iter()
+            .take_while(move |&&n| n <= name.len())
+            .filter_map(move |&n| name.get(..n))
+            .filter_map(move |p| self.prefixed.get(p))
+            .flatten();
+        literal.chain(wildcard).chain(prefixed)
+    }
+
+    fn all(&self) -> impl Iterator<Item = &AclBinding> {
+        self.literal
+            .values()
+            .chain(self.prefixed.values())
+            .flatten()
+    }
+}
+
+/// Every ACL, indexed by resource type and name, as one agent holds them.
 #[derive(Debug, Default)]
 pub struct AclSet {
-    by_type: std::collections::HashMap<i8, Vec<AclBinding>>,
+    by_type: HashMap<i8, TypeIndex>,
     len: usize,
+}
+
+/// The operations Kafka reports in `authorized_operations` for each
+/// resource type.
+pub fn reported_operations(resource_type: i8) -> &'static [i8] {
+    match resource_type {
+        resource::TOPIC => &[
+            op::READ,
+            op::WRITE,
+            op::CREATE,
+            op::DELETE,
+            op::ALTER,
+            op::DESCRIBE,
+            op::DESCRIBE_CONFIGS,
+            op::ALTER_CONFIGS,
+        ],
+        resource::GROUP => &[op::READ, op::DELETE, op::DESCRIBE],
+        resource::CLUSTER => &[
+            op::CREATE,
+            op::ALTER,
+            op::DESCRIBE,
+            op::CLUSTER_ACTION,
+            op::DESCRIBE_CONFIGS,
+            op::ALTER_CONFIGS,
+            op::IDEMPOTENT_WRITE,
+        ],
+        resource::TRANSACTIONAL_ID => &[op::WRITE, op::DESCRIBE],
+        _ => &[],
+    }
+}
+
+/// `operations` as the bit set of `authorized_operations` (bit n for
+/// code n).
+pub fn operation_bits(operations: impl IntoIterator<Item = i8>) -> i32 {
+    operations.into_iter().fold(0, |bits, o| bits | (1 << o))
 }
 
 impl AclSet {
     pub fn new(bindings: impl IntoIterator<Item = AclBinding>) -> AclSet {
         let mut set = AclSet::default();
         for b in bindings {
-            set.by_type.entry(b.resource_type).or_default().push(b);
+            let index = set.by_type.entry(b.resource_type).or_default();
+            if b.pattern_type == pattern::PREFIXED {
+                if !index.prefix_lengths.contains(&b.resource_name.len()) {
+                    index.prefix_lengths.push(b.resource_name.len());
+                }
+                index
+                    .prefixed
+                    .entry(b.resource_name.clone())
+                    .or_default()
+                    .push(b);
+            } else {
+                index
+                    .literal
+                    .entry(b.resource_name.clone())
+                    .or_default()
+                    .push(b);
+            }
             set.len += 1;
+        }
+        for index in set.by_type.values_mut() {
+            index.prefix_lengths.sort_unstable();
         }
         set
     }
@@ -228,7 +369,10 @@ impl AclSet {
 
     /// Every binding a filter matches.
     pub fn matching<'a>(&'a self, f: &'a AclFilter) -> impl Iterator<Item = &'a AclBinding> {
-        self.by_type.values().flatten().filter(|b| f.matches(b))
+        self.by_type
+            .values()
+            .flat_map(TypeIndex::all)
+            .filter(|b| f.matches(b))
     }
 
     /// Whether `principal` from `host` may do `operation` on resource
@@ -242,15 +386,15 @@ impl AclSet {
         resource_type: i8,
         name: &str,
     ) -> bool {
-        if cfg.super_users.iter().any(|s| s == principal) {
+        if cfg.is_super_user(principal) {
             return true;
         }
         let mut named = false;
         let mut allowed = false;
-        for b in self.by_type.get(&resource_type).into_iter().flatten() {
-            if !covers(b, resource_type, name) {
-                continue;
-            }
+        let Some(index) = self.by_type.get(&resource_type) else {
+            return cfg.allow_if_no_acl;
+        };
+        for b in index.covering(name) {
             named = true;
             if !applies_to(b, principal, host) {
                 continue;
@@ -264,6 +408,70 @@ impl AclSet {
             }
         }
         allowed || (!named && cfg.allow_if_no_acl)
+    }
+
+    /// Whether `principal` from `host` may do `operation` on some resource
+    /// of `resource_type` (Kafka's `authorizeByResourceType`, which lets
+    /// WRITE on any topic stand for IDEMPOTENT_WRITE): an ALLOW binding
+    /// for it that no DENY of the principal covers.
+    pub fn authorize_any(
+        &self,
+        cfg: &AuthorizerConfig,
+        principal: &str,
+        host: &str,
+        operation: i8,
+        resource_type: i8,
+    ) -> bool {
+        if cfg.is_super_user(principal) {
+            return true;
+        }
+        let Some(index) = self.by_type.get(&resource_type) else {
+            return cfg.allow_if_no_acl;
+        };
+        let denies: Vec<&AclBinding> = index
+            .all()
+            .filter(|b| {
+                b.permission == permission::DENY
+                    && (b.operation == operation || b.operation == op::ALL)
+                    && applies_to(b, principal, host)
+            })
+            .collect();
+        let denied = |allow: &AclBinding| {
+            denies
+                .iter()
+                .any(|d| match (d.pattern_type, allow.pattern_type) {
+                    (pattern::LITERAL, _) if d.resource_name == WILDCARD => true,
+                    (pattern::LITERAL, pattern::LITERAL) => d.resource_name == allow.resource_name,
+                    (pattern::PREFIXED, _) => {
+                        allow.resource_name.starts_with(d.resource_name.as_str())
+                    }
+                    _ => false,
+                })
+        };
+        index.all().any(|b| {
+            b.permission == permission::ALLOW
+                && allows(b.operation, operation)
+                && applies_to(b, principal, host)
+                && !denied(b)
+        })
+    }
+
+    /// The `authorized_operations` bits of resource (`resource_type`,
+    /// `name`) for `principal` from `host`.
+    pub fn authorized_operations(
+        &self,
+        cfg: &AuthorizerConfig,
+        principal: &str,
+        host: &str,
+        resource_type: i8,
+        name: &str,
+    ) -> i32 {
+        operation_bits(
+            reported_operations(resource_type)
+                .iter()
+                .copied()
+                .filter(|&o| self.authorize(cfg, principal, host, o, resource_type, name)),
+        )
     }
 }
 
@@ -364,6 +572,111 @@ mod tests {
         )]);
         assert!(alter_configs.authorize(&cfg, "User:x", "h", DESCRIBE_CONFIGS, TOPIC, "t"));
         assert!(!alter_configs.authorize(&cfg, "User:x", "h", READ, TOPIC, "t"));
+    }
+
+    #[test]
+    fn the_index_finds_every_binding_that_names_a_resource() {
+        use op::*;
+        use permission::{ALLOW, DENY};
+        use resource::TOPIC;
+        // Prefixes of several lengths, a multi-byte name, the wildcard.
+        let set = AclSet::new([
+            acl(TOPIC, "a", pattern::PREFIXED, "User:u", READ, ALLOW),
+            acl(TOPIC, "ab-", pattern::PREFIXED, "User:v", READ, ALLOW),
+            acl(TOPIC, "ab-x", pattern::PREFIXED, "User:u", READ, DENY),
+            acl(TOPIC, "é", pattern::PREFIXED, "User:w", READ, ALLOW),
+            acl(TOPIC, "*", pattern::LITERAL, "User:star", WRITE, ALLOW),
+        ]);
+        let cfg = AuthorizerConfig::default();
+        let can = |who: &str, name: &str, o: i8| set.authorize(&cfg, who, "h", o, TOPIC, name);
+        assert!(can("User:u", "a", READ) && can("User:u", "abc", READ));
+        assert!(can("User:v", "ab-1", READ) && !can("User:v", "ab", READ));
+        assert!(!can("User:u", "ab-xyz", READ), "the longer DENY prefix");
+        assert!(can("User:w", "été", READ) && !can("User:w", "e", READ));
+        assert!(can("User:star", "anything", WRITE) && can("User:star", "*", WRITE));
+        assert!(!can("User:star", "anything", READ));
+        assert_eq!(set.len(), 5);
+        let all = AclFilter {
+            resource_type: resource::ANY,
+            resource_name: None,
+            pattern_type: pattern::ANY,
+            principal: None,
+            host: None,
+            operation: op::ANY,
+            permission: permission::ANY,
+        };
+        assert_eq!(set.matching(&all).count(), 5);
+    }
+
+    #[test]
+    fn idempotent_write_follows_write_on_some_topic() {
+        use op::*;
+        use permission::{ALLOW, DENY};
+        use resource::TOPIC;
+        let cfg = AuthorizerConfig {
+            super_users: vec!["User:admin".into()],
+            allow_if_no_acl: false,
+        };
+        let set = AclSet::new([
+            acl(TOPIC, "t", pattern::LITERAL, "User:w", WRITE, ALLOW),
+            acl(TOPIC, "p-", pattern::PREFIXED, "User:d", WRITE, ALLOW),
+            acl(TOPIC, "p", pattern::PREFIXED, "User:d", WRITE, DENY),
+            acl(TOPIC, "q", pattern::LITERAL, "User:e", ALL, ALLOW),
+            acl(TOPIC, "*", pattern::LITERAL, "User:e", WRITE, DENY),
+        ]);
+        let any = |who: &str| set.authorize_any(&cfg, who, "h", WRITE, TOPIC);
+        assert!(any("User:w"));
+        assert!(!any("User:d"), "its only ALLOW is under a DENY prefix");
+        assert!(!any("User:e"), "a DENY on every topic");
+        assert!(!any("User:nobody"));
+        assert!(any("User:admin"));
+        assert!(!set.authorize_any(&cfg, "User:w", "h", READ, TOPIC));
+    }
+
+    #[test]
+    fn authorized_operations_are_the_allowed_bits() {
+        use op::*;
+        use permission::ALLOW;
+        let set = AclSet::new([
+            acl(
+                resource::TOPIC,
+                "t",
+                pattern::LITERAL,
+                "User:r",
+                READ,
+                ALLOW,
+            ),
+            acl(resource::GROUP, "g", pattern::LITERAL, "User:r", ALL, ALLOW),
+        ]);
+        let cfg = AuthorizerConfig {
+            super_users: vec!["User:admin".into()],
+            allow_if_no_acl: false,
+        };
+        let ops =
+            |who: &str, rt: i8, name: &str| set.authorized_operations(&cfg, who, "h", rt, name);
+        assert_eq!(
+            ops("User:r", resource::TOPIC, "t"),
+            (1 << READ) | (1 << DESCRIBE)
+        );
+        assert_eq!(ops("User:r", resource::TOPIC, "u"), 0);
+        assert_eq!(
+            ops("User:r", resource::GROUP, "g"),
+            (1 << READ) | (1 << DELETE) | (1 << DESCRIBE)
+        );
+        assert_eq!(
+            ops("User:admin", resource::CLUSTER, CLUSTER_NAME),
+            operation_bits(reported_operations(resource::CLUSTER).iter().copied())
+        );
+    }
+
+    #[test]
+    fn super_users_parse_as_kafka_writes_them() {
+        assert_eq!(
+            AuthorizerConfig::parse_super_users("User:admin; User:ops;").unwrap(),
+            vec!["User:admin".to_owned(), "User:ops".to_owned()]
+        );
+        assert!(AuthorizerConfig::parse_super_users("admin").is_err());
+        assert!(AuthorizerConfig::parse_super_users("").unwrap().is_empty());
     }
 
     #[test]

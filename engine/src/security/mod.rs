@@ -13,6 +13,7 @@
 //! [`crate::limits::CREDENTIALS_REFRESH`] if one is lost.
 
 pub mod acl;
+pub mod authorizer;
 pub mod scram;
 pub mod session;
 pub mod tls;
@@ -118,6 +119,9 @@ pub struct SecurityConfig {
     /// Kafka's `connections.max.reauth.ms` (`None`: 0, sessions never
     /// expire).
     pub reauth: Option<std::time::Duration>,
+    /// The authorizer's settings (`None`: no authorizer, as Kafka without
+    /// `authorizer.class.name`).
+    pub authorizer: Option<acl::AuthorizerConfig>,
 }
 
 /// Parses Kafka's `listeners` / `advertised.listeners` syntax,

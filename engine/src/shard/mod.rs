@@ -23,6 +23,8 @@ use crate::hub::HubMessage;
 use crate::limits::FETCH_BYTES_INFLIGHT_MAX;
 use crate::metrics::ShardMetrics;
 use crate::read::Reader;
+use crate::security::acl::{op, resource};
+use crate::security::authorizer::ShardAcls;
 use crate::security::session::FailureLog;
 
 pub struct Shard {
@@ -33,6 +35,8 @@ pub struct Shard {
     pub reader: Reader,
     pub fetch_budget: FetchBudget,
     pub metrics: Arc<ShardMetrics>,
+    /// The ACLs, with an authorizer.
+    pub acls: Option<ShardAcls>,
     /// Failed logins and requests before authentication, for the log.
     auth_failures: RefCell<FailureLog>,
 }
@@ -51,6 +55,7 @@ impl Shard {
             reader: Reader::new(agent.meta.clone(), agent.storage.clone()),
             fetch_budget: FetchBudget::new(FETCH_BYTES_INFLIGHT_MAX),
             metrics: Arc::new(ShardMetrics::default()),
+            acls: agent.authorizer.clone().map(ShardAcls::new),
             auth_failures: RefCell::new(FailureLog::default()),
         });
         agent
@@ -139,6 +144,29 @@ impl Shard {
         if let Some(times) = self.log_once(&format!("expired {who}")) {
             tracing::info!(principal = who, peer = ?peer, api = ?key, times,
                 "closing a connection whose SASL session expired without re-authentication");
+        }
+    }
+
+    /// A request refused by the authorizer: counted, and logged once per
+    /// principal, operation and resource per interval (Kafka's authorizer
+    /// log line).
+    #[allow(clippy::too_many_arguments)]
+    pub fn denied(
+        &self,
+        principal: &str,
+        host: &str,
+        operation: i8,
+        resource_type: i8,
+        name: &str,
+        key: kafka_protocol::messages::ApiKey,
+    ) {
+        self.metrics
+            .authorization_denials
+            .fetch_add(1, Ordering::Relaxed);
+        let what = format!("{}:{name}", resource::name(resource_type));
+        if let Some(times) = self.log_once(&format!("denied {principal} {operation} {what}")) {
+            tracing::info!(principal, host, operation = op::name(operation), resource = %what,
+                api = ?key, times, "authorization denied");
         }
     }
 

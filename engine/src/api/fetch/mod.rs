@@ -21,10 +21,12 @@ use kafka_protocol::messages::fetch_response::{
 use kafka_protocol::messages::{ApiKey, FetchRequest, TopicName};
 use uuid::Uuid;
 
+use super::access::allowed;
 use super::{Api, Later, Req};
 use crate::error::ErrorCode;
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX};
 use crate::read::Records;
+use crate::security::acl::{op, resource};
 use crate::shard::{FetchGrant, Shard};
 pub use splice::FetchReply;
 use splice::marker;
@@ -39,11 +41,12 @@ struct Wanted {
 /// Fetch, versions 4–18.
 pub const API: Api<FetchRequest> = Api::new(ApiKey::Fetch, 4, 18);
 
-pub async fn handle(shard: &Rc<Shard>, req: &Req, body: FetchRequest) -> Later {
+pub async fn handle(shard: &Rc<Shard>, req: &Req, mut body: FetchRequest) -> Later {
+    let wanted = resolve(shard, req, req.version, std::mem::take(&mut body.topics)).await;
     let (shard, correlation_id, version) = (shard.clone(), req.header.correlation_id, req.version);
     Later(
         async move {
-            let (reply, grants) = respond(&shard, version, body).await;
+            let (reply, grants) = respond(&shard, version, body, wanted).await;
             let frame = reply.encode(correlation_id, version);
             // The records' fetch memory is held until they are in the frame.
             drop(grants);
@@ -53,23 +56,33 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: FetchRequest) -> Later {
     )
 }
 
-/// The response, and the fetch memory its records hold (drop it once the
-/// response is encoded).
-async fn respond(
-    shard: &Rc<Shard>,
+/// The topics asked for, resolved, each checked for READ (Kafka's
+/// TOPIC_AUTHORIZATION_FAILED on each of its partitions when refused; a
+/// topic asked by name is checked before it is known to exist).
+async fn resolve(
+    shard: &Shard,
+    req: &Req,
     version: i16,
-    body: FetchRequest,
-) -> (FetchReply, Vec<FetchGrant>) {
-    let mut grants = Vec::new();
-    let tag: [u8; 8] = Uuid::new_v4().as_bytes()[..8].try_into().expect("8 bytes");
-    let mut wanted = Vec::with_capacity(body.topics.len());
-    for t in body.topics {
+    topics: Vec<kafka_protocol::messages::fetch_request::FetchTopic>,
+) -> Vec<Wanted> {
+    let mut wanted = Vec::with_capacity(topics.len());
+    for t in topics {
         let resolved = if version >= 13 {
             shard.topics.by_id(t.topic_id).await
         } else {
             shard.topics.by_name(t.topic.0.as_str()).await
-        }
-        .map(|o| o.map(|r| (r.topic_id, r.partitions)));
+        };
+        let name = match &resolved {
+            Ok(Some(rec)) => Some(rec.name.as_str()),
+            _ if version < 13 => Some(t.topic.0.as_str()),
+            _ => None,
+        };
+        let denied = name.is_some_and(|n| !allowed(shard, req, op::READ, resource::TOPIC, n));
+        let resolved = if denied {
+            Err(ErrorCode::TopicAuthorizationFailed)
+        } else {
+            resolved.map(|o| o.map(|r| (r.topic_id, r.partitions)))
+        };
         let partitions = t
             .partitions
             .iter()
@@ -88,6 +101,19 @@ async fn respond(
             partitions,
         });
     }
+    wanted
+}
+
+/// The response, and the fetch memory its records hold (drop it once the
+/// response is encoded).
+async fn respond(
+    shard: &Rc<Shard>,
+    version: i16,
+    body: FetchRequest,
+    wanted: Vec<Wanted>,
+) -> (FetchReply, Vec<FetchGrant>) {
+    let mut grants = Vec::new();
+    let tag: [u8; 8] = Uuid::new_v4().as_bytes()[..8].try_into().expect("8 bytes");
     let max_bytes = (body.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX);
     let min_bytes = body.min_bytes.max(0) as usize;
     let committed = body.isolation_level == 1;

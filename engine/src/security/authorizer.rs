@@ -1,0 +1,117 @@
+//! The authorizer (`--authorizer acl`): the agent's copy of every ACL and
+//! the shards' view of it.
+//!
+//! The copy is loaded whole from PostgreSQL before the listeners open,
+//! replaced when `rutomq_acls` announces a change (a trigger on `acls`
+//! fires it in the changing transaction, so every agent sees a committed
+//! change within its LISTEN latency) and every
+//! [`crate::limits::ACLS_REFRESH`] in case a notice was lost while LISTEN
+//! reconnected: that is the bound on how stale an agent's ACLs can be. An
+//! agent that changes ACLs itself (CreateAcls, DeleteAcls) reloads before
+//! it answers, so its client reads its own change.
+//!
+//! Each shard holds the current set behind an `Rc` and checks one atomic
+//! version per decision: a decision is a few hash lookups in shard memory,
+//! never a lock or a PostgreSQL round trip.
+
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use super::acl::{AclSet, AuthorizerConfig};
+
+/// The agent-wide authorizer: its settings and the current ACL set.
+pub struct Authorizer {
+    pub cfg: AuthorizerConfig,
+    current: RwLock<Arc<AclSet>>,
+    version: AtomicU64,
+}
+
+impl Authorizer {
+    pub fn new(cfg: AuthorizerConfig) -> Authorizer {
+        Authorizer {
+            cfg,
+            current: RwLock::new(Arc::new(AclSet::default())),
+            version: AtomicU64::new(0),
+        }
+    }
+
+    /// The current set.
+    pub fn acls(&self) -> Arc<AclSet> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn replace(&self, set: AclSet) {
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(set);
+        self.version.fetch_add(1, Ordering::Release);
+    }
+
+    /// Loads every ACL from PostgreSQL into the copy.
+    pub async fn reload(&self, meta: &rutomq_meta::Meta) -> Result<(), rutomq_meta::MetaError> {
+        let (rows, cut) = meta.acl_load().await?;
+        if cut {
+            tracing::warn!(
+                loaded = rows.len(),
+                "more ACLs than an agent loads; those past the limit are not applied"
+            );
+        }
+        let n = rows.len();
+        self.replace(AclSet::new(rows));
+        tracing::debug!(acls = n, "ACLs loaded");
+        Ok(())
+    }
+}
+
+/// Keeps the agent's copy current: reloads on every `rutomq_acls` notice
+/// and every `ACLS_REFRESH`. Runs on the storage runtime until the process
+/// ends.
+pub async fn keep_acls(
+    meta: rutomq_meta::Meta,
+    authorizer: Arc<Authorizer>,
+    changed: Arc<tokio::sync::Notify>,
+) {
+    loop {
+        let _ = tokio::time::timeout(crate::limits::ACLS_REFRESH, changed.notified()).await;
+        if let Err(e) = authorizer.reload(&meta).await {
+            tracing::warn!(error = %e, "cannot reload the ACLs; keeping the old copy");
+        }
+    }
+}
+
+/// One shard's view of the authorizer: the set it last saw and that set's
+/// version.
+pub struct ShardAcls {
+    authorizer: Arc<Authorizer>,
+    seen: Cell<u64>,
+    set: RefCell<Arc<AclSet>>,
+}
+
+impl ShardAcls {
+    pub fn new(authorizer: Arc<Authorizer>) -> ShardAcls {
+        let seen = authorizer.version.load(Ordering::Acquire);
+        let set = authorizer.acls();
+        ShardAcls {
+            authorizer,
+            seen: Cell::new(seen),
+            set: RefCell::new(set),
+        }
+    }
+
+    pub fn cfg(&self) -> &AuthorizerConfig {
+        &self.authorizer.cfg
+    }
+
+    /// Runs `f` on the current set (taken from the agent when its version
+    /// moved).
+    pub fn with<T>(&self, f: impl FnOnce(&AclSet, &AuthorizerConfig) -> T) -> T {
+        let now = self.authorizer.version.load(Ordering::Acquire);
+        if now != self.seen.get() {
+            *self.set.borrow_mut() = self.authorizer.acls();
+            self.seen.set(now);
+        }
+        f(&self.set.borrow(), &self.authorizer.cfg)
+    }
+}
