@@ -36,11 +36,12 @@ pub async fn handle(
     // Kafka: WRITE on the transactional id, then READ on the group and on
     // each topic.
     let txn_allowed = allowed(shard, req, op::WRITE, resource::TRANSACTIONAL_ID, &id);
-    let (resolved, written) = match group_coordinator(shard, req, op::READ, &body.group_id) {
-        _ if !txn_allowed => (
-            ResolvedOffsets::none(),
-            Err(ErrorCode::TransactionalIdAuthorizationFailed),
-        ),
+    let coordinator = if txn_allowed {
+        group_coordinator(shard, req, op::READ, &body.group_id)
+    } else {
+        Err(ErrorCode::TransactionalIdAuthorizationFailed)
+    };
+    let (resolved, written) = match coordinator {
         Err(e) => (ResolvedOffsets::none(), Err(e)),
         Ok(_) if id.is_empty() => (ResolvedOffsets::none(), Err(ErrorCode::InvalidRequest)),
         Ok(groups) => {
