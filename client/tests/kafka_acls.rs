@@ -27,7 +27,7 @@ use datum_mq::native::sasl::{salted_password, ScramHash};
 use datum_mq::{connect, SaslMechanism, Security};
 use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
+use kafka_protocol::protocol::{Request, StrBytes};
 use kafka_protocol::records::{
     Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
@@ -245,7 +245,7 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
         ))
         .with_allow_auto_topic_creation(false)
         .with_include_topic_authorized_operations(true);
-    let r = c.call_version(&req, 12).await.unwrap();
+    let r = ask(c, &req, 12).await;
     let mut named: Vec<String> = r
         .topics
         .iter()
@@ -260,10 +260,7 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
         .collect();
     named.sort();
     out.push(format!("Metadata named: {named:?}"));
-    let r = c
-        .call_version(&MetadataRequest::default().with_topics(None), 12)
-        .await
-        .unwrap();
+    let r = ask(c, &MetadataRequest::default().with_topics(None), 12).await;
     let mut all: Vec<&str> = r
         .topics
         .iter()
@@ -275,17 +272,16 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
 
     // Auto-creation needs CREATE.
     let auto = format!("{}auto", n.prefix);
-    let r = c
-        .call_version(
-            &MetadataRequest::default()
-                .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
-                )
-                .with_name(Some(topic(&auto)))]))
-                .with_allow_auto_topic_creation(true),
-            12,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &MetadataRequest::default()
+            .with_topics(Some(vec![metadata_request::MetadataRequestTopic::default(
+            )
+            .with_name(Some(topic(&auto)))]))
+            .with_allow_auto_topic_creation(true),
+        12,
+    )
+    .await;
     out.push(format!("Metadata auto-create: {}", r.topics[0].error_code));
 
     // Produce, Fetch, ListOffsets per topic.
@@ -303,7 +299,7 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
                 })
                 .collect(),
         );
-    let r = c.call_version(&req, 9).await.unwrap();
+    let r = ask(c, &req, 9).await;
     out.push(format!(
         "Produce: {:?}",
         r.responses
@@ -327,7 +323,7 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
                 })
                 .collect(),
         );
-    let r = c.call_version(&req, 12).await.unwrap();
+    let r = ask(c, &req, 12).await;
     out.push(format!(
         "Fetch: {:?}",
         r.responses
@@ -349,7 +345,7 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
                 })
                 .collect(),
         );
-    let r = c.call_version(&req, 7).await.unwrap();
+    let r = ask(c, &req, 7).await;
     out.push(format!(
         "ListOffsets: {:?}",
         r.topics
@@ -366,7 +362,7 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
         let req = FindCoordinatorRequest::default()
             .with_key_type(key_type)
             .with_coordinator_keys(keys.iter().map(|k| s(k)).collect());
-        let r = c.call_version(&req, 4).await.unwrap();
+        let r = ask(c, &req, 4).await;
         out.push(format!(
             "FindCoordinator {key_type}: {:?}",
             r.coordinators
@@ -384,7 +380,7 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
         .with_rebalance_timeout_ms(30_000)
         .with_subscribed_topic_names(Some(vec![topic(&n.open), topic(&n.closed)]))
         .with_topic_partitions(Some(Vec::new()));
-    let r = c.call_version(&req, 0).await.unwrap();
+    let r = ask(c, &req, 0).await;
     out.push(format!(
         "ConsumerGroupHeartbeat open group, a closed topic: {}",
         r.error_code
@@ -396,7 +392,7 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
         .with_rebalance_timeout_ms(30_000)
         .with_subscribed_topic_names(Some(vec![topic(&n.open)]))
         .with_topic_partitions(Some(Vec::new()));
-    let r = c.call_version(&req, 0).await.unwrap();
+    let r = ask(c, &req, 0).await;
     out.push(format!(
         "ConsumerGroupHeartbeat closed group: {}",
         r.error_code
@@ -412,44 +408,41 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
             )
             .with_name(s("range"))
             .with_metadata(Bytes::from_static(&[0, 1, 0, 0, 0, 0, 0, 0, 0, 0]))]);
-        let r = c.call_version(&req, 9).await.unwrap();
+        let r = ask(c, &req, 9).await;
         out.push(format!("JoinGroup {}: {}", tag(n, g), r.error_code));
     }
-    let r = c
-        .call_version(
-            &SyncGroupRequest::default()
-                .with_group_id(group(&n.g_closed))
-                .with_member_id(s("m"))
-                .with_generation_id(1)
-                .with_protocol_type(Some(s("consumer")))
-                .with_protocol_name(Some(s("range"))),
-            5,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &SyncGroupRequest::default()
+            .with_group_id(group(&n.g_closed))
+            .with_member_id(s("m"))
+            .with_generation_id(1)
+            .with_protocol_type(Some(s("consumer")))
+            .with_protocol_name(Some(s("range"))),
+        5,
+    )
+    .await;
     out.push(format!("SyncGroup closed: {}", r.error_code));
-    let r = c
-        .call_version(
-            &HeartbeatRequest::default()
-                .with_group_id(group(&n.g_closed))
-                .with_member_id(s("m"))
-                .with_generation_id(1),
-            4,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &HeartbeatRequest::default()
+            .with_group_id(group(&n.g_closed))
+            .with_member_id(s("m"))
+            .with_generation_id(1),
+        4,
+    )
+    .await;
     out.push(format!("Heartbeat closed: {}", r.error_code));
-    let r = c
-        .call_version(
-            &LeaveGroupRequest::default()
-                .with_group_id(group(&n.g_closed))
-                .with_members(vec![
-                    leave_group_request::MemberIdentity::default().with_member_id(s("m"))
-                ]),
-            5,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &LeaveGroupRequest::default()
+            .with_group_id(group(&n.g_closed))
+            .with_members(vec![
+                leave_group_request::MemberIdentity::default().with_member_id(s("m"))
+            ]),
+        5,
+    )
+    .await;
     out.push(format!("LeaveGroup closed: {}", r.error_code));
     for g in [&n.g_open, &n.g_closed] {
         let req = OffsetCommitRequest::default()
@@ -469,7 +462,7 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
                     })
                     .collect(),
             );
-        let r = c.call_version(&req, 8).await.unwrap();
+        let r = ask(c, &req, 8).await;
         out.push(format!(
             "OffsetCommit {}: {:?}",
             tag(n, g),
@@ -498,7 +491,7 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
                 })
                 .collect(),
         );
-        let r = c.call_version(&req, 8).await.unwrap();
+        let r = ask(c, &req, 8).await;
         let groups: Vec<String> = r
             .groups
             .iter()
@@ -516,15 +509,14 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
             .collect();
         out.push(format!("OffsetFetch {label}: {groups:?}"));
     }
-    let r = c
-        .call_version(
-            &DescribeGroupsRequest::default()
-                .with_groups(vec![group(&n.g_open), group(&n.g_closed)])
-                .with_include_authorized_operations(true),
-            5,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &DescribeGroupsRequest::default()
+            .with_groups(vec![group(&n.g_open), group(&n.g_closed)])
+            .with_include_authorized_operations(true),
+        5,
+    )
+    .await;
     out.push(format!(
         "DescribeGroups: {:?}",
         r.groups
@@ -533,78 +525,61 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
                 "{}={} ops {:#x}",
                 tag(n, &g.group_id.0),
                 g.error_code,
-                if g.error_code == 0 {
-                    g.authorized_operations
-                } else {
-                    0
-                }
+                g.authorized_operations
             ))
             .collect::<BTreeSet<_>>()
     ));
-    let r = c
-        .call_version(&ListGroupsRequest::default(), 4)
-        .await
-        .unwrap();
-    let mut listed: Vec<String> = r
-        .groups
-        .iter()
-        .filter(|g| g.group_id.0.starts_with("acl-"))
-        .map(|g| tag(n, &g.group_id.0))
-        .collect();
-    listed.sort();
+    let r = ask(c, &ListGroupsRequest::default(), 4).await;
+    let listed = ours(n, r.groups.iter().map(|g| g.group_id.0.as_str()));
     out.push(format!("ListGroups: {} {listed:?}", r.error_code));
-    let r = c
-        .call_version(
-            &DeleteGroupsRequest::default().with_groups_names(vec![group(&n.g_closed)]),
-            2,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &DeleteGroupsRequest::default().with_groups_names(vec![group(&n.g_closed)]),
+        2,
+    )
+    .await;
     out.push(format!("DeleteGroups closed: {}", r.results[0].error_code));
-    let r = c
-        .call_version(
-            &OffsetDeleteRequest::default()
-                .with_group_id(group(&n.g_closed))
-                .with_topics(vec![
-                    offset_delete_request::OffsetDeleteRequestTopic::default()
-                        .with_name(topic(&n.open))
-                        .with_partitions(vec![
-                            offset_delete_request::OffsetDeleteRequestPartition::default()
-                                .with_partition_index(0),
-                        ]),
-                ]),
-            0,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &OffsetDeleteRequest::default()
+            .with_group_id(group(&n.g_closed))
+            .with_topics(vec![
+                offset_delete_request::OffsetDeleteRequestTopic::default()
+                    .with_name(topic(&n.open))
+                    .with_partitions(vec![
+                        offset_delete_request::OffsetDeleteRequestPartition::default()
+                            .with_partition_index(0),
+                    ]),
+            ]),
+        0,
+    )
+    .await;
     out.push(format!("OffsetDelete closed: {}", r.error_code));
 
     // Producers and transactions.
-    let r = c
-        .call_version(
+    let r = ask(
+        c,
+        &InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(60_000)
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1),
+        4,
+    )
+    .await;
+    out.push(format!("InitProducerId idempotent: {}", r.error_code));
+    let mut open_pid = None;
+    for id in [&n.tx_open, &n.tx_closed] {
+        let r = ask(
+            c,
             &InitProducerIdRequest::default()
-                .with_transactional_id(None)
+                .with_transactional_id(Some(txn(id)))
                 .with_transaction_timeout_ms(60_000)
                 .with_producer_id(ProducerId(-1))
                 .with_producer_epoch(-1),
             4,
         )
-        .await
-        .unwrap();
-    out.push(format!("InitProducerId idempotent: {}", r.error_code));
-    let mut open_pid = None;
-    for id in [&n.tx_open, &n.tx_closed] {
-        let r = c
-            .call_version(
-                &InitProducerIdRequest::default()
-                    .with_transactional_id(Some(txn(id)))
-                    .with_transaction_timeout_ms(60_000)
-                    .with_producer_id(ProducerId(-1))
-                    .with_producer_epoch(-1),
-                4,
-            )
-            .await
-            .unwrap();
+        .await;
         out.push(format!("InitProducerId {}: {}", tag(n, id), r.error_code));
         if id == &n.tx_open && r.error_code == 0 {
             open_pid = Some((r.producer_id, r.producer_epoch));
@@ -625,7 +600,7 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
                     })
                     .collect(),
             );
-        let r = c.call_version(&req, 3).await.unwrap();
+        let r = ask(c, &req, 3).await;
         let mut codes: Vec<String> = r
             .results_by_topic_v3_and_below
             .iter()
@@ -638,44 +613,42 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
             .collect();
         codes.sort();
         out.push(format!("AddPartitionsToTxn {}: {codes:?}", tag(n, id)));
-        let r = c
-            .call_version(
-                &AddOffsetsToTxnRequest::default()
-                    .with_transactional_id(txn(id))
-                    .with_producer_id(pid)
-                    .with_producer_epoch(epoch)
-                    .with_group_id(group(&n.g_closed)),
-                3,
-            )
-            .await
-            .unwrap();
+        let r = ask(
+            c,
+            &AddOffsetsToTxnRequest::default()
+                .with_transactional_id(txn(id))
+                .with_producer_id(pid)
+                .with_producer_epoch(epoch)
+                .with_group_id(group(&n.g_closed)),
+            3,
+        )
+        .await;
         out.push(format!(
             "AddOffsetsToTxn {} closed group: {}",
             tag(n, id),
             r.error_code
         ));
-        let r = c
-            .call_version(
-                &TxnOffsetCommitRequest::default()
-                    .with_transactional_id(txn(id))
-                    .with_group_id(group(&n.g_closed))
-                    .with_producer_id(pid)
-                    .with_producer_epoch(epoch)
-                    .with_generation_id(-1)
-                    .with_member_id(s(""))
-                    .with_topics(vec![
-                        txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
-                            .with_name(topic(&n.open))
-                            .with_partitions(vec![
-                                txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
-                                    .with_partition_index(0)
-                                    .with_committed_offset(0),
-                            ]),
-                    ]),
-                3,
-            )
-            .await
-            .unwrap();
+        let r = ask(
+            c,
+            &TxnOffsetCommitRequest::default()
+                .with_transactional_id(txn(id))
+                .with_group_id(group(&n.g_closed))
+                .with_producer_id(pid)
+                .with_producer_epoch(epoch)
+                .with_generation_id(-1)
+                .with_member_id(s(""))
+                .with_topics(vec![
+                    txn_offset_commit_request::TxnOffsetCommitRequestTopic::default()
+                        .with_name(topic(&n.open))
+                        .with_partitions(vec![
+                            txn_offset_commit_request::TxnOffsetCommitRequestPartition::default()
+                                .with_partition_index(0)
+                                .with_committed_offset(0),
+                        ]),
+                ]),
+            3,
+        )
+        .await;
         out.push(format!(
             "TxnOffsetCommit {} closed group: {}",
             tag(n, id),
@@ -684,60 +657,55 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
     }
     // The open transaction ends (committing the one partition it may add).
     for id in [&n.tx_closed, &n.tx_open] {
-        let r = c
-            .call_version(
-                &EndTxnRequest::default()
-                    .with_transactional_id(txn(id))
-                    .with_producer_id(pid)
-                    .with_producer_epoch(epoch)
-                    .with_committed(false),
-                3,
-            )
-            .await
-            .unwrap();
+        let r = ask(
+            c,
+            &EndTxnRequest::default()
+                .with_transactional_id(txn(id))
+                .with_producer_id(pid)
+                .with_producer_epoch(epoch)
+                .with_committed(false),
+            3,
+        )
+        .await;
         out.push(format!("EndTxn {}: {}", tag(n, id), r.error_code));
     }
-    let r = c
-        .call_version(
-            &DescribeTransactionsRequest::default().with_transactional_ids(vec![txn(&n.tx_closed)]),
-            0,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &DescribeTransactionsRequest::default().with_transactional_ids(vec![txn(&n.tx_closed)]),
+        0,
+    )
+    .await;
     out.push(format!(
         "DescribeTransactions closed: {}",
         r.transaction_states[0].error_code
     ));
-    let r = c
-        .call_version(
-            &ListTransactionsRequest::default().with_duration_filter(-1),
-            1,
-        )
-        .await
-        .unwrap();
-    let mut ids: Vec<String> = r
-        .transaction_states
-        .iter()
-        .filter(|t| t.transactional_id.0.starts_with("acl-"))
-        .map(|t| tag(n, &t.transactional_id.0))
-        .collect();
-    ids.sort();
+    let r = ask(
+        c,
+        &ListTransactionsRequest::default().with_duration_filter(-1),
+        1,
+    )
+    .await;
+    let ids = ours(
+        n,
+        r.transaction_states
+            .iter()
+            .map(|t| t.transactional_id.0.as_str()),
+    );
     out.push(format!("ListTransactions: {} {ids:?}", r.error_code));
-    let r = c
-        .call_version(
-            &DescribeProducersRequest::default().with_topics(
-                both.iter()
-                    .map(|t| {
-                        describe_producers_request::TopicRequest::default()
-                            .with_name(topic(t))
-                            .with_partition_indexes(vec![0])
-                    })
-                    .collect(),
-            ),
-            0,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &DescribeProducersRequest::default().with_topics(
+            both.iter()
+                .map(|t| {
+                    describe_producers_request::TopicRequest::default()
+                        .with_name(topic(t))
+                        .with_partition_indexes(vec![0])
+                })
+                .collect(),
+        ),
+        0,
+    )
+    .await;
     out.push(format!(
         "DescribeProducers: {:?}",
         r.topics
@@ -745,181 +713,183 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
             .map(|t| (t.name.0.to_string(), t.partitions[0].error_code))
             .collect::<BTreeSet<_>>()
     ));
-    let r = c
-        .call_version(
-            &WriteTxnMarkersRequest::default().with_markers(vec![
-                write_txn_markers_request::WritableTxnMarker::default()
-                    .with_producer_id(pid)
-                    .with_producer_epoch(epoch)
-                    .with_transaction_result(false)
-                    .with_coordinator_epoch(0)
-                    .with_topics(vec![
-                        write_txn_markers_request::WritableTxnMarkerTopic::default()
-                            .with_name(topic(&n.open))
-                            .with_partition_indexes(vec![0]),
-                    ]),
-            ]),
-            1,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &WriteTxnMarkersRequest::default().with_markers(vec![
+            write_txn_markers_request::WritableTxnMarker::default()
+                .with_producer_id(pid)
+                .with_producer_epoch(epoch)
+                .with_transaction_result(false)
+                .with_coordinator_epoch(0)
+                .with_topics(vec![
+                    write_txn_markers_request::WritableTxnMarkerTopic::default()
+                        .with_name(topic(&n.open))
+                        .with_partition_indexes(vec![0]),
+                ]),
+        ]),
+        1,
+    )
+    .await;
     out.push(format!(
         "WriteTxnMarkers: {}",
         r.markers[0].topics[0].partitions[0].error_code
     ));
 
     // Topic administration (never allowed to alice here).
-    let r = c
-        .call_version(
-            &CreateTopicsRequest::default()
-                .with_timeout_ms(10_000)
-                .with_validate_only(true)
-                .with_topics(vec![create_topics_request::CreatableTopic::default()
-                    .with_name(topic(&format!("{}new", n.prefix)))
-                    .with_num_partitions(1)
-                    .with_replication_factor(1)]),
-            7,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &CreateTopicsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_validate_only(true)
+            .with_topics(vec![create_topics_request::CreatableTopic::default()
+                .with_name(topic(&format!("{}new", n.prefix)))
+                .with_num_partitions(1)
+                .with_replication_factor(1)]),
+        7,
+    )
+    .await;
     out.push(format!("CreateTopics: {}", r.topics[0].error_code));
-    let r = c
-        .call_version(
-            &DeleteTopicsRequest::default()
-                .with_timeout_ms(10_000)
-                .with_topic_names(vec![topic(&n.closed)]),
-            5,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &DeleteTopicsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_topic_names(vec![topic(&n.closed)]),
+        5,
+    )
+    .await;
     out.push(format!(
         "DeleteTopics closed: {}",
         r.responses[0].error_code
     ));
-    let r = c
-        .call_version(
-            &CreatePartitionsRequest::default()
-                .with_timeout_ms(10_000)
-                .with_validate_only(true)
-                .with_topics(vec![
-                    create_partitions_request::CreatePartitionsTopic::default()
-                        .with_name(topic(&n.open))
-                        .with_count(4),
-                ]),
-            3,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &CreatePartitionsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_validate_only(true)
+            .with_topics(vec![
+                create_partitions_request::CreatePartitionsTopic::default()
+                    .with_name(topic(&n.open))
+                    .with_count(4),
+            ]),
+        3,
+    )
+    .await;
     out.push(format!(
         "CreatePartitions open: {}",
         r.results[0].error_code
     ));
-    let r = c
-        .call_version(
-            &DeleteRecordsRequest::default()
-                .with_timeout_ms(10_000)
-                .with_topics(vec![delete_records_request::DeleteRecordsTopic::default()
-                    .with_name(topic(&n.open))
-                    .with_partitions(vec![
-                        delete_records_request::DeleteRecordsPartition::default()
-                            .with_partition_index(0)
-                            .with_offset(0),
-                    ])]),
-            2,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &DeleteRecordsRequest::default()
+            .with_timeout_ms(10_000)
+            .with_topics(vec![delete_records_request::DeleteRecordsTopic::default()
+                .with_name(topic(&n.open))
+                .with_partitions(vec![
+                    delete_records_request::DeleteRecordsPartition::default()
+                        .with_partition_index(0)
+                        .with_offset(0),
+                ])]),
+        2,
+    )
+    .await;
     out.push(format!(
         "DeleteRecords open: {}",
         r.topics[0].partitions[0].error_code
     ));
-    let r = c
-        .call_version(
-            &DescribeConfigsRequest::default().with_resources(
-                both.iter()
-                    .map(|t| {
-                        describe_configs_request::DescribeConfigsResource::default()
-                            .with_resource_type(2)
-                            .with_resource_name(s(t))
-                    })
-                    .collect(),
-            ),
-            4,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &DescribeConfigsRequest::default().with_resources(
+            both.iter()
+                .map(|t| {
+                    describe_configs_request::DescribeConfigsResource::default()
+                        .with_resource_type(2)
+                        .with_resource_name(s(t))
+                })
+                .collect(),
+        ),
+        4,
+    )
+    .await;
     out.push(format!(
         "DescribeConfigs: {:?}",
         r.results.iter().map(|x| x.error_code).collect::<Vec<_>>()
     ));
 
     // The cluster: ACLs, credentials, authorized operations.
-    let r = c
-        .call_version(
-            &DescribeAclsRequest::default()
+    let r = ask(
+        c,
+        &DescribeAclsRequest::default()
+            .with_resource_type_filter(1)
+            .with_pattern_type_filter(1)
+            .with_operation(1)
+            .with_permission_type(1),
+        3,
+    )
+    .await;
+    out.push(format!("DescribeAcls: {}", r.error_code));
+    let r = ask(
+        c,
+        &CreateAclsRequest::default().with_creations(vec![acl(2, "x", 3, 3, 3, "*")]),
+        3,
+    )
+    .await;
+    out.push(format!("CreateAcls: {}", r.results[0].error_code));
+    let r = ask(
+        c,
+        &DeleteAclsRequest::default().with_filters(vec![
+            delete_acls_request::DeleteAclsFilter::default()
                 .with_resource_type_filter(1)
                 .with_pattern_type_filter(1)
                 .with_operation(1)
                 .with_permission_type(1),
-            3,
-        )
-        .await
-        .unwrap();
-    out.push(format!("DescribeAcls: {}", r.error_code));
-    let r = c
-        .call_version(
-            &CreateAclsRequest::default().with_creations(vec![acl(2, "x", 3, 3, 3, "*")]),
-            3,
-        )
-        .await
-        .unwrap();
-    out.push(format!("CreateAcls: {}", r.results[0].error_code));
-    let r = c
-        .call_version(
-            &DeleteAclsRequest::default().with_filters(vec![
-                delete_acls_request::DeleteAclsFilter::default()
-                    .with_resource_type_filter(1)
-                    .with_pattern_type_filter(1)
-                    .with_operation(1)
-                    .with_permission_type(1),
-            ]),
-            3,
-        )
-        .await
-        .unwrap();
+        ]),
+        3,
+    )
+    .await;
     out.push(format!("DeleteAcls: {}", r.filter_results[0].error_code));
-    let r = c
-        .call_version(&DescribeUserScramCredentialsRequest::default(), 0)
-        .await
-        .unwrap();
+    let r = ask(c, &DescribeUserScramCredentialsRequest::default(), 0).await;
     out.push(format!("DescribeUserScramCredentials: {}", r.error_code));
-    let r = c
-        .call_version(
-            &AlterUserScramCredentialsRequest::default().with_deletions(vec![
-                alter_user_scram_credentials_request::ScramCredentialDeletion::default()
-                    .with_name(s("alice"))
-                    .with_mechanism(2),
-            ]),
-            0,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &AlterUserScramCredentialsRequest::default().with_deletions(vec![
+            alter_user_scram_credentials_request::ScramCredentialDeletion::default()
+                .with_name(s("alice"))
+                .with_mechanism(2),
+        ]),
+        0,
+    )
+    .await;
     out.push(format!(
         "AlterUserScramCredentials: {}",
         r.results[0].error_code
     ));
-    let r = c
-        .call_version(
-            &DescribeClusterRequest::default().with_include_cluster_authorized_operations(true),
-            1,
-        )
-        .await
-        .unwrap();
+    let r = ask(
+        c,
+        &DescribeClusterRequest::default().with_include_cluster_authorized_operations(true),
+        1,
+    )
+    .await;
     out.push(format!(
         "DescribeCluster: {} ops {:#x}",
         r.error_code, r.cluster_authorized_operations
     ));
     out
+}
+
+/// Sends `req` at `version`; its response.
+async fn ask<R: Request>(c: &Connection, req: &R, version: i16) -> R::Response {
+    c.call_version(req, version).await.unwrap()
+}
+
+/// The run's own names among `names` (groups or transactional ids), as
+/// run-independent labels, sorted.
+fn ours<'a>(n: &Names, names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut v: Vec<String> = names
+        .filter(|x| x.starts_with("acl-"))
+        .map(|x| tag(n, x))
+        .collect();
+    v.sort();
+    v
 }
 
 /// A run-independent name for one of the run's groups or ids.
@@ -966,7 +936,20 @@ async fn phases(plaintext: &str, sasl: &str) -> [Vec<String>; 3] {
     let granted = observe(&c, &n).await;
     assert_eq!(delete_write(&root, &n).await, 1);
     produce_answers(&c, &n.open, 29).await;
-    let revoked = observe(&c, &n).await;
+    let mut revoked = observe(&c, &n).await;
+    // The super user's view of a group: every group operation.
+    let r = ask(
+        &root,
+        &DescribeGroupsRequest::default()
+            .with_groups(vec![group(&n.g_open)])
+            .with_include_authorized_operations(true),
+        5,
+    )
+    .await;
+    revoked.push(format!(
+        "DescribeGroups as the super user: {} ops {:#x}",
+        r.groups[0].error_code, r.groups[0].authorized_operations
+    ));
     [none, granted, revoked]
 }
 
@@ -1027,7 +1010,7 @@ async fn produce_answers(c: &Connection, topic_name: &str, code: i16) {
             ])]);
     let mut last = -1;
     for _ in 0..100 {
-        let r = c.call_version(&req, 9).await.unwrap();
+        let r = ask(c, &req, 9).await;
         last = r.responses[0].partition_responses[0].error_code;
         if last == code {
             return;

@@ -231,6 +231,9 @@ pub const CREDENTIALS_REFRESH: Duration = Duration::from_secs(30);
 /// `rutomq_acls` notice (one lost while LISTEN reconnects), and at once on
 /// one: no agent applies ACLs older than this.
 pub const ACLS_REFRESH: Duration = Duration::from_secs(30);
+/// At most this much of a refused resource's name is logged (and kept as
+/// the key of its rate-limited log line).
+pub const DENIED_NAME_LOGGED_BYTES: usize = 256;
 /// A TLS handshake must finish within this, or the connection closes.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The TLS certificate, key and truststore files are checked for changes

@@ -4,7 +4,7 @@
 
 use super::Req;
 use crate::security::acl::{
-    operation_bits, reported_operations, resource, AclSet, AuthorizerConfig, CLUSTER_NAME,
+    op, operation_bits, reported_operations, resource, AclSet, AuthorizerConfig, CLUSTER_NAME,
 };
 use crate::security::session::ANONYMOUS;
 use crate::shard::Shard;
@@ -69,8 +69,13 @@ pub fn operations(shard: &Shard, req: &Req, asked: bool, resource_type: i8, name
     if !asked {
         return i32::MIN;
     }
+    // Kafka reports nothing (0) to a principal that may not describe it.
     decide(shard, req, |set, cfg, principal, host| {
-        set.authorized_operations(cfg, principal, host, resource_type, name)
+        if set.authorize(cfg, principal, host, op::DESCRIBE, resource_type, name) {
+            set.authorized_operations(cfg, principal, host, resource_type, name)
+        } else {
+            0
+        }
     })
     .unwrap_or_else(|| operation_bits(reported_operations(resource_type).iter().copied()))
 }

@@ -43,11 +43,13 @@ pub async fn handle(shard: &Shard, req: &Req, body: DeleteAclsRequest) -> Delete
         );
     }
     let meta = &shard.agent.meta;
-    if let Err(e) = authorizer.reload(meta).await {
-        tracing::warn!(error = %e, "DeleteAcls failed: cannot read the ACLs");
-        return answer_all(ErrorCode::from(&e), &e.to_string());
-    }
-    let acls = authorizer.acls();
+    let acls = match authorizer.reload(meta).await {
+        Ok(acls) => acls,
+        Err(e) => {
+            tracing::warn!(error = %e, "DeleteAcls failed: cannot read the ACLs");
+            return answer_all(ErrorCode::from(&e), &e.to_string());
+        }
+    };
     // Per filter: why it is refused, or the bindings it matches.
     let matched: Vec<Result<Vec<AclBinding>, String>> = body
         .filters

@@ -20,22 +20,28 @@ pub async fn handle(
 ) -> DescribeGroupsResponse {
     let mut out = Vec::with_capacity(body.groups.len());
     for group_id in body.groups {
-        let base = DescribedGroup::default()
-            .with_group_id(group_id.clone())
-            .with_authorized_operations(operations(
+        let d = match group_coordinator(shard, req, op::DESCRIBE, &group_id) {
+            Err(e) => {
+                out.push(DescribedGroup::default().with_group_id(group_id).with_error_code(e.code()));
+                continue;
+            }
+            Ok(groups) => groups.describe(group_id.to_string()).await,
+        };
+        // Kafka fills them in for a group answered without an error.
+        let ops = if d.error == crate::error::ErrorCode::None {
+            operations(
                 shard,
                 req,
                 body.include_authorized_operations,
                 resource::GROUP,
                 &group_id,
-            ));
-        let d = match group_coordinator(shard, req, op::DESCRIBE, &group_id) {
-            Err(e) => {
-                out.push(base.with_error_code(e.code()));
-                continue;
-            }
-            Ok(groups) => groups.describe(group_id.to_string()).await,
+            )
+        } else {
+            i32::MIN
         };
+        let base = DescribedGroup::default()
+            .with_group_id(group_id.clone())
+            .with_authorized_operations(ops);
         let mut g = base
             .with_error_code(d.error.code())
             .with_group_state(str_bytes(d.state))

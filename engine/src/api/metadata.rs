@@ -8,7 +8,7 @@ use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataRespon
 use rutomq_meta::TopicRecord;
 use uuid::Uuid;
 
-use super::access::{allowed, cluster_allowed, operations, visible};
+use super::access::{allowed, operations, visible};
 use super::{str_bytes, Api, Req};
 use crate::agent::Agent;
 use crate::error::ErrorCode;
@@ -68,7 +68,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> Metadata
                         Ok(None) if auto_create && topics::valid_name(&name).is_ok() => {
                             // Kafka: creating needs CREATE on the cluster
                             // or on the topic.
-                            if cluster_allowed(shard, req, op::CREATE)
+                            if visible(shard, req, op::CREATE, resource::CLUSTER, CLUSTER_NAME)
                                 || allowed(shard, req, op::CREATE, resource::TOPIC, &name)
                             {
                                 topics::auto_create(shard, &name).await

@@ -326,7 +326,7 @@ impl rutomq_shards::Service for Service {
             listener,
             listener_name: l.name.clone(),
             peer,
-            host: peer.map_or_else(String::new, |p| p.ip().to_string()),
+            host: peer.map_or_else(String::new, |p| crate::security::acl::acl_host(p.ip())),
             auth: RefCell::new(Auth::new(l.protocol.sasl(), principal)),
         }))
     }

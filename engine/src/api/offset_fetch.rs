@@ -164,7 +164,11 @@ async fn fetch(
         if !pending.is_empty() {
             for (name, parts) in answer.iter_mut() {
                 for (p, a) in parts.iter_mut() {
-                    if pending.contains(&(name.clone(), *p)) {
+                    // A refused topic stays refused (its transactions are
+                    // none of the principal's business).
+                    if a.3 != ErrorCode::TopicAuthorizationFailed
+                        && pending.contains(&(name.clone(), *p))
+                    {
                         *a = (-1, -1, String::new(), ErrorCode::UnstableOffsetCommit);
                     }
                 }

@@ -89,24 +89,27 @@ pub async fn handle(
         .as_ref()
         .is_some_and(|id| !allowed(shard, req, op::WRITE, resource::TRANSACTIONAL_ID, id));
     for t in body.topic_data {
-        let topic = if req.version >= 13 {
-            shard.topics.by_id(t.topic_id).await
-        } else {
-            shard.topics.by_name(t.name.0.as_str()).await
-        };
-        // By name before it is known to exist (an unauthorized client
-        // learns nothing of it); by id once resolved.
-        let name = match &topic {
-            Ok(Some(rec)) => Some(rec.name.as_str()),
-            _ if req.version < 13 => Some(t.name.0.as_str()),
-            _ => None,
-        };
-        let denied = if txn_denied {
+        // By name before it is looked up (an unauthorized client learns
+        // nothing of it and costs no lookup); by id once resolved.
+        let mut denied = if txn_denied {
             Some(ErrorCode::TransactionalIdAuthorizationFailed)
+        } else if req.version < 13
+            && !allowed(shard, req, op::WRITE, resource::TOPIC, t.name.0.as_str())
+        {
+            Some(ErrorCode::TopicAuthorizationFailed)
         } else {
-            name.filter(|n| !allowed(shard, req, op::WRITE, resource::TOPIC, n))
-                .map(|_| ErrorCode::TopicAuthorizationFailed)
+            None
         };
+        let topic = match denied {
+            Some(_) => Ok(None),
+            None if req.version >= 13 => shard.topics.by_id(t.topic_id).await,
+            None => shard.topics.by_name(t.name.0.as_str()).await,
+        };
+        if let (None, true, Ok(Some(rec))) = (denied, req.version >= 13, &topic) {
+            if !allowed(shard, req, op::WRITE, resource::TOPIC, &rec.name) {
+                denied = Some(ErrorCode::TopicAuthorizationFailed);
+            }
+        }
         // Once per topic: its configs' demands on the records.
         let (rules, stamp) = match &topic {
             Ok(Some(rec)) => topics::record_rules(rec, now_ms),

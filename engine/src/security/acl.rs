@@ -121,6 +121,22 @@ fn known_operation(o: i8) -> bool {
     (op::ALL..=op::TWO_PHASE_COMMIT).contains(&o)
 }
 
+/// A client's address as Kafka's ACLs name hosts (Java's
+/// `getHostAddress`): IPv4 dotted, an IPv4-mapped IPv6 address as its IPv4
+/// one, IPv6 as eight uncompressed hexadecimal groups
+/// (`0:0:0:0:0:0:0:1`).
+pub fn acl_host(ip: std::net::IpAddr) -> String {
+    match ip.to_canonical() {
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+        std::net::IpAddr::V6(v6) => v6
+            .segments()
+            .iter()
+            .map(|s| format!("{s:x}"))
+            .collect::<Vec<_>>()
+            .join(":"),
+    }
+}
+
 /// A principal as Kafka writes it: `Type:name`, both parts non-empty.
 pub fn valid_principal(p: &str) -> bool {
     p.split_once(':')
@@ -137,23 +153,20 @@ pub fn invalid(b: &AclBinding) -> Option<String> {
         return Some(format!("Invalid pattern type {}", b.pattern_type));
     }
     if b.resource_name.is_empty() {
-        return Some("The resource name must not be empty".into());
+        return Some("Invalid empty resource name specified".into());
     }
-    if b.resource_type == resource::CLUSTER
-        && (b.resource_name != CLUSTER_NAME || b.pattern_type != pattern::LITERAL)
-    {
+    // Kafka's checks, no more: a PREFIXED `*`, an empty host or `User:`
+    // are stored as it stores them (and match what they match).
+    if b.resource_type == resource::CLUSTER && b.resource_name != CLUSTER_NAME {
         return Some(format!(
             "The only valid name for the CLUSTER resource is {CLUSTER_NAME}"
         ));
     }
-    if b.pattern_type == pattern::PREFIXED && b.resource_name == WILDCARD {
-        return Some("A PREFIXED pattern cannot be '*'".into());
-    }
-    if !valid_principal(&b.principal) {
-        return Some(format!("Invalid principal {:?}", b.principal));
-    }
-    if b.host.is_empty() {
-        return Some("The host must not be empty".into());
+    if !b.principal.contains(':') {
+        return Some(format!(
+            "Could not parse principal from `{}` (no colon is present separating the principal type from the principal name)",
+            b.principal
+        ));
     }
     if !known_operation(b.operation) {
         return Some(format!("Invalid operation {}", b.operation));
@@ -309,7 +322,13 @@ pub fn reported_operations(resource_type: i8) -> &'static [i8] {
             op::DESCRIBE_CONFIGS,
             op::ALTER_CONFIGS,
         ],
-        resource::GROUP => &[op::READ, op::DELETE, op::DESCRIBE],
+        resource::GROUP => &[
+            op::READ,
+            op::DELETE,
+            op::DESCRIBE,
+            op::DESCRIBE_CONFIGS,
+            op::ALTER_CONFIGS,
+        ],
         resource::CLUSTER => &[
             op::CREATE,
             op::ALTER,
@@ -661,12 +680,25 @@ mod tests {
         assert_eq!(ops("User:r", resource::TOPIC, "u"), 0);
         assert_eq!(
             ops("User:r", resource::GROUP, "g"),
-            (1 << READ) | (1 << DELETE) | (1 << DESCRIBE)
+            (1 << READ)
+                | (1 << DELETE)
+                | (1 << DESCRIBE)
+                | (1 << DESCRIBE_CONFIGS)
+                | (1 << ALTER_CONFIGS)
         );
         assert_eq!(
             ops("User:admin", resource::CLUSTER, CLUSTER_NAME),
             operation_bits(reported_operations(resource::CLUSTER).iter().copied())
         );
+    }
+
+    #[test]
+    fn hosts_are_written_as_java_writes_them() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert_eq!(acl_host(ip("10.0.0.1")), "10.0.0.1");
+        assert_eq!(acl_host(ip("::ffff:10.0.0.1")), "10.0.0.1");
+        assert_eq!(acl_host(ip("::1")), "0:0:0:0:0:0:0:1");
+        assert_eq!(acl_host(ip("fe80::1:abcd")), "fe80:0:0:0:0:0:1:abcd");
     }
 
     #[test]
@@ -784,11 +816,6 @@ mod tests {
             },
             AclBinding {
                 permission: permission::ANY,
-                ..good.clone()
-            },
-            AclBinding {
-                pattern_type: pattern::PREFIXED,
-                resource_name: "*".into(),
                 ..good.clone()
             },
         ] {

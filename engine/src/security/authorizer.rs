@@ -25,6 +25,9 @@ pub struct Authorizer {
     pub cfg: AuthorizerConfig,
     current: RwLock<Arc<AclSet>>,
     version: AtomicU64,
+    /// One reload at a time (the refresher's and a CreateAcls' or
+    /// DeleteAcls' may meet): an older load never replaces a newer one.
+    reloading: tokio::sync::Mutex<()>,
 }
 
 impl Authorizer {
@@ -33,6 +36,7 @@ impl Authorizer {
             cfg,
             current: RwLock::new(Arc::new(AclSet::default())),
             version: AtomicU64::new(0),
+            reloading: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -49,19 +53,26 @@ impl Authorizer {
         self.version.fetch_add(1, Ordering::Release);
     }
 
-    /// Loads every ACL from PostgreSQL into the copy.
-    pub async fn reload(&self, meta: &rutomq_meta::Meta) -> Result<(), rutomq_meta::MetaError> {
+    /// Loads every ACL from PostgreSQL into the copy; the set now in
+    /// force. A load cut at `ACLS_MAX` is not installed (DENYs past the cut
+    /// would be lost: the old set stays, empty at start, which denies all).
+    pub async fn reload(
+        &self,
+        meta: &rutomq_meta::Meta,
+    ) -> Result<Arc<AclSet>, rutomq_meta::MetaError> {
+        let _one = self.reloading.lock().await;
         let (rows, cut) = meta.acl_load().await?;
         if cut {
-            tracing::warn!(
-                loaded = rows.len(),
-                "more ACLs than an agent loads; those past the limit are not applied"
+            tracing::error!(
+                limit = rows.len(),
+                "more ACLs stored than an agent loads; keeping the ACLs loaded before (delete some)"
             );
+            return Ok(self.acls());
         }
         let n = rows.len();
         self.replace(AclSet::new(rows));
         tracing::debug!(acls = n, "ACLs loaded");
-        Ok(())
+        Ok(self.acls())
     }
 }
 

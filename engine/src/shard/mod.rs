@@ -20,7 +20,7 @@ pub use topic_cache::TopicCache;
 use crate::agent::Agent;
 use crate::flush::ShardBuffer;
 use crate::hub::HubMessage;
-use crate::limits::FETCH_BYTES_INFLIGHT_MAX;
+use crate::limits::{DENIED_NAME_LOGGED_BYTES, FETCH_BYTES_INFLIGHT_MAX};
 use crate::metrics::ShardMetrics;
 use crate::read::Reader;
 use crate::security::acl::{op, resource};
@@ -163,7 +163,13 @@ impl Shard {
         self.metrics
             .authorization_denials
             .fetch_add(1, Ordering::Relaxed);
-        let what = format!("{}:{name}", resource::name(resource_type));
+        // Names come from clients: the log and its key hold a bounded part.
+        let cut = (0..=DENIED_NAME_LOGGED_BYTES.min(name.len()))
+            .rev()
+            .find(|&i| name.is_char_boundary(i))
+            .unwrap_or(0);
+        let more = if cut < name.len() { "..." } else { "" };
+        let what = format!("{}:{}{more}", resource::name(resource_type), &name[..cut]);
         if let Some(times) = self.log_once(&format!("denied {principal} {operation} {what}")) {
             tracing::info!(principal, host, operation = op::name(operation), resource = %what,
                 api = ?key, times, "authorization denied");

@@ -67,21 +67,22 @@ async fn resolve(
 ) -> Vec<Wanted> {
     let mut wanted = Vec::with_capacity(topics.len());
     for t in topics {
+        let denied = || Err(ErrorCode::TopicAuthorizationFailed);
         let resolved = if version >= 13 {
-            shard.topics.by_id(t.topic_id).await
+            match shard.topics.by_id(t.topic_id).await {
+                Ok(Some(rec)) if !allowed(shard, req, op::READ, resource::TOPIC, &rec.name) => {
+                    denied()
+                }
+                other => other.map(|o| o.map(|r| (r.topic_id, r.partitions))),
+            }
+        } else if !allowed(shard, req, op::READ, resource::TOPIC, t.topic.0.as_str()) {
+            denied()
         } else {
-            shard.topics.by_name(t.topic.0.as_str()).await
-        };
-        let name = match &resolved {
-            Ok(Some(rec)) => Some(rec.name.as_str()),
-            _ if version < 13 => Some(t.topic.0.as_str()),
-            _ => None,
-        };
-        let denied = name.is_some_and(|n| !allowed(shard, req, op::READ, resource::TOPIC, n));
-        let resolved = if denied {
-            Err(ErrorCode::TopicAuthorizationFailed)
-        } else {
-            resolved.map(|o| o.map(|r| (r.topic_id, r.partitions)))
+            shard
+                .topics
+                .by_name(t.topic.0.as_str())
+                .await
+                .map(|o| o.map(|r| (r.topic_id, r.partitions)))
         };
         let partitions = t
             .partitions
