@@ -8,10 +8,9 @@ use kafka_protocol::messages::{ApiKey,
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName,
 };
 
-use super::{Api, group_coordinator, str_bytes, Req};
+use super::{Api, group_coordinator, group_operations, str_bytes, Req};
 use crate::groups::consumer::{to_wire, Partitions};
-use super::access::operations;
-use crate::security::acl::{op, resource};
+use crate::security::acl::op;
 use crate::shard::Shard;
 
 /// Member type: a member of the consumer protocol.
@@ -34,18 +33,7 @@ pub async fn handle(
             }
             Ok(groups) => groups.consumer_describe(group_id.to_string()).await,
         };
-        // Kafka fills them in for a group answered without an error.
-        let ops = if d.error == crate::error::ErrorCode::None {
-            operations(
-                shard,
-                req,
-                body.include_authorized_operations,
-                resource::GROUP,
-                &group_id,
-            )
-        } else {
-            i32::MIN
-        };
+        let ops = group_operations(shard, req, body.include_authorized_operations, &group_id, d.error);
         let base = DescribedGroup::default()
             .with_group_id(group_id.clone())
             .with_authorized_operations(ops);

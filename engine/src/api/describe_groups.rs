@@ -4,10 +4,9 @@
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{ApiKey, DescribeGroupsRequest, DescribeGroupsResponse};
 
-use super::{Api, group_coordinator, str_bytes, Req};
+use super::{Api, group_coordinator, group_operations, str_bytes, Req};
 use crate::error::ErrorCode;
-use super::access::operations;
-use crate::security::acl::{op, resource};
+use crate::security::acl::op;
 use crate::shard::Shard;
 
 /// DescribeGroups, versions 0–6.
@@ -27,18 +26,7 @@ pub async fn handle(
             }
             Ok(groups) => groups.describe(group_id.to_string()).await,
         };
-        // Kafka fills them in for a group answered without an error.
-        let ops = if d.error == crate::error::ErrorCode::None {
-            operations(
-                shard,
-                req,
-                body.include_authorized_operations,
-                resource::GROUP,
-                &group_id,
-            )
-        } else {
-            i32::MIN
-        };
+        let ops = group_operations(shard, req, body.include_authorized_operations, &group_id, d.error);
         let base = DescribedGroup::default()
             .with_group_id(group_id.clone())
             .with_authorized_operations(ops);

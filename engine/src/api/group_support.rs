@@ -7,12 +7,28 @@ use std::collections::{HashMap, HashSet};
 use rutomq_meta::groups::OffsetCommit;
 use uuid::Uuid;
 
-use super::access::allowed;
+use super::access::{allowed, operations};
 use super::Req;
 use crate::error::ErrorCode;
 use crate::groups::{Groups, Written};
 use crate::security::acl::{op, resource};
 use crate::shard::Shard;
+
+/// A described group's `authorized_operations`: Kafka fills them in (when
+/// asked) for a group answered without an error, else "not given".
+pub fn group_operations(
+    shard: &Shard,
+    req: &Req,
+    asked: bool,
+    group_id: &str,
+    answered: ErrorCode,
+) -> i32 {
+    if answered == ErrorCode::None {
+        operations(shard, req, asked, resource::GROUP, group_id)
+    } else {
+        i32::MIN
+    }
+}
 
 /// The group coordinator, if the request's principal may do `operation` on
 /// group `group_id` (GROUP_AUTHORIZATION_FAILED, checked first as Kafka

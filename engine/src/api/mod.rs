@@ -24,7 +24,9 @@ use rutomq_shards::{Close, Reply};
 
 pub use codec::{encode, encode_request, DECODER_PANICS};
 pub use fuzz::fuzz_frame;
-pub use group_support::{group_coordinator, resolve_offsets, AskedOffset, ResolvedOffsets};
+pub use group_support::{
+    group_coordinator, group_operations, resolve_offsets, AskedOffset, ResolvedOffsets,
+};
 
 use crate::limits::SASL_RECEIVE_BYTES_MAX;
 use crate::security::session::Auth;

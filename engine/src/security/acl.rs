@@ -183,6 +183,19 @@ fn applies_to(b: &AclBinding, principal: &str, host: &str) -> bool {
 }
 
 impl AclFilter {
+    /// The filter that matches every binding.
+    pub fn any() -> AclFilter {
+        AclFilter {
+            resource_type: resource::ANY,
+            resource_name: None,
+            pattern_type: pattern::ANY,
+            principal: None,
+            host: None,
+            operation: op::ANY,
+            permission: permission::ANY,
+        }
+    }
+
     /// Why a filter cannot be used (DeleteAcls refuses it), if so.
     pub fn invalid(&self) -> Option<String> {
         if self.resource_type != resource::ANY && !known_resource(self.resource_type) {
@@ -615,16 +628,7 @@ mod tests {
         assert!(can("User:star", "anything", WRITE) && can("User:star", "*", WRITE));
         assert!(!can("User:star", "anything", READ));
         assert_eq!(set.len(), 5);
-        let all = AclFilter {
-            resource_type: resource::ANY,
-            resource_name: None,
-            pattern_type: pattern::ANY,
-            principal: None,
-            host: None,
-            operation: op::ANY,
-            permission: permission::ANY,
-        };
-        assert_eq!(set.matching(&all).count(), 5);
+        assert_eq!(set.matching(&AclFilter::any()).count(), 5);
     }
 
     #[test]
@@ -738,15 +742,7 @@ mod tests {
             op::READ,
             ALLOW,
         );
-        let any = AclFilter {
-            resource_type: resource::ANY,
-            resource_name: None,
-            pattern_type: pattern::ANY,
-            principal: None,
-            host: None,
-            operation: op::ANY,
-            permission: permission::ANY,
-        };
+        let any = AclFilter::any();
         for b in [&lit, &pre, &star] {
             assert!(any.matches(b));
         }
