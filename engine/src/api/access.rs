@@ -3,9 +3,11 @@
 //! `authorized_operations` reports every operation, as Kafka does).
 
 use super::Req;
+use crate::error::ErrorCode;
 use crate::security::acl::{
     op, operation_bits, reported_operations, resource, AclSet, AuthorizerConfig, CLUSTER_NAME,
 };
+use crate::security::authorizer::Authorizer;
 use crate::security::session::ANONYMOUS;
 use crate::shard::Shard;
 
@@ -46,6 +48,29 @@ pub fn visible(shard: &Shard, req: &Req, operation: i8, resource_type: i8, name:
         set.authorize(cfg, principal, host, operation, resource_type, name)
     })
     .unwrap_or(true)
+}
+
+/// The authorizer an ACL API (CreateAcls, DescribeAcls, DeleteAcls) works
+/// against, once the principal may do `operation` on the cluster; else the
+/// error the whole request is answered with: SECURITY_DISABLED without an
+/// authorizer (as Kafka without `authorizer.class.name`, logged),
+/// CLUSTER_AUTHORIZATION_FAILED.
+pub fn acl_admin<'a>(
+    shard: &'a Shard,
+    req: &Req,
+    operation: i8,
+) -> Result<&'a std::sync::Arc<Authorizer>, (ErrorCode, &'static str)> {
+    let Some(authorizer) = &shard.agent.authorizer else {
+        tracing::info!(peer = ?req.peer, api = ?req.key, "refused: no authorizer is configured");
+        return Err((ErrorCode::SecurityDisabled, super::NO_AUTHORIZER));
+    };
+    if !cluster_allowed(shard, req, operation) {
+        return Err((
+            ErrorCode::ClusterAuthorizationFailed,
+            "Cluster authorization failed.",
+        ));
+    }
+    Ok(authorizer)
 }
 
 /// Whether the principal may do `operation` on the cluster.

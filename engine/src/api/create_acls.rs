@@ -9,7 +9,7 @@ use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::{ApiKey, CreateAclsRequest, CreateAclsResponse};
 use rutomq_meta::acl::AclCreateError;
 
-use super::access::cluster_allowed;
+use super::access::acl_admin;
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::security::acl::{invalid, op, AclBinding};
@@ -27,17 +27,10 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateAclsRequest) -> Create
                 .collect(),
         )
     };
-    let Some(authorizer) = &shard.agent.authorizer else {
-        tracing::info!(peer = ?req.peer, acls = body.creations.len(),
-            "CreateAcls refused: no authorizer is configured");
-        return answer_all(ErrorCode::SecurityDisabled, super::NO_AUTHORIZER);
+    let authorizer = match acl_admin(shard, req, op::ALTER) {
+        Ok(a) => a,
+        Err((code, message)) => return answer_all(code, message),
     };
-    if !cluster_allowed(shard, req, op::ALTER) {
-        return answer_all(
-            ErrorCode::ClusterAuthorizationFailed,
-            "Cluster authorization failed.",
-        );
-    }
     let checked: Vec<Result<AclBinding, String>> = body
         .creations
         .iter()

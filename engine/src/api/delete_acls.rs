@@ -13,7 +13,7 @@ use kafka_protocol::messages::delete_acls_response::{
 };
 use kafka_protocol::messages::{ApiKey, DeleteAclsRequest, DeleteAclsResponse};
 
-use super::access::cluster_allowed;
+use super::access::acl_admin;
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::security::acl::{op, AclBinding, AclFilter};
@@ -31,17 +31,10 @@ pub async fn handle(shard: &Shard, req: &Req, body: DeleteAclsRequest) -> Delete
                 .collect(),
         )
     };
-    let Some(authorizer) = &shard.agent.authorizer else {
-        tracing::info!(peer = ?req.peer, filters = body.filters.len(),
-            "DeleteAcls refused: no authorizer is configured");
-        return answer_all(ErrorCode::SecurityDisabled, super::NO_AUTHORIZER);
+    let authorizer = match acl_admin(shard, req, op::ALTER) {
+        Ok(a) => a,
+        Err((code, message)) => return answer_all(code, message),
     };
-    if !cluster_allowed(shard, req, op::ALTER) {
-        return answer_all(
-            ErrorCode::ClusterAuthorizationFailed,
-            "Cluster authorization failed.",
-        );
-    }
     let meta = &shard.agent.meta;
     let acls = match authorizer.reload(meta).await {
         Ok(acls) => acls,

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
 use kafka_protocol::messages::{ApiKey, DescribeAclsRequest, DescribeAclsResponse};
 
-use super::access::cluster_allowed;
+use super::access::acl_admin;
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::security::acl::{op, AclFilter};
@@ -24,16 +24,10 @@ pub async fn handle(shard: &Shard, req: &Req, body: DescribeAclsRequest) -> Desc
             .with_error_code(code.code())
             .with_error_message(Some(str_bytes(message)))
     };
-    let Some(authorizer) = &shard.agent.authorizer else {
-        tracing::debug!(peer = ?req.peer, "DescribeAcls refused: no authorizer is configured");
-        return fail(ErrorCode::SecurityDisabled, super::NO_AUTHORIZER);
+    let authorizer = match acl_admin(shard, req, op::DESCRIBE) {
+        Ok(a) => a,
+        Err((code, message)) => return fail(code, message),
     };
-    if !cluster_allowed(shard, req, op::DESCRIBE) {
-        return fail(
-            ErrorCode::ClusterAuthorizationFailed,
-            "Cluster authorization failed.",
-        );
-    }
     let filter = AclFilter {
         resource_type: body.resource_type_filter,
         resource_name: body.resource_name_filter.map(|s| s.to_string()),
