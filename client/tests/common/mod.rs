@@ -20,12 +20,27 @@ pub struct Agent {
     args: Vec<String>,
 }
 
+/// A port free now and never handed out before in this process: tests
+/// run in parallel threads, and a port picked by one and not yet bound by
+/// its server must not be picked again by another.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    loop {
+        let p = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        if claim_port(p) {
+            return p;
+        }
+    }
+}
+
+/// Marks `port` handed out; false when it already was.
+fn claim_port(port: u16) -> bool {
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    GIVEN.lock().unwrap().insert(port)
 }
 
 fn binary() -> PathBuf {
@@ -247,33 +262,54 @@ impl Kafka {
             std::process::id(),
             rand_suffix()
         ));
-        // A port whose successor (the controller's) is free too.
+        // Another process (an agent's embedded PostgreSQL, another test
+        // binary) may still take a port between the pick and Kafka's bind:
+        // start-kafka.sh refuses a taken port before it starts anything,
+        // and a refusal is retried on fresh ports.
+        let mut attempts = 0;
         let port = loop {
-            let p = free_port();
-            if p < 65535 && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
-                break p;
+            attempts += 1;
+            // A port whose successor (the controller's) is free too.
+            let port = loop {
+                let p = free_port();
+                if p < 65535
+                    && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok()
+                    && claim_port(p + 1)
+                {
+                    break p;
+                }
+            };
+            let out = Command::new("bash")
+                .arg(&script)
+                .arg(port.to_string())
+                .arg(&dir)
+                .env(
+                    "KAFKA_EXTRA_PROPS",
+                    format!(
+                        "num.partitions=8\ngroup.initial.rebalance.delay.ms=200\n{}",
+                        extra(port, port + 1)
+                    ),
+                )
+                .env("KAFKA_HEAP", "768m")
+                .output()
+                .expect("start-kafka.sh runs");
+            if out.status.success() {
+                break port;
             }
+            let said = format!(
+                "{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(
+                said.contains("is already in use") && attempts < 4,
+                "Kafka did not start: {said}"
+            );
+            eprintln!(
+                "Kafka start refused ({}), retrying on other ports",
+                said.trim()
+            );
         };
-        let out = Command::new("bash")
-            .arg(&script)
-            .arg(port.to_string())
-            .arg(&dir)
-            .env(
-                "KAFKA_EXTRA_PROPS",
-                format!(
-                    "num.partitions=8\ngroup.initial.rebalance.delay.ms=200\n{}",
-                    extra(port, port + 1)
-                ),
-            )
-            .env("KAFKA_HEAP", "768m")
-            .output()
-            .expect("start-kafka.sh runs");
-        assert!(
-            out.status.success(),
-            "Kafka did not start: {}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
         Kafka {
             bootstrap: format!("127.0.0.1:{port}"),
             dir,
