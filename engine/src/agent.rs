@@ -57,6 +57,8 @@ pub struct Agent {
     pub tls: Option<Arc<crate::security::tls::Tls>>,
     /// The ACLs and their settings, with `--authorizer acl`.
     pub authorizer: Option<Arc<crate::security::authorizer::Authorizer>>,
+    /// The client quotas and the sensors enforcing them.
+    pub quotas: Arc<crate::quota::Quotas>,
 }
 
 impl Agent {

@@ -11,6 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::agent::Agent;
 use crate::limits::HTTP_REQUEST_BYTES_MAX;
+use crate::quota::Kind;
 
 pub fn start(
     rt: &tokio::runtime::Runtime,
@@ -83,6 +84,7 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
     let g = &agent.groups().stats;
     let t = &agent.txn_stats;
     let k = &agent.compaction_stats;
+    let q = &agent.quotas.stats;
     let r = Ordering::Relaxed;
     const C: &str = "counter";
     const G: &str = "gauge";
@@ -138,6 +140,13 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         ("rutomq_connections_open", "Open Kafka connections.", G, shards.connections_open.load(r) as u64),
         ("rutomq_connections_accepted_total", "Accepted Kafka connections.", C, shards.connections_accepted.load(r) as u64),
         ("rutomq_connections_closed_bad_frame_total", "Connections closed for bad frames.", C, shards.connections_closed_bad_frame.load(r) as u64),
+        ("rutomq_connections_throttled_total", "Connections refused for their IP's connection creation rate (closed after the throttle time).", C, shards.connections_throttled.load(r) as u64),
+        ("rutomq_quota_produce_throttles_total", "Produce requests over their client's producer_byte_rate (throttle_time_ms set, the connection muted).", C, q.throttles(Kind::Produce)),
+        ("rutomq_quota_produce_throttle_ms_total", "Throttle time given for producer_byte_rate.", C, q.throttle_ms(Kind::Produce)),
+        ("rutomq_quota_fetch_throttles_total", "Fetch requests over their client's consumer_byte_rate (answered empty, throttled).", C, q.throttles(Kind::Fetch)),
+        ("rutomq_quota_fetch_throttle_ms_total", "Throttle time given for consumer_byte_rate.", C, q.throttle_ms(Kind::Fetch)),
+        ("rutomq_quota_request_throttles_total", "Requests over their client's request_percentage.", C, q.throttles(Kind::Request)),
+        ("rutomq_quota_request_throttle_ms_total", "Throttle time given for request_percentage.", C, q.throttle_ms(Kind::Request)),
         ("rutomq_requests_total", "Kafka requests read.", C, shards.requests.load(r) as u64),
         ("rutomq_tls_handshakes_total", "TLS handshakes completed.", C, shards.tls_handshakes.load(r) as u64),
         ("rutomq_tls_handshake_failures_total", "TLS handshakes that failed or timed out (each closed its connection; logged once per client address per minute per shard).", C, shards.tls_handshake_failures.load(r) as u64),

@@ -231,6 +231,29 @@ pub const CREDENTIALS_REFRESH: Duration = Duration::from_secs(30);
 /// `rutomq_acls` notice (one lost while LISTEN reconnects), and at once on
 /// one: no agent applies ACLs older than this.
 pub const ACLS_REFRESH: Duration = Duration::from_secs(30);
+
+/// The agent's copy of the client quotas is reloaded this often even
+/// without a `rutomq_quotas` notice, and at once on one: no agent enforces
+/// quotas older than this.
+pub const QUOTAS_REFRESH: Duration = Duration::from_secs(30);
+/// A quota's rate is measured over this many samples (Kafka's
+/// `quota.window.num`) ...
+pub const QUOTA_WINDOW_SAMPLES: usize = 11;
+/// ... of this long each (Kafka's `quota.window.size.seconds`).
+pub const QUOTA_SAMPLE_WINDOW_MS: u64 = 1_000;
+/// Quota sensors (quota entity × kind) an agent keeps at most; each is a
+/// few hundred bytes.
+pub const QUOTA_SENSORS_MAX: usize = 65_536;
+/// Client IPs whose connection creation rate an agent tracks at most
+/// (with a `connection_creation_rate` quota in force).
+pub const QUOTA_IP_TRACKED_MAX: usize = 65_536;
+/// A byte-rate throttle time is at most this: Kafka bounds it only by
+/// the response field (a client far over its quota waits until its rate
+/// over the window is back within it).
+pub const QUOTA_THROTTLE_MS_MAX: u64 = i32::MAX as u64;
+/// A request-rate or connection-rate throttle time is at most this
+/// (Kafka's: one sample window).
+pub const QUOTA_TIME_THROTTLE_MS_MAX: u64 = QUOTA_SAMPLE_WINDOW_MS;
 /// At most this much of a refused resource's name is logged (and kept as
 /// the key of its rate-limited log line).
 pub const DENIED_NAME_LOGGED_BYTES: usize = 256;

@@ -75,6 +75,8 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     let on_credentials = credentials_changed.clone();
     let acls_changed = Arc::new(tokio::sync::Notify::new());
     let on_acls = acls_changed.clone();
+    let quotas_changed = Arc::new(tokio::sync::Notify::new());
+    let on_quotas = quotas_changed.clone();
     let (meta, meta_join) = Meta::start(
         url,
         Box::new(move |notice| match notice {
@@ -84,6 +86,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             Notice::TopicChanged(name) => listen_hub.notify_topic_changed(name),
             Notice::CredentialsChanged(_) => on_credentials.notify_one(),
             Notice::AclsChanged => on_acls.notify_one(),
+            Notice::QuotasChanged => on_quotas.notify_one(),
         }),
     )
     .context("cannot reach PostgreSQL")?;
@@ -123,6 +126,10 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         }
         None => None,
     };
+    // Quotas apply from the first request too.
+    let quotas = Arc::new(crate::quota::Quotas::default());
+    rt.block_on(quotas.reload(&meta))
+        .context("cannot load the client quotas")?;
     tracing::info!(agent_id, %object_store_url, shards = shards_n, flush_interval_ms = flush_interval.as_millis() as u64, "agent registered");
 
     let flush = Flush::new(flush_interval, args.flush_bytes);
@@ -176,6 +183,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         credentials: credentials.clone(),
         tls: tls.clone(),
         authorizer: authorizer.clone(),
+        quotas: quotas.clone(),
     });
     refresh_cluster(&rt, &agent);
     let weak = Arc::downgrade(&agent);
@@ -242,6 +250,11 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             acls_changed,
         ));
     }
+    storage.spawn(crate::quota::keep_quotas(
+        meta.clone(),
+        quotas.clone(),
+        quotas_changed,
+    ));
     if let Some(tls) = &tls {
         storage.spawn(crate::security::tls::keep_certificates(tls.clone()));
     }

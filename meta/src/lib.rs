@@ -19,6 +19,7 @@ pub mod groups;
 pub mod limits;
 mod notify;
 pub mod producer;
+pub mod quota;
 pub mod security;
 mod sql;
 pub mod txn;
@@ -171,6 +172,8 @@ pub enum Notice {
     CredentialsChanged(String),
     /// ACLs were created or deleted (migration 8).
     AclsChanged,
+    /// Client quotas were altered (migration 9).
+    QuotasChanged,
 }
 
 /// Called with every notification.
@@ -327,6 +330,7 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaErro
         (6, include_str!("../sql/0006_topic_notices.sql")),
         (7, include_str!("../sql/0007_security.sql")),
         (8, include_str!("../sql/0008_acls.sql")),
+        (9, include_str!("../sql/0009_quotas.sql")),
     ];
     client
         .batch_execute(

@@ -41,3 +41,6 @@ pub const SCRAM_CREDENTIALS_MAX: i64 = 200_000;
 /// ACLs an agent loads (and CreateAcls allows in all): each agent holds
 /// them all for its decisions.
 pub const ACLS_MAX: i64 = 100_000;
+/// Client quota values an agent loads (and AlterClientQuotas allows in
+/// all): each agent holds them all for its throttling.
+pub const QUOTAS_MAX: i64 = 100_000;

@@ -46,6 +46,8 @@ pub(crate) const TOPICS: &str = "rutomq_topics";
 pub(crate) const CREDENTIALS: &str = "rutomq_credentials";
 /// ACLs were created or deleted, by a trigger (migration 8).
 pub(crate) const ACLS: &str = "rutomq_acls";
+/// Client quotas were altered, by a trigger (migration 9).
+pub(crate) const QUOTAS: &str = "rutomq_quotas";
 
 struct Announcement {
     channel: &'static str,
@@ -201,7 +203,7 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
     client
         .batch_execute(&format!(
             "LISTEN {WATERMARKS}; LISTEN {LOG_STARTS}; LISTEN {COMPACTED}; LISTEN {TOPICS}; \
-             LISTEN {CREDENTIALS}; LISTEN {ACLS}"
+             LISTEN {CREDENTIALS}; LISTEN {ACLS}; LISTEN {QUOTAS}"
         ))
         .await?;
     while let Some(m) = nrx.recv().await {
@@ -212,6 +214,7 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
             TOPICS => Notice::TopicChanged(payload),
             CREDENTIALS => Notice::CredentialsChanged(payload),
             ACLS => Notice::AclsChanged,
+            QUOTAS => Notice::QuotasChanged,
             _ => Notice::Watermarks(commit::parse_marks_payload(&payload)),
         });
     }

@@ -93,6 +93,9 @@ statements! {
     ACL_LOAD => "acl_load.sql",
     ACL_INSERT => "acl_insert.sql",
     ACL_DELETE => "acl_delete.sql",
+    QUOTA_LOAD => "quota_load.sql",
+    QUOTA_UPSERT => "quota_upsert.sql",
+    QUOTA_DELETE => "quota_delete.sql",
 }
 
 /// A transactional id's row, locked for the coordinator's one transaction:

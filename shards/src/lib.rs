@@ -38,6 +38,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A muted connection's wait is slept in steps of at most this, so a
+/// shard stopping is seen.
+pub const HOLD_STEP: Duration = Duration::from_millis(100);
+
 use bytes::Bytes;
 use futures::channel::{mpsc, oneshot};
 use futures::future::{Either, LocalBoxFuture};
@@ -89,6 +93,19 @@ pub trait Service: 'static {
     /// connection is closed (and counted in
     /// [`ShardStats::tls_handshake_failures`]). For the service's log.
     fn tls_refused(&self, peer: Option<SocketAddr>, why: &str);
+
+    /// How long `conn` is muted (a throttled client): its next request is
+    /// not read before then.
+    fn hold(&self, _conn: &Self::Conn) -> Option<Duration> {
+        None
+    }
+
+    /// A connection just accepted from `peer`, before any handshake:
+    /// `Some(wait)` refuses it, closing it after `wait` (a client over its
+    /// connection creation rate).
+    fn throttle_accept(&self, _peer: Option<SocketAddr>) -> Option<Duration> {
+        None
+    }
 
     /// The largest frame `conn` may send now (below the configured one:
     /// before a client authenticates, say).
@@ -145,6 +162,9 @@ pub struct ShardStats {
     pub connections_open: AtomicUsize,
     pub connections_accepted: AtomicUsize,
     pub connections_closed_bad_frame: AtomicUsize,
+    /// Connections refused at accept (closed after a delay) for their
+    /// client's connection creation rate.
+    pub connections_throttled: AtomicUsize,
     pub requests: AtomicUsize,
     pub tls_handshakes: AtomicUsize,
     /// Handshakes that failed or timed out (the connection was closed).
@@ -450,6 +470,13 @@ impl ShardMemory {
 /// connection with the service and serves it until it closes.
 async fn open_connection<S: Service>(stream: TcpStream, index: usize, s: &AcceptShared<S>) {
     let peer = stream.peer_addr().ok();
+    if let Some(wait) = s.service.throttle_accept(peer) {
+        s.stats
+            .connections_throttled
+            .fetch_add(1, Ordering::Relaxed);
+        glommio::timer::sleep(wait).await;
+        return;
+    }
     let Some(server) = &s.config.listeners[index].tls else {
         let Ok(conn) = s.service.open(index, peer, None) else {
             return;
@@ -570,6 +597,15 @@ where
     });
 
     loop {
+        // A muted connection (a throttled client) is not read: its next
+        // request waits in the socket, holding no memory here. Waked in
+        // steps to see a stop.
+        while let Some(wait) = service.hold(&conn) {
+            if state.stopping.get() {
+                break;
+            }
+            glommio::timer::sleep(wait.min(HOLD_STEP)).await;
+        }
         if state.stopping.get() {
             break;
         }

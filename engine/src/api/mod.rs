@@ -9,6 +9,7 @@ mod access;
 mod codec;
 mod fuzz;
 mod group_support;
+mod throttle;
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
@@ -29,6 +30,8 @@ pub use group_support::{
 };
 
 use crate::limits::SASL_RECEIVE_BYTES_MAX;
+use crate::quota;
+use crate::quota::sensors::ClientQuota;
 use crate::security::session::Auth;
 use crate::shard::Shard;
 
@@ -46,7 +49,13 @@ macro_rules! apis {
             $(
                 if key == $module::API.spec.key {
                     let body = $module::API.decode(&mut body, version)?;
-                    return $module::handle(shard, &req, body).await.into_reply(corr, version);
+                    let out = throttle::request_quota(&req, $module::handle(shard, &req, body)).await;
+                    return out.into_reply(&ReplyCtx {
+                        correlation_id: corr,
+                        version,
+                        throttle_ms: throttle::response_ms(&req.throttle_ms),
+                        quota: req.quota.clone(),
+                    });
                 }
             )*
             Err(Close("API in the table without a handler"))
@@ -119,6 +128,8 @@ apis! {
     describe_acls,
     create_acls,
     delete_acls,
+    describe_client_quotas,
+    alter_client_quotas,
 }
 
 /// The message of the ACL APIs while no authorizer is configured.
@@ -165,15 +176,26 @@ pub fn find(key: i16) -> Option<&'static ApiSpec> {
     APIS.iter().find(|a| a.key as i16 == key)
 }
 
+/// What a response is encoded with.
+pub struct ReplyCtx {
+    pub correlation_id: i32,
+    pub version: i16,
+    /// The request's throttle time (its connection is muted for it).
+    pub throttle_ms: i32,
+    /// The connection's quotas, when any applies.
+    pub quota: Option<Rc<ClientQuota>>,
+}
+
 /// What a handler answers with.
 pub trait IntoReply {
-    fn into_reply(self, correlation_id: i32, version: i16) -> Result<Reply, Close>;
+    fn into_reply(self, ctx: &ReplyCtx) -> Result<Reply, Close>;
 }
 
 /// A response known now.
-impl<R: Encodable + HeaderVersion> IntoReply for R {
-    fn into_reply(self, correlation_id: i32, version: i16) -> Result<Reply, Close> {
-        match encode(correlation_id, version, &self) {
+impl<R: Encodable + HeaderVersion + throttle::Throttled> IntoReply for R {
+    fn into_reply(mut self, ctx: &ReplyCtx) -> Result<Reply, Close> {
+        self.set_throttle_time_ms(ctx.throttle_ms);
+        match encode(ctx.correlation_id, ctx.version, &self) {
             Some(frame) => Ok(Reply::Now(Some(frame))),
             // Never skip a response silently: the client would pair the
             // next response with this request.
@@ -184,12 +206,28 @@ impl<R: Encodable + HeaderVersion> IntoReply for R {
 
 /// A response frame that comes later (a durable Produce, a long-poll
 /// Fetch); `None` for no response (acks=0). The connection reads its next
-/// request meanwhile.
+/// request meanwhile. Its handler sets its own throttle time (from the
+/// request's `throttle_ms` when it encodes); the shard time its future
+/// takes counts against the request quota of later requests.
 pub struct Later(pub LocalBoxFuture<'static, Option<Bytes>>);
 
 impl IntoReply for Later {
-    fn into_reply(self, _: i32, _: i16) -> Result<Reply, Close> {
-        Ok(Reply::Later(self.0))
+    fn into_reply(self, ctx: &ReplyCtx) -> Result<Reply, Close> {
+        let Some(q) = ctx
+            .quota
+            .clone()
+            .filter(|q| q.of(quota::Kind::Request).is_some())
+        else {
+            return Ok(Reply::Later(self.0));
+        };
+        Ok(Reply::Later(
+            async move {
+                let (frame, busy) = throttle::timed(self.0).await;
+                throttle::record_request_time(&q, busy);
+                frame
+            }
+            .boxed_local(),
+        ))
     }
 }
 
@@ -219,9 +257,9 @@ impl<R> MaybeLast<R> {
     }
 }
 
-impl<R: Encodable + HeaderVersion> IntoReply for MaybeLast<R> {
-    fn into_reply(self, correlation_id: i32, version: i16) -> Result<Reply, Close> {
-        let reply = self.response.into_reply(correlation_id, version)?;
+impl<R: Encodable + HeaderVersion + throttle::Throttled> IntoReply for MaybeLast<R> {
+    fn into_reply(self, ctx: &ReplyCtx) -> Result<Reply, Close> {
+        let reply = self.response.into_reply(ctx)?;
         if !self.close {
             return Ok(reply);
         }
@@ -250,6 +288,32 @@ pub struct Connection {
     /// The client's address as ACLs name hosts ("10.0.0.1").
     pub host: String,
     pub auth: RefCell<Auth>,
+    /// Its quotas as last resolved.
+    pub quota: RefCell<Option<Rc<ClientQuota>>>,
+    /// A throttled client's next request waits until then (KIP-219).
+    pub muted_until: std::cell::Cell<Option<std::time::Instant>>,
+}
+
+impl Connection {
+    /// Mutes the connection for `d` from now (or longer, when it already
+    /// is).
+    pub fn mute_for(&self, d: Duration) {
+        let until = std::time::Instant::now() + d;
+        if self.muted_until.get().is_none_or(|t| t < until) {
+            self.muted_until.set(Some(until));
+        }
+    }
+
+    /// How long its next request must wait.
+    pub fn muted_for(&self) -> Option<Duration> {
+        let until = self.muted_until.get()?;
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            self.muted_until.set(None);
+            return None;
+        }
+        Some(left)
+    }
 }
 
 /// The shard-side request handler.
@@ -274,6 +338,10 @@ pub struct Req {
     pub peer: Option<std::net::SocketAddr>,
     /// The connection (`None` outside a connection: decoder tests).
     pub conn: Option<Rc<Connection>>,
+    /// The connection's quotas, when any applies.
+    pub quota: Option<Rc<ClientQuota>>,
+    /// The throttle time the request earned so far.
+    pub throttle_ms: Rc<std::cell::Cell<u64>>,
 }
 
 impl Req {
@@ -330,11 +398,23 @@ impl rutomq_shards::Service for Service {
             peer,
             host: peer.map_or_else(String::new, |p| crate::security::acl::acl_host(p.ip())),
             auth: RefCell::new(Auth::new(l.protocol.sasl(), principal)),
+            quota: RefCell::new(None),
+            muted_until: std::cell::Cell::new(None),
         }))
     }
 
     fn tls_refused(&self, peer: Option<std::net::SocketAddr>, why: &str) {
         self.shard.tls_refused(peer, why);
+    }
+
+    fn hold(&self, conn: &Rc<Connection>) -> Option<Duration> {
+        conn.muted_for()
+    }
+
+    fn throttle_accept(&self, peer: Option<std::net::SocketAddr>) -> Option<Duration> {
+        let ip = peer?.ip();
+        let ms = self.shard.connection_throttle_ms(ip);
+        (ms > 0).then(|| Duration::from_millis(ms))
     }
 
     fn frame_bytes_max(&self, conn: &Rc<Connection>) -> usize {
@@ -404,6 +484,8 @@ pub fn parse_request(mut frame: Bytes) -> Result<Parsed, Close> {
             frame_bytes,
             peer: None,
             conn: None,
+            quota: None,
+            throttle_ms: Rc::default(),
         },
         frame,
     ))
@@ -430,6 +512,12 @@ async fn dispatch(shard: Rc<Shard>, conn: Rc<Connection>, frame: Bytes) -> Resul
                 }
                 shard.refused_before_auth(conn.peer, &conn.listener_name, req.key);
                 return Err(Close("request before authentication"));
+            }
+            if conn.auth.borrow().is_authenticated()
+                && !matches!(req.key, ApiKey::SaslHandshake | ApiKey::SaslAuthenticate)
+            {
+                let client_id = req.header.client_id.as_deref().unwrap_or("");
+                req.quota = throttle::client_quota(&shard, &conn, client_id);
             }
             req.conn = Some(conn);
             // A JoinGroup or SyncGroup may wait for the rebalance; like

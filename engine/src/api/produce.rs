@@ -15,7 +15,9 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 
 use super::access::allowed;
-use super::{encode, str_bytes, Api, Later, Req};
+use super::{encode, str_bytes, throttle, Api, Later, Req};
+use crate::limits::QUOTA_THROTTLE_MS_MAX;
+use crate::quota::Kind;
 use crate::error::ErrorCode;
 use crate::flush::BufferDone;
 use crate::records::validate_produce_records;
@@ -70,6 +72,13 @@ pub async fn handle(
 ) -> Later {
     let started = Instant::now();
     let (correlation_id, version) = (req.header.correlation_id, req.version);
+    // The produce quota counts the request's bytes, as they arrive (the
+    // records are still appended).
+    if let Some((sensor, bound)) = throttle::sensor(req, Kind::Produce) {
+        let ms = sensor.record(req.frame_bytes as f64, bound, QUOTA_THROTTLE_MS_MAX);
+        throttle::throttle(req, Kind::Produce, ms);
+    }
+    let throttle_ms = req.throttle_ms.clone();
     let metrics = shard.metrics.clone();
     let acks = body.acks;
     // Kafka's produce timeout: past it the partition gets REQUEST_TIMED_OUT
@@ -294,7 +303,11 @@ pub async fn handle(
             );
         }
         metrics.observe_produce(started.elapsed());
-        (acks != 0).then(|| ProduceResponse::default().with_responses(responses))
+        (acks != 0).then(|| {
+            ProduceResponse::default()
+                .with_responses(responses)
+                .with_throttle_time_ms(throttle::response_ms(&throttle_ms))
+        })
     }
     .map(move |resp| resp.and_then(|r| encode(correlation_id, version, &r)));
     Later(answer.boxed_local())

@@ -10,47 +10,32 @@
 //! agent that changes ACLs itself (CreateAcls, DeleteAcls) reloads before
 //! it answers, so its client reads its own change.
 //!
-//! Each shard holds the current set behind an `Rc` and checks one atomic
-//! version per decision: a decision is a few hash lookups in shard memory,
+//! Each shard holds the current set ([`crate::control::ShardCopy`]) and
+//! checks one atomic version per decision: a decision is a few hash lookups in shard memory,
 //! never a lock or a PostgreSQL round trip.
 
-use std::cell::{Cell, RefCell};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use super::acl::{AclSet, AuthorizerConfig};
+use crate::control::{AgentCopy, ShardCopy};
 
 /// The agent-wide authorizer: its settings and the current ACL set.
 pub struct Authorizer {
     pub cfg: AuthorizerConfig,
-    current: RwLock<Arc<AclSet>>,
-    version: AtomicU64,
-    /// One reload at a time (the refresher's and a CreateAcls' or
-    /// DeleteAcls' may meet): an older load never replaces a newer one.
-    reloading: tokio::sync::Mutex<()>,
+    copy: AgentCopy<AclSet>,
 }
 
 impl Authorizer {
     pub fn new(cfg: AuthorizerConfig) -> Authorizer {
         Authorizer {
             cfg,
-            current: RwLock::new(Arc::new(AclSet::default())),
-            version: AtomicU64::new(0),
-            reloading: tokio::sync::Mutex::new(()),
+            copy: AgentCopy::new(AclSet::default()),
         }
     }
 
     /// The current set.
     pub fn acls(&self) -> Arc<AclSet> {
-        self.current
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    fn replace(&self, set: AclSet) {
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(set);
-        self.version.fetch_add(1, Ordering::Release);
+        self.copy.get()
     }
 
     /// Loads every ACL from PostgreSQL into the copy; the set now in
@@ -60,7 +45,7 @@ impl Authorizer {
         &self,
         meta: &rutomq_meta::Meta,
     ) -> Result<Arc<AclSet>, rutomq_meta::MetaError> {
-        let _one = self.reloading.lock().await;
+        let _one = self.copy.reloading().await;
         let (rows, cut) = meta.acl_load().await?;
         if cut {
             tracing::error!(
@@ -70,7 +55,7 @@ impl Authorizer {
             return Ok(self.acls());
         }
         let n = rows.len();
-        self.replace(AclSet::new(rows));
+        self.copy.replace(AclSet::new(rows));
         tracing::debug!(acls = n, "ACLs loaded");
         Ok(self.acls())
     }
@@ -92,23 +77,16 @@ pub async fn keep_acls(
     }
 }
 
-/// One shard's view of the authorizer: the set it last saw and that set's
-/// version.
+/// One shard's view of the authorizer.
 pub struct ShardAcls {
     authorizer: Arc<Authorizer>,
-    seen: Cell<u64>,
-    set: RefCell<Arc<AclSet>>,
+    view: ShardCopy<AclSet>,
 }
 
 impl ShardAcls {
     pub fn new(authorizer: Arc<Authorizer>) -> ShardAcls {
-        let seen = authorizer.version.load(Ordering::Acquire);
-        let set = authorizer.acls();
-        ShardAcls {
-            authorizer,
-            seen: Cell::new(seen),
-            set: RefCell::new(set),
-        }
+        let view = ShardCopy::new(&authorizer.copy);
+        ShardAcls { authorizer, view }
     }
 
     pub fn cfg(&self) -> &AuthorizerConfig {
@@ -118,11 +96,7 @@ impl ShardAcls {
     /// Runs `f` on the current set (taken from the agent when its version
     /// moved).
     pub fn with<T>(&self, f: impl FnOnce(&AclSet, &AuthorizerConfig) -> T) -> T {
-        let now = self.authorizer.version.load(Ordering::Acquire);
-        if now != self.seen.get() {
-            *self.set.borrow_mut() = self.authorizer.acls();
-            self.seen.set(now);
-        }
-        f(&self.set.borrow(), &self.authorizer.cfg)
+        self.view
+            .with(&self.authorizer.copy, |set| f(set, &self.authorizer.cfg))
     }
 }

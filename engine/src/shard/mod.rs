@@ -22,6 +22,7 @@ use crate::flush::ShardBuffer;
 use crate::hub::HubMessage;
 use crate::limits::{DENIED_NAME_LOGGED_BYTES, FETCH_BYTES_INFLIGHT_MAX};
 use crate::metrics::ShardMetrics;
+use crate::quota::ShardQuotas;
 use crate::read::Reader;
 use crate::security::acl::{op, resource};
 use crate::security::authorizer::ShardAcls;
@@ -37,6 +38,8 @@ pub struct Shard {
     pub metrics: Arc<ShardMetrics>,
     /// The ACLs, with an authorizer.
     pub acls: Option<ShardAcls>,
+    /// The client quotas.
+    pub quotas: ShardQuotas,
     /// Failed logins and requests before authentication, for the log.
     auth_failures: RefCell<FailureLog>,
 }
@@ -56,6 +59,7 @@ impl Shard {
             fetch_budget: FetchBudget::new(FETCH_BYTES_INFLIGHT_MAX),
             metrics: Arc::new(ShardMetrics::default()),
             acls: agent.authorizer.clone().map(ShardAcls::new),
+            quotas: ShardQuotas::new(&agent.quotas.copy),
             auth_failures: RefCell::new(FailureLog::default()),
         });
         agent
@@ -81,6 +85,30 @@ impl Shard {
     /// `AUTH_FAILURE_LOG_INTERVAL` (the shard's bounded `FailureLog`).
     fn log_once(&self, key: &str) -> Option<u64> {
         self.auth_failures.borrow_mut().record(key, Instant::now())
+    }
+
+    /// How long a connection just accepted from `ip` waits before it is
+    /// closed for its IP's connection creation rate (0: it is served);
+    /// a refusal is counted and logged once per IP per interval.
+    pub fn connection_throttle_ms(&self, ip: std::net::IpAddr) -> u64 {
+        let quotas = &self.agent.quotas;
+        let Some(bound) = self
+            .quotas
+            .with(&quotas.copy, |set| set.connection_rate(ip))
+        else {
+            return 0;
+        };
+        let ms =
+            quotas
+                .sensors
+                .connection_from(ip, bound, crate::limits::QUOTA_TIME_THROTTLE_MS_MAX);
+        if ms > 0 {
+            if let Some(times) = self.log_once(&format!("connection-rate {ip}")) {
+                tracing::warn!(peer = %ip, times, rate_max = bound, throttle_ms = ms,
+                    "connection over its IP's connection_creation_rate quota; closing it after the throttle time");
+            }
+        }
+        ms
     }
 
     /// A TLS handshake from `peer` that failed (`why`): the runtime closed

@@ -66,6 +66,8 @@ pub enum Kind {
     LogStarts,
     /// ACLs changed (no topic, partition or offset).
     Acls,
+    /// Client quotas changed (likewise).
+    Quotas,
 }
 
 pub type Heard = Arc<Mutex<Vec<(Kind, Uuid, i32, i64)>>>;
@@ -113,6 +115,7 @@ where
                     h.extend(starts.iter().map(|&(t, p, o)| (Kind::LogStarts, t, p, o)))
                 }
                 Notice::AclsChanged => h.push((Kind::Acls, Uuid::nil(), 0, 0)),
+                Notice::QuotasChanged => h.push((Kind::Quotas, Uuid::nil(), 0, 0)),
                 Notice::Compacted(_) | Notice::TopicChanged(_) | Notice::CredentialsChanged(_) => {}
             }
         }),

@@ -22,9 +22,10 @@ use kafka_protocol::messages::{ApiKey, FetchRequest, TopicName};
 use uuid::Uuid;
 
 use super::access::allowed;
-use super::{Api, Later, Req};
+use super::{throttle, Api, Later, Req};
 use crate::error::ErrorCode;
-use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX};
+use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX, QUOTA_THROTTLE_MS_MAX};
+use crate::quota::{self, Kind};
 use crate::read::Records;
 use crate::security::acl::{op, resource};
 use crate::shard::{FetchGrant, Shard};
@@ -44,12 +45,46 @@ pub const API: Api<FetchRequest> = Api::new(ApiKey::Fetch, 4, 18);
 pub async fn handle(shard: &Rc<Shard>, req: &Req, mut body: FetchRequest) -> Later {
     let wanted = resolve(shard, req, req.version, std::mem::take(&mut body.topics)).await;
     let (shard, correlation_id, version) = (shard.clone(), req.header.correlation_id, req.version);
+    let quota = throttle::sensor(req, Kind::Fetch);
+    if let Some((sensor, bound)) = &quota {
+        // Already over (another connection of the client's spent it):
+        // answered empty at once, as Kafka's answer would be after
+        // reading, without the reading.
+        let ms = sensor.throttle_ms(*bound, QUOTA_THROTTLE_MS_MAX);
+        if ms > 0 {
+            throttle::throttle(req, Kind::Fetch, ms);
+            let frame = FetchReply::throttled(throttle::response_ms(&req.throttle_ms))
+                .encode(correlation_id, version);
+            return Later(async move { frame }.boxed_local());
+        }
+        // Kafka: one response holds at most the quota's worth of a window.
+        body.max_bytes = body.max_bytes.min(quota::window_bytes(*bound));
+        body.min_bytes = body.min_bytes.min(body.max_bytes);
+    }
+    let (throttle_ms, conn, client) = (req.throttle_ms.clone(), req.conn.clone(), req.quota.clone());
     Later(
         async move {
             let (reply, grants) = respond(&shard, version, body, wanted).await;
-            let frame = reply.encode(correlation_id, version);
+            let mut frame = reply
+                .with_throttle_time_ms(throttle::response_ms(&throttle_ms))
+                .encode(correlation_id, version);
             // The records' fetch memory is held until they are in the frame.
             drop(grants);
+            // The fetch quota counts the response's bytes; a response that
+            // goes over it (or one of a request throttled otherwise) is
+            // answered empty, and its bytes are taken back (Kafka's way).
+            let bytes = frame.as_ref().map_or(0, |f| f.len()) as f64;
+            if let Some((sensor, bound)) = &quota {
+                let ms = sensor.record(bytes, *bound, QUOTA_THROTTLE_MS_MAX);
+                throttle::apply(client.as_deref(), conn.as_ref(), &throttle_ms, Kind::Fetch, ms);
+            }
+            if throttle_ms.get() > 0 {
+                if let Some((sensor, _)) = &quota {
+                    sensor.unrecord(bytes);
+                }
+                frame = FetchReply::throttled(throttle::response_ms(&throttle_ms))
+                    .encode(correlation_id, version);
+            }
             frame
         }
         .boxed_local(),

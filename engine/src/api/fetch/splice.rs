@@ -42,6 +42,22 @@ impl FetchReply {
         }
     }
 
+    /// The empty response of a throttled client.
+    pub fn throttled(throttle_time_ms: i32) -> FetchReply {
+        FetchReply {
+            resp: FetchResponse::default()
+                .with_session_id(0)
+                .with_throttle_time_ms(throttle_time_ms),
+            records: Vec::new(),
+            tag: [0; 8],
+        }
+    }
+
+    pub fn with_throttle_time_ms(mut self, ms: i32) -> FetchReply {
+        self.resp.throttle_time_ms = ms;
+        self
+    }
+
     /// The response frame: encoded with a small marker in place of each
     /// record set, then copied once with the record sets (base offsets
     /// patched) written where their markers and length prefixes were.

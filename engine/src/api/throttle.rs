@@ -1,0 +1,214 @@
+//! Quota enforcement around the handlers, Kafka's way (KIP-219): a client
+//! over a quota gets its response with `throttle_time_ms` set, and its
+//! connection is muted for that long (its next request waits before it is
+//! handled), so a client that ignores the field is held to the quota too.
+//!
+//! What each kind records: Produce its request bytes (when the request
+//! arrives: the records are still appended), Fetch its response bytes
+//! (a Fetch that would go over is answered empty instead, and its bytes are
+//! taken back, as Kafka does), and every request the time its handler
+//! spends on the shard (polled time, not waits), as a percentage of one
+//! shard's time. The SASL requests and ApiVersions before authentication
+//! are not throttled (their principal is not known yet).
+
+use std::cell::Cell;
+use std::future::Future;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::messages::*;
+
+use super::{Connection, Req};
+use crate::limits::QUOTA_TIME_THROTTLE_MS_MAX;
+use crate::quota::sensors::{ClientQuota, Sensor};
+use crate::quota::Kind;
+use crate::shard::Shard;
+
+/// A response type's `throttle_time_ms`, where it has one.
+pub trait Throttled {
+    fn set_throttle_time_ms(&mut self, ms: i32);
+}
+
+macro_rules! throttled {
+    ($($t:ident),* $(,)?) => {
+        $(impl Throttled for $t {
+            fn set_throttle_time_ms(&mut self, ms: i32) {
+                self.throttle_time_ms = ms;
+            }
+        })*
+    };
+}
+
+macro_rules! unthrottled {
+    ($($t:ident),* $(,)?) => {
+        $(impl Throttled for $t {
+            fn set_throttle_time_ms(&mut self, _: i32) {}
+        })*
+    };
+}
+
+throttled!(
+    ProduceResponse,
+    FetchResponse,
+    ListOffsetsResponse,
+    MetadataResponse,
+    ApiVersionsResponse,
+    CreateTopicsResponse,
+    DeleteTopicsResponse,
+    InitProducerIdResponse,
+    DescribeConfigsResponse,
+    CreatePartitionsResponse,
+    DescribeClusterResponse,
+    DeleteRecordsResponse,
+    FindCoordinatorResponse,
+    JoinGroupResponse,
+    SyncGroupResponse,
+    HeartbeatResponse,
+    LeaveGroupResponse,
+    OffsetCommitResponse,
+    OffsetFetchResponse,
+    DescribeGroupsResponse,
+    ListGroupsResponse,
+    DeleteGroupsResponse,
+    OffsetDeleteResponse,
+    ConsumerGroupHeartbeatResponse,
+    ConsumerGroupDescribeResponse,
+    AddPartitionsToTxnResponse,
+    AddOffsetsToTxnResponse,
+    EndTxnResponse,
+    TxnOffsetCommitResponse,
+    DescribeProducersResponse,
+    DescribeTransactionsResponse,
+    ListTransactionsResponse,
+    DescribeUserScramCredentialsResponse,
+    AlterUserScramCredentialsResponse,
+    DescribeAclsResponse,
+    CreateAclsResponse,
+    DeleteAclsResponse,
+    DescribeClientQuotasResponse,
+    AlterClientQuotasResponse,
+);
+
+unthrottled!(
+    SaslHandshakeResponse,
+    SaslAuthenticateResponse,
+    WriteTxnMarkersResponse
+);
+
+/// The quotas in force for a request's connection, resolved once per
+/// connection, client id and quota set; `None` when none applies (no
+/// measuring at all then) or before authentication.
+pub fn client_quota(shard: &Shard, conn: &Connection, client_id: &str) -> Option<Rc<ClientQuota>> {
+    let quotas = &shard.agent.quotas;
+    let (set, version) = shard.quotas.current(&quotas.copy);
+    if set.is_empty() {
+        return None;
+    }
+    if let Some(q) = conn.quota.borrow().as_ref() {
+        if q.version == version && q.client_id == client_id {
+            return (!q.is_empty()).then(|| q.clone());
+        }
+    }
+    let principal = conn.auth.borrow().principal()?.to_owned();
+    // Kafka's user entity is the principal's name, whatever its type.
+    let user = principal
+        .split_once(':')
+        .map_or(principal.as_str(), |(_, n)| n);
+    let mut q = ClientQuota {
+        version,
+        client_id: client_id.to_owned(),
+        applied: Default::default(),
+        stats: quotas.stats.clone(),
+    };
+    for kind in Kind::ALL {
+        q.applied[kind.index()] = set.resolve(kind, user, client_id).map(|a| {
+            (
+                quotas.sensors.get(kind, &a.user_tag, &a.client_tag),
+                a.bound,
+            )
+        });
+    }
+    let q = Rc::new(q);
+    *conn.quota.borrow_mut() = Some(q.clone());
+    (!q.is_empty()).then_some(q)
+}
+
+/// Runs a request's handler `fut`; with a request quota, the shard time
+/// it takes is recorded against it and the request throttled when over.
+pub async fn request_quota<F: Future>(req: &Req, fut: F) -> F::Output {
+    let Some(q) = req.quota.as_ref().filter(|q| q.of(Kind::Request).is_some()) else {
+        return fut.await;
+    };
+    let (out, busy) = timed(fut).await;
+    throttle(req, Kind::Request, record_request_time(q, busy));
+    out
+}
+
+/// Runs `fut`, measuring the time spent polling it.
+pub async fn timed<F: Future>(fut: F) -> (F::Output, Duration) {
+    let mut fut = std::pin::pin!(fut);
+    let mut busy = Duration::ZERO;
+    let out = std::future::poll_fn(|cx| {
+        let t = Instant::now();
+        let r = fut.as_mut().poll(cx);
+        busy += t.elapsed();
+        r
+    })
+    .await;
+    (out, busy)
+}
+
+/// Records `busy` shard time against the request quota of `quota`: the
+/// throttle time it earns (0 within the quota or without one).
+pub fn record_request_time(quota: &ClientQuota, busy: Duration) -> u64 {
+    let Some((sensor, bound)) = quota.of(Kind::Request) else {
+        return 0;
+    };
+    // Kafka's unit: percent of one thread's second.
+    let percent = busy.as_nanos() as f64 * 100.0 / 1e9;
+    sensor.record(percent, *bound, QUOTA_TIME_THROTTLE_MS_MAX)
+}
+
+/// The sensor and bound of `kind` for a request, when a quota applies.
+pub fn sensor(req: &Req, kind: Kind) -> Option<(Arc<Sensor>, f64)> {
+    req.quota.as_ref()?.of(kind).cloned()
+}
+
+/// Records the request's throttle `ms` for `kind` (the response carries
+/// the largest) and mutes its connection for it.
+pub fn throttle(req: &Req, kind: Kind, ms: u64) {
+    apply(
+        req.quota.as_deref(),
+        req.conn.as_ref(),
+        &req.throttle_ms,
+        kind,
+        ms,
+    );
+}
+
+/// [`throttle`] for a response finished after its request's handler
+/// returned (a Fetch's).
+pub fn apply(
+    quota: Option<&ClientQuota>,
+    conn: Option<&Rc<Connection>>,
+    throttle_ms: &Cell<u64>,
+    kind: Kind,
+    ms: u64,
+) {
+    if ms == 0 {
+        return;
+    }
+    if let Some(q) = quota {
+        q.stats.throttled(kind, ms);
+    }
+    throttle_ms.set(throttle_ms.get().max(ms));
+    if let Some(conn) = conn {
+        conn.mute_for(Duration::from_millis(ms));
+    }
+}
+
+/// The request's throttle so far, for its response.
+pub fn response_ms(cell: &Cell<u64>) -> i32 {
+    cell.get().min(i32::MAX as u64) as i32
+}

@@ -1,0 +1,153 @@
+//! A rate over a sliding window of samples, measured and turned into a
+//! throttle time the way Kafka's quota sensors do (its `Rate` over a
+//! `SampledStat`, and `QuotaUtils.throttleTime`), so a client sees the same
+//! throttle times from rutomq as from Kafka for the same traffic.
+//!
+//! The window is [`QUOTA_WINDOW_SAMPLES`] samples of
+//! [`QUOTA_SAMPLE_WINDOW_MS`] each (Kafka's `quota.window.num` = 11 and
+//! `quota.window.size.seconds` = 1). A sample older than the whole window
+//! is reset before a measurement; while fewer than `samples - 1` full
+//! sample windows have passed since the oldest sample started, the
+//! elapsed time counts as that many (a new client's first bytes are not
+//! divided by a tiny elapsed time).
+
+use crate::limits::{QUOTA_SAMPLE_WINDOW_MS, QUOTA_WINDOW_SAMPLES};
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Sample {
+    value: f64,
+    started_ms: u64,
+}
+
+/// One quota sensor's samples.
+#[derive(Clone, Debug)]
+pub struct Rate {
+    samples: [Sample; QUOTA_WINDOW_SAMPLES],
+    /// Samples in use (they are added as time passes, up to the window).
+    used: usize,
+    current: usize,
+}
+
+impl Rate {
+    pub fn new(now_ms: u64) -> Rate {
+        let mut r = Rate {
+            samples: [Sample::default(); QUOTA_WINDOW_SAMPLES],
+            used: 1,
+            current: 0,
+        };
+        r.samples[0].started_ms = now_ms;
+        r
+    }
+
+    /// Adds `value` at `now_ms` (a later sample when the current one's
+    /// window has passed).
+    pub fn record(&mut self, value: f64, now_ms: u64) {
+        let cur = self.samples[self.current];
+        if now_ms.saturating_sub(cur.started_ms) >= QUOTA_SAMPLE_WINDOW_MS {
+            self.current = (self.current + 1) % QUOTA_WINDOW_SAMPLES;
+            if self.current >= self.used {
+                self.used += 1;
+            }
+            self.samples[self.current] = Sample {
+                value: 0.0,
+                started_ms: now_ms,
+            };
+        }
+        self.samples[self.current].value += value;
+    }
+
+    /// Takes `value` back (a throttled Fetch whose records were not sent).
+    pub fn unrecord(&mut self, value: f64, now_ms: u64) {
+        self.record(-value, now_ms);
+    }
+
+    fn purge(&mut self, now_ms: u64) {
+        let expire_ms = QUOTA_WINDOW_SAMPLES as u64 * QUOTA_SAMPLE_WINDOW_MS;
+        for s in &mut self.samples[..self.used] {
+            if now_ms.saturating_sub(s.started_ms) >= expire_ms {
+                *s = Sample {
+                    value: 0.0,
+                    started_ms: now_ms,
+                };
+            }
+        }
+    }
+
+    /// The window the rate is measured over, in milliseconds.
+    fn window_ms(&mut self, now_ms: u64) -> u64 {
+        self.purge(now_ms);
+        let oldest = self.samples[..self.used]
+            .iter()
+            .map(|s| s.started_ms)
+            .min()
+            .unwrap_or(now_ms);
+        let mut elapsed_ms = now_ms.saturating_sub(oldest);
+        let full = elapsed_ms / QUOTA_SAMPLE_WINDOW_MS;
+        let min_full = QUOTA_WINDOW_SAMPLES as u64 - 1;
+        if full < min_full {
+            elapsed_ms += (min_full - full) * QUOTA_SAMPLE_WINDOW_MS;
+        }
+        elapsed_ms.max(1)
+    }
+
+    /// Units per second now.
+    pub fn per_second(&mut self, now_ms: u64) -> f64 {
+        let window_ms = self.window_ms(now_ms);
+        let total: f64 = self.samples[..self.used].iter().map(|s| s.value).sum();
+        total / (window_ms as f64 / 1000.0)
+    }
+
+    /// How long a client over `bound` (units per second) waits so that its
+    /// rate comes back to it: Kafka's `(rate - bound) / bound × window`,
+    /// at most `max_ms`; 0 within the bound.
+    pub fn throttle_ms(&mut self, bound: f64, now_ms: u64, max_ms: u64) -> u64 {
+        let rate = self.per_second(now_ms);
+        if rate <= bound {
+            return 0;
+        }
+        if bound <= 0.0 {
+            return max_ms;
+        }
+        let window_ms = self.window_ms(now_ms) as f64;
+        let ms = ((rate - bound) / bound * window_ms).round();
+        (ms.max(0.0) as u64).min(max_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_sensor_divides_by_the_minimum_window() {
+        let mut r = Rate::new(1_000);
+        r.record(10_000.0, 1_000);
+        // 10 full windows of 1 s assumed: 1000/s.
+        assert_eq!(r.per_second(1_000), 1_000.0);
+        // A quota of 500/s: (1000 - 500) / 500 × 10 s = 10 s.
+        assert_eq!(r.throttle_ms(500.0, 1_000, u64::MAX), 10_000);
+        assert_eq!(r.throttle_ms(500.0, 1_000, 3_000), 3_000);
+        assert_eq!(r.throttle_ms(1_000.0, 1_000, u64::MAX), 0);
+    }
+
+    #[test]
+    fn old_samples_expire_and_samples_rotate() {
+        let mut r = Rate::new(0);
+        for s in 0..30u64 {
+            r.record(100.0, s * 1_000);
+        }
+        // At most 11 samples of 100 over an 11-ish second window.
+        let rate = r.per_second(29_500);
+        assert!((rate - 100.0).abs() < 15.0, "{rate}");
+        // Long idle: everything expired.
+        assert_eq!(r.per_second(100_000), 0.0);
+    }
+
+    #[test]
+    fn unrecord_takes_back() {
+        let mut r = Rate::new(0);
+        r.record(5_000.0, 0);
+        r.unrecord(5_000.0, 0);
+        assert_eq!(r.per_second(0), 0.0);
+    }
+}
