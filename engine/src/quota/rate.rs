@@ -20,7 +20,7 @@ struct Sample {
 }
 
 /// One quota sensor's samples.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Rate {
     samples: [Sample; QUOTA_WINDOW_SAMPLES],
     /// Samples in use (they are added as time passes, up to the window).
@@ -29,19 +29,26 @@ pub struct Rate {
 }
 
 impl Rate {
-    pub fn new(now_ms: u64) -> Rate {
-        let mut r = Rate {
+    /// A rate with no samples: its first starts with its first record (as
+    /// Kafka's), so the time a sensor waited unused does not count.
+    pub fn new() -> Rate {
+        Rate {
             samples: [Sample::default(); QUOTA_WINDOW_SAMPLES],
-            used: 1,
+            used: 0,
             current: 0,
-        };
-        r.samples[0].started_ms = now_ms;
-        r
+        }
     }
 
     /// Adds `value` at `now_ms` (a later sample when the current one's
     /// window has passed).
     pub fn record(&mut self, value: f64, now_ms: u64) {
+        if self.used == 0 {
+            self.used = 1;
+            self.samples[0] = Sample {
+                value: 0.0,
+                started_ms: now_ms,
+            };
+        }
         let cur = self.samples[self.current];
         if now_ms.saturating_sub(cur.started_ms) >= QUOTA_SAMPLE_WINDOW_MS {
             self.current = (self.current + 1) % QUOTA_WINDOW_SAMPLES;
@@ -120,7 +127,7 @@ mod tests {
 
     #[test]
     fn a_new_sensor_divides_by_the_minimum_window() {
-        let mut r = Rate::new(1_000);
+        let mut r = Rate::new();
         r.record(10_000.0, 1_000);
         // 10 full windows of 1 s assumed: 1000/s.
         assert_eq!(r.per_second(1_000), 1_000.0);
@@ -132,7 +139,7 @@ mod tests {
 
     #[test]
     fn old_samples_expire_and_samples_rotate() {
-        let mut r = Rate::new(0);
+        let mut r = Rate::new();
         for s in 0..30u64 {
             r.record(100.0, s * 1_000);
         }
@@ -144,8 +151,16 @@ mod tests {
     }
 
     #[test]
+    fn the_window_starts_with_the_first_record() {
+        let mut r = Rate::new();
+        assert_eq!(r.per_second(3_000), 0.0);
+        r.record(10_000.0, 5_000);
+        assert_eq!(r.throttle_ms(500.0, 5_000, u64::MAX), 10_000);
+    }
+
+    #[test]
     fn unrecord_takes_back() {
-        let mut r = Rate::new(0);
+        let mut r = Rate::new();
         r.record(5_000.0, 0);
         r.unrecord(5_000.0, 0);
         assert_eq!(r.per_second(0), 0.0);

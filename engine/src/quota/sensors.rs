@@ -39,7 +39,7 @@ pub struct Sensor {
 impl Sensor {
     fn new(now: u64) -> Sensor {
         Sensor {
-            rate: Mutex::new(Rate::new(now)),
+            rate: Mutex::new(Rate::new()),
             last_ms: AtomicU64::new(now),
         }
     }
@@ -126,7 +126,7 @@ impl Sensors {
                 }
             }
         }
-        let r = map.entry(ip).or_insert_with(|| Rate::new(now));
+        let r = map.entry(ip).or_default();
         r.record(1.0, now);
         let ms = r.throttle_ms(bound, now, max_ms);
         if ms > 0 {
