@@ -8,7 +8,9 @@
 //! first request of a sensor is measured over Kafka's minimum window, so
 //! the figure is deterministic), the throttled Fetch is answered empty, and
 //! the connection is muted: a request sent right after a throttled one is
-//! answered only once the throttle time has passed.
+//! answered only once the throttle time has passed. And a client over its
+//! `controller_mutation_rate` is refused topics (strict versions) or only
+//! throttled (older ones) as Kafka does, with the same throttle times.
 
 mod common;
 
@@ -612,6 +614,125 @@ async fn throttling(bootstrap: &str, run: &str) -> Throttled {
     }
 }
 
+/// What one broker answered a client over its controller mutation quota:
+/// per request, the per-topic codes (and messages) and the throttle.
+async fn mutations(bootstrap: &str, run: &str) -> Vec<(String, i32)> {
+    let root = admin(bootstrap).await;
+    let client = format!("mutator-{run}");
+    // 1 partition per second: 10 of credit.
+    set_client_quota(&root, &client, "controller_mutation_rate", 1.0, run).await;
+    let name = |n: &str| format!("mq-{n}-{run}");
+    let create = |topics: &[(&str, i32)]| {
+        CreateTopicsRequest::default()
+            .with_timeout_ms(30_000)
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|(n, p)| {
+                        create_topics_request::CreatableTopic::default()
+                            .with_name(TopicName(s(&name(n))))
+                            .with_num_partitions(*p)
+                            .with_replication_factor(1)
+                    })
+                    .collect(),
+            )
+    };
+    let codes = |it: Vec<(i16, Option<StrBytes>)>| {
+        it.iter()
+            .map(|(c, m)| format!("{c} {}", m.as_ref().map_or("-", |m| m.as_str())))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    // A new connection for each request: each throttled one is muted.
+    let conn = || {
+        connect(
+            bootstrap,
+            &Security::Plaintext,
+            &client,
+            Duration::from_secs(30),
+        )
+    };
+    let mut out = Vec::new();
+    // Strict (v7): 8 and 8 taken (the second while credit remains), the
+    // third refused.
+    let r = conn()
+        .await
+        .unwrap()
+        .call_version(&create(&[("a", 8), ("b", 8), ("c", 1)]), 7)
+        .await
+        .unwrap();
+    out.push((
+        format!(
+            "create v7: {}",
+            codes(
+                r.topics
+                    .iter()
+                    .map(|t| (t.error_code, t.error_message.clone()))
+                    .collect()
+            )
+        ),
+        r.throttle_time_ms,
+    ));
+    // Deleting is a mutation too: refused while owed.
+    let del = DeleteTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topic_names(vec![TopicName(s(&name("a")))]);
+    let r = conn().await.unwrap().call_version(&del, 5).await.unwrap();
+    out.push((
+        format!(
+            "delete v5: {}",
+            codes(
+                r.responses
+                    .iter()
+                    .map(|t| (t.error_code, t.error_message.clone()))
+                    .collect()
+            )
+        ),
+        r.throttle_time_ms,
+    ));
+    let grow = CreatePartitionsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![
+            create_partitions_request::CreatePartitionsTopic::default()
+                .with_name(TopicName(s(&name("b"))))
+                .with_count(9)
+                .with_assignments(None),
+        ]);
+    let r = conn().await.unwrap().call_version(&grow, 3).await.unwrap();
+    out.push((
+        format!(
+            "create partitions v3: {}",
+            codes(
+                r.results
+                    .iter()
+                    .map(|t| (t.error_code, t.error_message.clone()))
+                    .collect()
+            )
+        ),
+        r.throttle_time_ms,
+    ));
+    // Permissive (v5): taken, and throttled for all that is owed.
+    let r = conn()
+        .await
+        .unwrap()
+        .call_version(&create(&[("d", 2)]), 5)
+        .await
+        .unwrap();
+    out.push((
+        format!(
+            "create v5: {}",
+            codes(
+                r.topics
+                    .iter()
+                    .map(|t| (t.error_code, t.error_message.clone()))
+                    .collect()
+            )
+        ),
+        r.throttle_time_ms,
+    ));
+    out
+}
+
 /// `a` and `b` within 3 % (and 60 ms) of each other.
 fn close(a: i32, b: i32) -> bool {
     let d = (a - b).abs() as f64;
@@ -627,6 +748,7 @@ async fn quotas_are_managed_and_enforced_as_apache_kafka_does() {
     let root = admin(&kafka.bootstrap).await;
     let k_admin = admin_lines(&root, &run).await;
     let k = throttling(&kafka.bootstrap, &run).await;
+    let k_mutations = mutations(&kafka.bootstrap, &run).await;
     drop(kafka);
 
     let agent = tokio::task::spawn_blocking(|| common::Agent::start(&[]))
@@ -635,6 +757,7 @@ async fn quotas_are_managed_and_enforced_as_apache_kafka_does() {
     let root = admin(&agent.bootstrap).await;
     let r_admin = admin_lines(&root, &run).await;
     let r = throttling(&agent.bootstrap, &run).await;
+    let r_mutations = mutations(&agent.bootstrap, &run).await;
     tokio::task::spawn_blocking(move || drop(agent))
         .await
         .unwrap();
@@ -676,4 +799,16 @@ async fn quotas_are_managed_and_enforced_as_apache_kafka_does() {
         close(k.fetch_ms, r.fetch_ms),
         "fetch throttle: kafka {k:?}, rutomq {r:?}"
     );
+
+    eprintln!("mutations: kafka {k_mutations:?}\n           rutomq {r_mutations:?}");
+    assert_eq!(k_mutations.len(), r_mutations.len());
+    for ((k_codes, k_ms), (r_codes, r_ms)) in k_mutations.iter().zip(&r_mutations) {
+        assert_eq!(k_codes, r_codes);
+        // Owed permits over the rate, as each measured them a moment apart.
+        assert!(
+            (k_ms - r_ms).abs() <= 400,
+            "{k_codes}: kafka {k_ms} ms, rutomq {r_ms} ms"
+        );
+    }
+    assert!(k_mutations[0].0.ends_with("89 -"), "{k_mutations:?}");
 }

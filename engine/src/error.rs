@@ -70,6 +70,7 @@ pub enum ErrorCode {
     ResourceNotFound = 91,
     DuplicateResource = 92,
     UnacceptableCredential = 93,
+    ThrottlingQuotaExceeded = 89,
 }
 
 impl ErrorCode {

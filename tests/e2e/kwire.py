@@ -417,6 +417,56 @@ def parse_produce_response(payload, version):
 
 
 # --------------------------------------------------------------------------
+# AlterClientQuotas (key 49), v0
+
+
+ALTER_CLIENT_QUOTAS = 49
+
+
+def alter_client_quotas_request(correlation_id, entries, validate_only=False, client_id="rutomq-e2e"):
+    """entries: [(entity, ops)], entity a list of (entity type, name or None
+    for <default>), ops a list of (key, value or None to remove)."""
+    def entity_part(p):
+        return string(p[0]) + string(p[1])
+
+    def op(o):
+        key, value = o
+        return string(key) + struct.pack(">d", 0.0 if value is None else float(value)) + i8(1 if value is None else 0)
+
+    def entry(e):
+        entity, ops = e
+        return array(entity, entity_part) + array(ops, op)
+
+    body = array(entries, entry) + i8(1 if validate_only else 0)
+    return frame(request_header(ALTER_CLIENT_QUOTAS, 0, correlation_id, client_id) + body)
+
+
+def parse_alter_client_quotas_response(payload):
+    """(correlation id, throttle ms, [(error code, message, [(type, name)])])."""
+    r = Reader(payload)
+    cid = r.i32()
+    throttle = r.i32()
+
+    def entry(rr):
+        code, msg = rr.i16(), rr.string()
+        return code, msg, rr.array(lambda x: (x.string(), x.string()))
+
+    entries = r.array(entry)
+    r.expect_end("AlterClientQuotas v0 response")
+    return cid, throttle, entries
+
+
+def alter_client_quotas(bootstrap, entries, validate_only=False):
+    """Sends AlterClientQuotas on a new connection; its entries' results."""
+    with KafkaConn.to(bootstrap) as c:
+        cid = c.next_cid()
+        c.send(alter_client_quotas_request(cid, entries, validate_only))
+        rcid, _, results = parse_alter_client_quotas_response(c.recv_frame())
+        assert rcid == cid
+        return results
+
+
+# --------------------------------------------------------------------------
 # a blocking connection
 
 

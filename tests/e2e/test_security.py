@@ -29,6 +29,7 @@
 # hand-written codec of kwire.py for the byte-level checks.
 
 import base64
+import functools
 import hashlib
 import hmac
 import os
@@ -202,11 +203,15 @@ def _scram_client_first(user, nonce):
     return f"n,,n={user},r={nonce}".encode()
 
 
+@functools.lru_cache(maxsize=64)
+def _salted_password(hash_name, password, salt_b64, iterations):
+    return hashlib.pbkdf2_hmac(hash_name, password.encode(), base64.b64decode(salt_b64), iterations)
+
+
 def _scram_final(mech, password, client_first_bare, server_first, nonce_override=None):
     h = {"SCRAM-SHA-256": hashlib.sha256, "SCRAM-SHA-512": hashlib.sha512}[mech]
     attrs = dict(a.split("=", 1) for a in server_first.split(","))
-    salt, iterations = base64.b64decode(attrs["s"]), int(attrs["i"])
-    salted = hashlib.pbkdf2_hmac(h().name, password.encode(), salt, iterations)
+    salted = _salted_password(h().name, password, attrs["s"], int(attrs["i"]))
     client_key = hmac.new(salted, b"Client Key", h).digest()
     stored = h(client_key).digest()
     without_proof = f"c=biws,r={nonce_override or attrs['r']}"
@@ -286,6 +291,74 @@ def test_the_wire_before_and_during_authentication(sasl_agent):
                 assert server_final.startswith(b"v=")
                 _metadata_v1(c)
     assert metric(a, "rutomq_requests_before_authentication_total") >= 1
+
+
+def _agent_cpu_s_and_rss_kib(agent):
+    with open(f"/proc/{agent.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    with open(f"/proc/{agent.pid}/status") as f:
+        rss = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    return cpu_s, rss
+
+
+def _failed_login(port, mechanism, user, password):
+    """One failed login on a new connection; the agent's error code."""
+    with kwire.KafkaConn("127.0.0.1", port, timeout=30) as c:
+        assert _sasl_handshake(c, mechanism)[0] == 0
+        if mechanism == "PLAIN":
+            code, _, _ = _sasl_authenticate(c, b"\0" + user.encode() + b"\0" + password.encode())
+        else:
+            first = _scram_client_first(user, base64.b64encode(os.urandom(12)).decode())
+            code, msg, server_first = _sasl_authenticate(c, first)
+            assert code == 0, msg
+            final = _scram_final(mechanism, password, first[3:].decode(), server_first.decode())
+            code, _, _ = _sasl_authenticate(c, final)
+        kwire.wait_closed(c.sock, timeout=10)
+        return code
+
+
+def test_a_login_flood_costs_bounded_cpu_and_memory_and_logs_per_principal(sasl_agent):
+    """10,000 failed logins from one address, 200 at a time: 8,000 SCRAM
+    exchanges with a wrong password and 2,000 PLAIN ones (each PBKDF2 on
+    the agent), every one answered 58 and closed, counted one by one, a few
+    log lines per principal, the agent's CPU per attempt and memory
+    bounded, and a right password still logs in at once."""
+    from concurrent.futures import ThreadPoolExecutor
+    a = sasl_agent
+    failures_before = metric(a, "rutomq_sasl_authentication_failures_total")
+    log_before = open(a.log_path, encoding="utf-8", errors="replace").read().count("authentication failed")
+    cpu0, rss0 = _agent_cpu_s_and_rss_kib(a)
+    plan = [("SCRAM-SHA-512", "alice", "wrong-password")] * 8000 + [("PLAIN", "bob", "wrong-password")] * 2000
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=200) as pool:
+        codes = list(pool.map(lambda m: _failed_login(a.sasl_port, *m), plan))
+    elapsed = time.monotonic() - started
+    cpu1, rss1 = _agent_cpu_s_and_rss_kib(a)
+    assert set(codes) == {58}, {c: codes.count(c) for c in set(codes)}
+    failures = metric(a, "rutomq_sasl_authentication_failures_total") - failures_before
+    assert failures == len(plan), failures
+    wait_until("refused connections closed", lambda: metric(a, "rutomq_connections_open") == 0, timeout=10)
+    cpu_ms = (cpu1 - cpu0) * 1000 / len(plan)
+    summary = (f"{len(plan)} failed logins in {elapsed:.1f} s; agent CPU {cpu1 - cpu0:.1f} s "
+               f"({cpu_ms:.2f} ms each), RSS {rss0 // 1024} -> {rss1 // 1024} MiB")
+    print(summary)
+    # A SCRAM failure is two HMACs, a PLAIN one a PBKDF2 of 4096 rounds.
+    assert cpu_ms < 5, summary
+    assert rss1 - rss0 < 64 * 1024, summary
+    log = open(a.log_path, encoding="utf-8", errors="replace").read()
+    lines = [ln for ln in log.splitlines() if "authentication failed" in ln]
+    new_lines = len(lines) - log_before
+    # Once per principal per minute per shard (2 shards, 2 principals),
+    # with the count of the ones not logged.
+    assert 2 <= new_lines <= 8, (new_lines, lines[-10:])
+    assert any("User:alice" in ln for ln in lines) and any("User:bob" in ln for ln in lines)
+    # Still serving.
+    with kwire.KafkaConn("127.0.0.1", a.sasl_port) as c:
+        assert _sasl_handshake(c, "PLAIN")[0] == 0
+        code, msg, _ = _sasl_authenticate(c, b"\0alice\0" + PASSWORD.encode())
+        assert code == 0, msg
+        assert _metadata_v1(c).i32() > 0
 
 
 # ---- AlterUserScramCredentials / DescribeUserScramCredentials (flexible, v0)
@@ -432,8 +505,8 @@ def test_java_clients_log_in_with_scram_and_plain(client, sasl_agent, request):
 def test_kafka_configs_tool_manages_scram_users(sasl_agent, request):
     """Apache Kafka's kafka-configs.sh (kafka.admin.ConfigCommand 4.2.0),
     unchanged: add a user's SCRAM credentials, log in with them, delete one
-    mechanism, and Kafka's error for deleting it twice. (Its --describe of
-    users also asks DescribeClientQuotas, which comes with quotas.)"""
+    mechanism, and Kafka's error for deleting it twice; --describe shows
+    the mechanisms and iterations (it asks DescribeClientQuotas too)."""
     run_sh = request.getfixturevalue("roundtrip_clients")
     a = sasl_agent
 
@@ -455,6 +528,9 @@ def test_kafka_configs_tool_manages_scram_users(sasl_agent, request):
                           **sasl_conf(a, mechanism, "zed", "zed-pw"))
     with kwire.KafkaConn("127.0.0.1", a.port) as c:
         assert _describe_scram(c, ["zed"])["zed"] == (0, [(1, 4096), (2, 8192)])
+    out = configs("--describe")
+    assert "SCRAM credential configs for user-principal 'zed' are SCRAM-SHA-256=iterations=4096, " \
+           "SCRAM-SHA-512=iterations=8192" in out, out
     configs("--alter", "--delete-config", "SCRAM-SHA-512")
     login_fails(a, "SCRAM-SHA-512", "zed", "zed-pw")
     produce_confluent(a.sasl_bootstrap, topic, make_records(3, big=False), timeout=30,

@@ -4,6 +4,7 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{ApiKey, CreatePartitionsRequest, CreatePartitionsResponse};
 
 use super::access::allowed;
+use super::throttle::Mutations;
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::security::acl::{op, resource};
@@ -19,9 +20,13 @@ pub async fn handle(
     body: CreatePartitionsRequest,
 ) -> CreatePartitionsResponse {
     let mut results = Vec::new();
+    // Kafka: strict from version 3.
+    let mut mutations = Mutations::new(req, req.version >= 3);
     for t in body.topics {
         let name = t.name.0.as_str().to_owned();
-        let r = CreatePartitionsTopicResult::default().with_name(t.name.clone());
+        let r = CreatePartitionsTopicResult::default()
+            .with_name(t.name.clone())
+            .with_error_message(None);
         let fail = |code: ErrorCode, msg: String| {
             r.clone()
                 .with_error_code(code.code())
@@ -47,6 +52,18 @@ pub async fn handle(
                 format!("at most {PARTITIONS_MAX} partitions"),
             ));
             continue;
+        }
+        if !body.validate_only {
+            // The partitions it adds (a topic unknown here, or not grown,
+            // is refused below and adds none).
+            let current = match shard.topics.by_name(&name).await {
+                Ok(Some(topic)) => topic.partitions,
+                _ => t.count,
+            };
+            if let Err(code) = mutations.admit(t.count - current) {
+                results.push(r.with_error_code(code.code()));
+                continue;
+            }
         }
         results.push(
             match shard
@@ -74,5 +91,6 @@ pub async fn handle(
             },
         );
     }
+    drop(mutations);
     CreatePartitionsResponse::default().with_results(results)
 }

@@ -7,6 +7,7 @@ use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse
 use rutomq_meta::CreateTopicError;
 
 use super::access::{allowed, visible};
+use super::throttle::Mutations;
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::limits::PARTITIONS_MAX;
@@ -21,9 +22,12 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
     let mut results = Vec::with_capacity(body.topics.len());
     // Kafka: CREATE on the cluster, or on each topic.
     let cluster_create = visible(shard, req, op::CREATE, resource::CLUSTER, CLUSTER_NAME);
+    // Kafka: strict from version 6.
+    let mut mutations = Mutations::new(req, req.version >= 6);
     for t in body.topics {
         let mut result = CreatableTopicResult::default()
             .with_name(t.name.clone())
+            .with_error_message(None)
             .with_num_partitions(-1)
             .with_replication_factor(-1);
         let fail = |r: CreatableTopicResult, code: ErrorCode, msg: String| {
@@ -90,6 +94,12 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
             results.push(fail(result, ErrorCode::InvalidConfig, msg));
             continue;
         }
+        if !body.validate_only {
+            if let Err(code) = mutations.admit(partitions) {
+                results.push(result.with_error_code(code.code()));
+                continue;
+            }
+        }
         let described: Vec<CreatableTopicConfigs> = topics::TOPIC_CONFIGS
             .iter()
             .map(|s| {
@@ -147,5 +157,6 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
             Err(e) => results.push(fail(result, ErrorCode::from(&e), e.to_string())),
         }
     }
+    drop(mutations);
     CreateTopicsResponse::default().with_topics(results)
 }

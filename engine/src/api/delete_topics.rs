@@ -5,6 +5,7 @@ use kafka_protocol::messages::{ApiKey, DeleteTopicsRequest, DeleteTopicsResponse
 use uuid::Uuid;
 
 use super::access::allowed;
+use super::throttle::Mutations;
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::security::acl::{op, resource};
@@ -21,6 +22,8 @@ pub async fn handle(shard: &Shard, req: &Req, body: DeleteTopicsRequest) -> Dele
         .collect();
     targets.extend(body.topics.into_iter().map(|t| (t.name, t.topic_id)));
     let mut out = Vec::new();
+    // Kafka: strict from version 5.
+    let mut mutations = Mutations::new(req, req.version >= 5);
     for (name, id) in targets {
         let resolved = match &name {
             Some(n) => Ok(Some(n.0.as_str().to_owned())),
@@ -28,6 +31,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: DeleteTopicsRequest) -> Dele
         };
         let result = DeletableTopicResult::default()
             .with_name(name.clone())
+            .with_error_message(None)
             .with_topic_id(id);
         let result = match resolved {
             // Kafka: DELETE on the topic (refused before it is known to
@@ -35,7 +39,9 @@ pub async fn handle(shard: &Shard, req: &Req, body: DeleteTopicsRequest) -> Dele
             Ok(Some(n)) if !allowed(shard, req, op::DELETE, resource::TOPIC, &n) => {
                 result.with_error_code(ErrorCode::TopicAuthorizationFailed.code())
             }
-            Ok(Some(n)) => match shard.agent.meta.delete_topic(n.clone()).await {
+            Ok(Some(n)) => match admit(shard, &mut mutations, &n).await {
+                Err(code) => result.with_error_code(code.code()),
+                Ok(()) => match shard.agent.meta.delete_topic(n.clone()).await {
                 Ok(Some(topic_id)) => {
                     shard.topics.forget(&n);
                     tracing::info!(topic = n, "deleted topic");
@@ -47,11 +53,26 @@ pub async fn handle(shard: &Shard, req: &Req, body: DeleteTopicsRequest) -> Dele
                 Err(e) => result
                     .with_error_code(ErrorCode::from(&e).code())
                     .with_error_message(Some(str_bytes(&e.to_string()))),
+                },
             },
             Ok(None) => result.with_error_code(ErrorCode::UnknownTopicId.code()),
             Err(code) => result.with_error_code(code.code()),
         };
         out.push(result);
     }
+    drop(mutations);
     DeleteTopicsResponse::default().with_responses(out)
+}
+
+/// Counts the partitions deleting topic `name` removes (none when it is
+/// not known here: the delete then finds nothing).
+async fn admit(
+    shard: &Shard,
+    mutations: &mut Mutations<'_>,
+    name: &str,
+) -> Result<(), ErrorCode> {
+    match shard.topics.by_name(name).await {
+        Ok(Some(topic)) => mutations.admit(topic.partitions),
+        _ => Ok(()),
+    }
 }

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use kafka_protocol::messages::*;
 
 use super::{Connection, Req};
-use crate::limits::QUOTA_TIME_THROTTLE_MS_MAX;
+use crate::error::ErrorCode;
+use crate::limits::{QUOTA_THROTTLE_MS_MAX, QUOTA_TIME_THROTTLE_MS_MAX};
 use crate::quota::sensors::{ClientQuota, Sensor};
 use crate::quota::Kind;
 use crate::shard::Shard;
@@ -205,6 +206,54 @@ pub fn apply(
     throttle_ms.set(throttle_ms.get().max(ms));
     if let Some(conn) = conn {
         conn.mute_for(Duration::from_millis(ms));
+    }
+}
+
+/// The controller mutation quota of one CreateTopics, CreatePartitions or
+/// DeleteTopics request (KIP-599): partitions created or deleted count
+/// against `controller_mutation_rate`. From the versions Kafka makes it
+/// strict, a topic is refused (THROTTLING_QUOTA_EXCEEDED) once the quota is
+/// exceeded and the request throttled for what is owed; older versions
+/// (permissive) are never refused, only throttled.
+pub struct Mutations<'a> {
+    req: &'a Req,
+    strict: bool,
+    throttle_ms: u64,
+}
+
+impl<'a> Mutations<'a> {
+    pub fn new(req: &'a Req, strict: bool) -> Mutations<'a> {
+        Mutations {
+            req,
+            strict,
+            throttle_ms: 0,
+        }
+    }
+
+    /// Counts `partitions` mutations: `Err` when the topic is refused
+    /// (Kafka answers it without a message).
+    pub fn admit(&mut self, partitions: i32) -> Result<(), ErrorCode> {
+        let Some((sensor, bound)) = sensor(self.req, Kind::Mutation) else {
+            return Ok(());
+        };
+        let permits = f64::from(partitions.max(0));
+        if !self.strict {
+            self.throttle_ms = sensor.record(permits, bound, QUOTA_THROTTLE_MS_MAX);
+            return Ok(());
+        }
+        sensor
+            .record_strict(permits, bound, QUOTA_THROTTLE_MS_MAX)
+            .map_err(|owed| {
+                self.throttle_ms = self.throttle_ms.max(owed);
+                ErrorCode::ThrottlingQuotaExceeded
+            })
+    }
+}
+
+impl Drop for Mutations<'_> {
+    /// The request's throttle for what it mutated (or was refused).
+    fn drop(&mut self) {
+        throttle(self.req, Kind::Mutation, self.throttle_ms);
     }
 }
 

@@ -48,16 +48,20 @@ pub enum Kind {
     Fetch,
     /// Percent of one shard's time spent on the client's requests.
     Request,
+    /// Partitions created or deleted per second (CreateTopics,
+    /// CreatePartitions, DeleteTopics).
+    Mutation,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Produce, Kind::Fetch, Kind::Request];
+    pub const ALL: [Kind; 4] = [Kind::Produce, Kind::Fetch, Kind::Request, Kind::Mutation];
 
     pub fn key(self) -> &'static str {
         match self {
             Kind::Produce => PRODUCER_BYTE_RATE,
             Kind::Fetch => CONSUMER_BYTE_RATE,
             Kind::Request => REQUEST_PERCENTAGE,
+            Kind::Mutation => CONTROLLER_MUTATION_RATE,
         }
     }
 
@@ -191,9 +195,9 @@ pub struct Quotas {
 pub struct QuotaStats {
     /// Requests throttled (a response with `throttle_time_ms` set, its
     /// connection muted for it).
-    pub throttles: [AtomicU64; 3],
+    pub throttles: [AtomicU64; Kind::ALL.len()],
     /// Their throttle times.
-    pub throttle_ms: [AtomicU64; 3],
+    pub throttle_ms: [AtomicU64; Kind::ALL.len()],
 }
 
 impl QuotaStats {

@@ -121,6 +121,55 @@ impl Rate {
     }
 }
 
+/// Kafka's `TokenBucket` (KIP-599), what the controller mutation quota is
+/// measured by: credit for the window's worth of mutations (`samples`
+/// sample windows at the quota), refilled at the quota;
+/// a mutation takes its permits, and a client owing permits waits for
+/// them.
+#[derive(Clone, Debug, Default)]
+pub struct TokenBucket {
+    tokens: f64,
+    /// `None` until first used (then the bucket starts full).
+    last_ms: Option<u64>,
+}
+
+impl TokenBucket {
+    fn burst(bound: f64) -> f64 {
+        QUOTA_WINDOW_SAMPLES as f64 * QUOTA_SAMPLE_WINDOW_MS as f64 / 1000.0 * bound
+    }
+
+    fn refill(&mut self, bound: f64, now_ms: u64) {
+        let burst = Self::burst(bound);
+        self.tokens = match self.last_ms {
+            None => burst,
+            Some(last) => {
+                let refilled = bound * now_ms.saturating_sub(last) as f64 / 1000.0;
+                (self.tokens + refilled).min(burst)
+            }
+        };
+        self.last_ms = Some(now_ms);
+    }
+
+    /// Takes `permits` at `now_ms` (the balance may go below zero).
+    pub fn record(&mut self, permits: f64, bound: f64, now_ms: u64) {
+        self.refill(bound, now_ms);
+        self.tokens = (self.tokens - permits).min(Self::burst(bound));
+    }
+
+    /// How long a client owing permits waits for them: Kafka's
+    /// `-tokens / quota` seconds, at most `max_ms`; 0 when it owes none.
+    pub fn throttle_ms(&mut self, bound: f64, now_ms: u64, max_ms: u64) -> u64 {
+        self.refill(bound, now_ms);
+        if self.tokens >= 0.0 {
+            return 0;
+        }
+        if bound <= 0.0 {
+            return max_ms;
+        }
+        ((-self.tokens / bound * 1000.0).round() as u64).min(max_ms)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +205,23 @@ mod tests {
         assert_eq!(r.per_second(3_000), 0.0);
         r.record(10_000.0, 5_000);
         assert_eq!(r.throttle_ms(500.0, 5_000, u64::MAX), 10_000);
+    }
+
+    #[test]
+    fn a_token_bucket_lends_the_window_then_refills_at_the_quota() {
+        let mut b = TokenBucket::default();
+        // 10 permits/s: 110 of credit.
+        b.record(90.0, 10.0, 0);
+        assert_eq!(b.throttle_ms(10.0, 0, u64::MAX), 0);
+        b.record(90.0, 10.0, 0);
+        // 70 owed at 10/s: 7 s.
+        assert_eq!(b.throttle_ms(10.0, 0, u64::MAX), 7_000);
+        assert_eq!(b.throttle_ms(10.0, 3_000, u64::MAX), 4_000);
+        assert_eq!(b.throttle_ms(10.0, 7_000, u64::MAX), 0);
+        // Never more credit than the window's.
+        assert_eq!(b.throttle_ms(10.0, 1_000_000, u64::MAX), 0);
+        b.record(111.0, 10.0, 1_000_000);
+        assert_eq!(b.throttle_ms(10.0, 1_000_000, u64::MAX), 100);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::rate::Rate;
+use super::rate::{Rate, TokenBucket};
 use super::Kind;
 use crate::limits::{
     QUOTA_IP_TRACKED_MAX, QUOTA_SAMPLE_WINDOW_MS, QUOTA_SENSORS_MAX, QUOTA_WINDOW_SAMPLES,
@@ -29,23 +29,35 @@ pub fn now_ms() -> u64 {
 
 const WINDOW_MS: u64 = QUOTA_WINDOW_SAMPLES as u64 * QUOTA_SAMPLE_WINDOW_MS;
 
-/// One quota entity's rate of one kind.
+/// What a sensor measures: a windowed rate (bytes, request time), or a
+/// token bucket (controller mutations).
+#[derive(Debug)]
+enum Stat {
+    Rate(Rate),
+    Bucket(TokenBucket),
+}
+
+/// One quota entity's measure of one kind.
 #[derive(Debug)]
 pub struct Sensor {
-    rate: Mutex<Rate>,
+    stat: Mutex<Stat>,
     last_ms: AtomicU64,
 }
 
 impl Sensor {
-    fn new(now: u64) -> Sensor {
+    fn new(kind: Kind, now: u64) -> Sensor {
+        let stat = match kind {
+            Kind::Mutation => Stat::Bucket(TokenBucket::default()),
+            _ => Stat::Rate(Rate::new()),
+        };
         Sensor {
-            rate: Mutex::new(Rate::new()),
+            stat: Mutex::new(stat),
             last_ms: AtomicU64::new(now),
         }
     }
 
-    fn rate(&self) -> std::sync::MutexGuard<'_, Rate> {
-        self.rate.lock().unwrap_or_else(|e| e.into_inner())
+    fn stat(&self) -> std::sync::MutexGuard<'_, Stat> {
+        self.stat.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Records `value` now and answers the throttle time it earns against
@@ -53,19 +65,54 @@ impl Sensor {
     pub fn record(&self, value: f64, bound: f64, max_ms: u64) -> u64 {
         let now = now_ms();
         self.last_ms.store(now, Ordering::Relaxed);
-        let mut r = self.rate();
-        r.record(value, now);
-        r.throttle_ms(bound, now, max_ms)
+        match &mut *self.stat() {
+            Stat::Rate(r) => {
+                r.record(value, now);
+                r.throttle_ms(bound, now, max_ms)
+            }
+            Stat::Bucket(b) => {
+                b.record(value, bound, now);
+                b.throttle_ms(bound, now, max_ms)
+            }
+        }
     }
 
-    /// Takes `value` back.
+    /// Kafka's strict recording (controller mutations of new clients):
+    /// refused with the throttle time when the quota is already exceeded,
+    /// else recorded whatever it takes.
+    pub fn record_strict(&self, value: f64, bound: f64, max_ms: u64) -> Result<(), u64> {
+        let now = now_ms();
+        self.last_ms.store(now, Ordering::Relaxed);
+        let mut stat = self.stat();
+        let owed = match &mut *stat {
+            Stat::Rate(r) => r.throttle_ms(bound, now, max_ms),
+            Stat::Bucket(b) => b.throttle_ms(bound, now, max_ms),
+        };
+        if owed > 0 {
+            return Err(owed);
+        }
+        match &mut *stat {
+            Stat::Rate(r) => r.record(value, now),
+            Stat::Bucket(b) => b.record(value, bound, now),
+        }
+        Ok(())
+    }
+
+    /// Takes `value` back from a rate (a throttled Fetch's bytes; a
+    /// bucket's permits are never given back).
     pub fn unrecord(&self, value: f64) {
-        self.rate().unrecord(value, now_ms());
+        if let Stat::Rate(r) = &mut *self.stat() {
+            r.unrecord(value, now_ms());
+        }
     }
 
-    /// The throttle time the rate so far earns, recording nothing.
+    /// The throttle time the measure so far earns, recording nothing.
     pub fn throttle_ms(&self, bound: f64, max_ms: u64) -> u64 {
-        self.rate().throttle_ms(bound, now_ms(), max_ms)
+        let now = now_ms();
+        match &mut *self.stat() {
+            Stat::Rate(r) => r.throttle_ms(bound, now, max_ms),
+            Stat::Bucket(b) => b.throttle_ms(bound, now, max_ms),
+        }
     }
 }
 
@@ -94,7 +141,7 @@ impl Sensors {
                     || now.saturating_sub(s.last_ms.load(Ordering::Relaxed)) < WINDOW_MS
             });
         }
-        let sensor = Arc::new(Sensor::new(now));
+        let sensor = Arc::new(Sensor::new(kind, now));
         if map.len() < QUOTA_SENSORS_MAX {
             map.insert(key, sensor.clone());
         } else if self
@@ -143,7 +190,7 @@ impl Sensors {
 pub struct ClientQuota {
     pub version: u64,
     pub client_id: String,
-    pub applied: [Option<(Arc<Sensor>, f64)>; 3],
+    pub applied: [Option<(Arc<Sensor>, f64)>; Kind::ALL.len()],
     /// Where its throttles are counted.
     pub stats: Arc<super::QuotaStats>,
 }
