@@ -94,6 +94,9 @@ async fn alter(c: &Connection, entries: Vec<EntryData>, validate_only: bool) -> 
     lines.join(" | ")
 }
 
+/// A filter component: entity type, match type, match string.
+type Component<'a> = (&'a str, i8, Option<&'a str>);
+
 /// DescribeClientQuotas with components (type, match type, match): the
 /// error, or the matched entities of this run with their values, sorted.
 async fn describe(
@@ -346,7 +349,7 @@ async fn admin_lines(c: &Connection, run: &str) -> Vec<String> {
     }
     // Kafka applies its changes to the broker's image asynchronously.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let filters: Vec<(&str, Vec<(&str, i8, Option<&str>)>, bool)> = vec![
+    let filters: Vec<(&str, Vec<Component>, bool)> = vec![
         ("all", vec![], false),
         ("none (strict, no components)", vec![], true),
         ("any user", vec![("user", 2, None)], false),
