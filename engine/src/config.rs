@@ -439,6 +439,7 @@ impl ServeArgs {
             consumer_heartbeat_interval: Duration::from_millis(
                 self.group_consumer_heartbeat_interval_ms,
             ),
+            topic_access: crate::groups::TopicAccess::default(),
         }
     }
 

@@ -191,7 +191,10 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         meta.clone(),
         agent_id,
         Arc::new(move |group_id: &str| weak.upgrade().is_some_and(|a| a.owns_group(group_id))),
-        args.groups_config(),
+        crate::groups::GroupsConfig {
+            topic_access: crate::groups::TopicAccess(authorizer.clone()),
+            ..args.groups_config()
+        },
     )?;
     let _ = agent.groups.set(groups.clone());
 

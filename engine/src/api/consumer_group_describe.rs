@@ -1,5 +1,7 @@
 //! ConsumerGroupDescribe (key 69, KIP-848): members of consumer groups with
-//! their epochs, subscriptions, current and target assignments.
+//! their epochs, subscriptions, current and target assignments (DESCRIBE
+//! on the group; a group assigning a topic the caller may not describe is
+//! TOPIC_AUTHORIZATION_FAILED, as in Kafka 4).
 
 use kafka_protocol::messages::consumer_group_describe_response::{
     Assignment, DescribedGroup, Member, TopicPartitions,
@@ -8,10 +10,16 @@ use kafka_protocol::messages::{ApiKey,
     ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName,
 };
 
+use super::access::visible;
 use super::{Api, group_coordinator, group_operations, str_bytes, Req};
+use crate::error::ErrorCode;
 use crate::groups::consumer::{to_wire, Partitions};
-use crate::security::acl::op;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
+
+/// Kafka's message for a group answered without its members.
+const UNDESCRIBABLE_TOPICS: &str =
+    "The group has described topic(s) that the client is not authorized to describe.";
 
 /// Member type: a member of the consumer protocol.
 const MEMBER_TYPE_CONSUMER: i8 = 1;
@@ -58,6 +66,23 @@ pub async fn handle(
                     .with_target_assignment(assignment(shard, target).await)
                     .with_member_type(MEMBER_TYPE_CONSUMER),
             );
+        }
+        // Kafka 4: a group whose members are assigned a topic the caller
+        // may not describe is answered without its members.
+        let hidden = members.iter().any(|m| {
+            [&m.assignment, &m.target_assignment]
+                .into_iter()
+                .flat_map(|a| &a.topic_partitions)
+                .any(|t| !visible(shard, req, op::DESCRIBE, resource::TOPIC, &t.topic_name.0))
+        });
+        if hidden {
+            out.push(
+                DescribedGroup::default()
+                    .with_group_id(group_id)
+                    .with_error_code(ErrorCode::TopicAuthorizationFailed.code())
+                    .with_error_message(Some(str_bytes(UNDESCRIBABLE_TOPICS))),
+            );
+            continue;
         }
         out.push(
             base.with_error_code(d.error.code())

@@ -352,6 +352,21 @@ impl Req {
             .map_or(String::new(), |c| c.replace('\0', "\u{fffd}"))
     }
 
+    /// The request's principal and its host as ACLs name them (what
+    /// [`access`] decides with), owned.
+    pub fn principal_and_host(&self) -> (String, String) {
+        let principal = self
+            .conn
+            .as_ref()
+            .and_then(|c| c.auth.borrow().principal().map(str::to_owned))
+            .unwrap_or_else(|| crate::security::session::ANONYMOUS.to_owned());
+        let host = self
+            .conn
+            .as_ref()
+            .map_or_else(String::new, |c| c.host.clone());
+        (principal, host)
+    }
+
     /// The client's host as Kafka reports it ("/127.0.0.1").
     pub fn client_host(&self) -> String {
         self.peer

@@ -82,6 +82,47 @@ pub struct GroupsConfig {
     pub consumer_session_timeout: Duration,
     /// group.consumer.heartbeat.interval.ms (KIP-848 groups)
     pub consumer_heartbeat_interval: Duration,
+    /// Which topics a member's subscription regex may match.
+    pub topic_access: TopicAccess,
+}
+
+/// Which topics a consumer group member's regular expression may match:
+/// with an authorizer, only those its principal may describe (Kafka 4,
+/// KAFKA-18813); without one, any.
+#[derive(Clone, Default)]
+pub struct TopicAccess(pub Option<std::sync::Arc<crate::security::authorizer::Authorizer>>);
+
+impl TopicAccess {
+    /// Whether `who` (principal, host) may match `topic`; a member whose
+    /// principal is not known (loaded from an old record) matches nothing
+    /// until it heartbeats, when an authorizer is configured.
+    pub fn may_match(&self, who: Option<&(String, String)>, topic: &str) -> bool {
+        use crate::security::acl::{op, resource};
+        let Some(authorizer) = &self.0 else {
+            return true;
+        };
+        let Some((principal, host)) = who else {
+            return false;
+        };
+        authorizer.acls().authorize(
+            &authorizer.cfg,
+            principal,
+            host,
+            op::DESCRIBE,
+            resource::TOPIC,
+            topic,
+        )
+    }
+}
+
+impl std::fmt::Debug for TopicAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "TopicAccess(authorizer)"
+        } else {
+            "TopicAccess(open)"
+        })
+    }
 }
 
 impl Default for GroupsConfig {
@@ -95,6 +136,7 @@ impl Default for GroupsConfig {
             offset_metadata_bytes_max: 4096,
             consumer_session_timeout: Duration::from_millis(45_000),
             consumer_heartbeat_interval: Duration::from_millis(5_000),
+            topic_access: TopicAccess::default(),
         }
     }
 }

@@ -177,11 +177,24 @@ pub fn encode_subscription(m: &ConsumerMember) -> Vec<u8> {
     put_str(&mut b, m.assignor.as_deref().unwrap_or(""));
     put_str(&mut b, m.rack_id.as_deref().unwrap_or(""));
     put_str(&mut b, m.regex.as_ref().map_or("", |r| r.0.as_str()));
+    // Appended fields: a record without them reads as empty.
+    let (principal, host) = m.principal.clone().unwrap_or_default();
+    put_str(&mut b, &principal);
+    put_str(&mut b, &host);
     b.to_vec()
 }
 
-/// (topic names, assignor, rack, regex) of a stored member.
-pub type StoredSubscription = (Vec<String>, Option<String>, Option<String>, String);
+/// A stored member's subscription.
+#[derive(Debug, Default, PartialEq)]
+pub struct StoredSubscription {
+    pub topics: Vec<String>,
+    pub assignor: Option<String>,
+    pub rack: Option<String>,
+    pub regex: String,
+    /// The principal and host its regex is resolved as (`None` in records
+    /// written before they were kept).
+    pub principal: Option<(String, String)>,
+}
 
 pub fn decode_subscription(mut b: &[u8]) -> StoredSubscription {
     let mut go = || -> Option<_> {
@@ -196,7 +209,16 @@ pub fn decode_subscription(mut b: &[u8]) -> StoredSubscription {
         let assignor = Some(get_str(&mut b)?).filter(|s| !s.is_empty());
         let rack = Some(get_str(&mut b)?).filter(|s| !s.is_empty());
         let regex = get_str(&mut b).unwrap_or_default();
-        Some((topics, assignor, rack, regex))
+        let principal = get_str(&mut b)
+            .filter(|p| !p.is_empty())
+            .zip(get_str(&mut b));
+        Some(StoredSubscription {
+            topics,
+            assignor,
+            rack,
+            regex,
+            principal,
+        })
     };
     go().unwrap_or_default()
 }

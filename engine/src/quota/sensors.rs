@@ -157,6 +157,14 @@ impl Sensors {
         sensor
     }
 
+    /// Sensors registered now (for `/metrics`).
+    pub fn registered(&self) -> usize {
+        self.by_entity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
     /// Registers a new connection from `ip` against its connection
     /// creation rate `bound` (per second): the throttle time it earns, 0
     /// when within it.

@@ -33,6 +33,15 @@ impl Authorizer {
         }
     }
 
+    /// An authorizer holding `set` (tests of its users).
+    #[cfg(test)]
+    pub fn with_acls(cfg: AuthorizerConfig, set: AclSet) -> Authorizer {
+        Authorizer {
+            cfg,
+            copy: AgentCopy::new(set),
+        }
+    }
+
     /// The current set.
     pub fn acls(&self) -> Arc<AclSet> {
         self.copy.get()

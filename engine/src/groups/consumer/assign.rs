@@ -58,7 +58,7 @@ impl ConsumerGroup {
             .map(|m| {
                 (
                     m.member_id.as_str(),
-                    Self::member_topics(m, topics)
+                    self.member_topics(m, topics)
                         .iter()
                         .filter_map(|t| topics.get(t).copied())
                         .collect(),

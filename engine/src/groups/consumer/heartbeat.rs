@@ -55,6 +55,7 @@ impl ConsumerGroup {
                 }
                 if let Some(m) = self.members.get_mut(&member_id) {
                     m.regex = regex.flatten();
+                    m.principal = Some(a.principal.clone());
                     if let Some((pattern, _)) = &m.regex {
                         tracing::debug!(group = %self.group_id, member = %member_id, %pattern, "member subscribes by regular expression");
                     }
@@ -136,6 +137,11 @@ impl ConsumerGroup {
                     m.assignor = a.server_assignor.clone();
                     bump = true;
                 }
+                // What its regex may match follows who it is.
+                if m.principal.as_ref() != Some(&a.principal) {
+                    m.principal = Some(a.principal.clone());
+                    bump |= m.regex.is_some();
+                }
                 if bump {
                     self.bump();
                     *changed = true;
@@ -184,6 +190,7 @@ impl ConsumerGroup {
             rebalance_timeout: Duration::from_millis(a.rebalance_timeout_ms as u64),
             subscribed: subscribed.clone(),
             regex: None,
+            principal: Some(a.principal.clone()),
             assignor: a.server_assignor.clone(),
             epoch,
             previous_epoch: -1,

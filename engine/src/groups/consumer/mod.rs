@@ -74,6 +74,8 @@ pub struct HeartbeatArgs {
     pub owned: Option<Partitions>,
     pub client_id: String,
     pub client_host: String,
+    /// The principal and host its subscription regex is resolved as.
+    pub principal: (String, String),
     /// v0 lets the coordinator pick the member id on join.
     pub version: i16,
 }
@@ -112,6 +114,9 @@ pub struct Member {
     pub subscribed: Vec<String>,
     /// The subscription's regular expression, as given and compiled.
     pub regex: Option<(String, regex::Regex)>,
+    /// The principal and host (of its last heartbeat) its regex is
+    /// resolved as.
+    pub principal: Option<(String, String)>,
     pub assignor: Option<String>,
     pub epoch: i32,
     pub previous_epoch: i32,
@@ -217,11 +222,17 @@ impl ConsumerGroup {
     }
 
     /// The topics a member consumes: those it names and those of `topics`
-    /// its regular expression matches.
-    fn member_topics(m: &Member, topics: &TopicsView) -> BTreeSet<String> {
+    /// its regular expression matches (and it may describe).
+    fn member_topics(&self, m: &Member, topics: &TopicsView) -> BTreeSet<String> {
         let mut out: BTreeSet<String> = m.subscribed.iter().cloned().collect();
         if let Some((_, re)) = &m.regex {
-            out.extend(topics.keys().filter(|t| re.is_match(t)).cloned());
+            let access = &self.cfg.topic_access;
+            out.extend(
+                topics
+                    .keys()
+                    .filter(|t| re.is_match(t) && access.may_match(m.principal.as_ref(), t))
+                    .cloned(),
+            );
         }
         out
     }
@@ -230,7 +241,7 @@ impl ConsumerGroup {
     pub fn consumed_topics(&self, topics: &TopicsView) -> BTreeSet<String> {
         self.members
             .values()
-            .flat_map(|m| Self::member_topics(m, topics))
+            .flat_map(|m| self.member_topics(m, topics))
             .collect()
     }
 
@@ -333,8 +344,8 @@ impl ConsumerGroup {
             g.assignor = a;
         }
         for s in stored.members {
-            let (subscribed, assignor, rack_id, pattern) = decode_subscription(&s.subscription);
-            let regex = compile_regex(&pattern).ok().flatten();
+            let sub = decode_subscription(&s.subscription);
+            let regex = compile_regex(&sub.regex).ok().flatten();
             let Some((epoch, previous_epoch, assigned, revoking, target)) =
                 decode_assignment(&s.assignment)
             else {
@@ -351,13 +362,14 @@ impl ConsumerGroup {
                 Member {
                     member_id: s.member_id,
                     instance_id: s.instance_id,
-                    rack_id,
+                    rack_id: sub.rack,
                     client_id: s.client_id,
                     client_host: s.client_host,
                     rebalance_timeout,
-                    subscribed,
+                    subscribed: sub.topics,
                     regex,
-                    assignor,
+                    principal: sub.principal,
+                    assignor: sub.assignor,
                     epoch,
                     previous_epoch,
                     revoke_deadline: (!revoking.is_empty()).then_some(now + rebalance_timeout),

@@ -19,6 +19,7 @@ fn args(member: &str, epoch: i32, owned: Option<Partitions>) -> HeartbeatArgs {
         },
         client_id: "c".into(),
         client_host: "/h".into(),
+        principal: ("User:alice".into(), "10.0.0.1".into()),
         version: 1,
     }
 }
@@ -162,6 +163,73 @@ fn regex_subscriptions_follow_topics() {
     // Stored and loaded again, the regex stays.
     let back = ConsumerGroup::load(g.snapshot(), GroupsConfig::default(), now);
     assert_eq!(back.members["a"].regex.as_ref().unwrap().0, "orders-.*");
+}
+
+#[test]
+fn regex_subscriptions_match_only_topics_the_member_may_describe() {
+    use crate::groups::TopicAccess;
+    use crate::security::acl::{self, op, pattern, permission, resource, AclBinding, AclSet};
+    use crate::security::authorizer::Authorizer;
+    let (t1, t2) = (Uuid::from_u128(1), Uuid::from_u128(2));
+    let topics: TopicsView = [
+        ("orders-1".to_owned(), (t1, 2)),
+        ("orders-2".to_owned(), (t2, 2)),
+    ]
+    .into_iter()
+    .collect();
+    let read = AclBinding {
+        resource_type: resource::TOPIC,
+        resource_name: "orders-1".into(),
+        pattern_type: pattern::LITERAL,
+        principal: "User:alice".into(),
+        host: "*".into(),
+        operation: op::READ,
+        permission: permission::ALLOW,
+    };
+    let authorizer =
+        Authorizer::with_acls(acl::AuthorizerConfig::default(), AclSet::new(vec![read]));
+    let cfg = GroupsConfig {
+        topic_access: TopicAccess(Some(std::sync::Arc::new(authorizer))),
+        ..GroupsConfig::default()
+    };
+    let mut g = ConsumerGroup::new("g".into(), cfg.clone());
+    let now = Instant::now();
+    let mut ch = false;
+    let mut a = args("a", 0, None);
+    a.subscribed_topic_names = None;
+    a.subscribed_topic_regex = Some("orders-.*".into());
+    let r = g.heartbeat(a, &topics, now, &mut ch);
+    let assigned = |r: &HeartbeatResult| {
+        r.assignment
+            .clone()
+            .unwrap()
+            .keys()
+            .copied()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        assigned(&r),
+        vec![t1],
+        "orders-2 is not alice's to describe"
+    );
+    // Another principal on the same member: nothing it may describe.
+    let mut b = args("a", r.member_epoch, r.assignment.clone());
+    b.principal = ("User:bob".into(), "10.0.0.1".into());
+    let r2 = g.heartbeat(b, &topics, now, &mut ch);
+    assert_eq!(r2.error, ErrorCode::None);
+    assert!(g.target["a"].is_empty(), "{:?}", g.target);
+    assert_eq!(
+        count(r2.assignment.as_ref().unwrap()),
+        0,
+        "told to give orders-1 up"
+    );
+    // The principal is stored with the member.
+    let back = ConsumerGroup::load(g.snapshot(), cfg.clone(), now);
+    assert_eq!(back.members["a"].principal.as_ref().unwrap().0, "User:bob");
+    // A member stored without one matches nothing until it heartbeats.
+    let mut old = back.members["a"].clone();
+    old.principal = None;
+    assert!(back.member_topics(&old, &topics).is_empty());
 }
 
 #[test]
