@@ -46,6 +46,7 @@ authorizer)
     ON_ARGS=(--authorizer acl)
     DESCRIBED="--authorizer acl, 3003 ACLs"
     COUNTED=rutomq_authorization_denials_total
+    IN_FORCE=rutomq_acls
     ON_SQL="
 INSERT INTO acls (resource_type, resource_name, pattern_type, principal, host, operation, permission)
 SELECT 2, 'other-' || i, 3, 'User:u' || i, '*', 3, 3 FROM generate_series(1, 1000) i
@@ -60,6 +61,8 @@ quotas)
     ON_ARGS=()
     DESCRIBED="10 003 quotas, 3 enforced on the bench's user"
     COUNTED='rutomq_quota_[a-z]*_throttles_total'
+    # The sensors the bench's user was measured by (0 without quotas).
+    IN_FORCE=rutomq_quota_sensors
     ON_SQL="
 INSERT INTO client_quotas (user_kind, user_name, client_kind, client_name, ip_kind, ip_name, key, value)
 SELECT 0, '', 2, 'other-' || i, 0, '', 'producer_byte_rate', 1048576 FROM generate_series(1, 10000) i
@@ -100,11 +103,13 @@ print(*[x.getsockname()[1] for x in s])')"
     total="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["records_total"])' "$out-produce.json")"
     "$BENCH" consume --bootstrap "127.0.0.1:$port" --topic "$topic" --partitions 8 --from beginning \
         --records "$total" --broker-pid "$agent" --out "$out-consume.json" >"$out-consume.log" 2>&1
-    local counted
-    counted="$(curl -s "http://127.0.0.1:$hport/metrics" | awk -v m="^$COUNTED" '$0 ~ m {s+=$2} END {print s+0}')"
+    local counted in_force metrics
+    metrics="$(curl -s "http://127.0.0.1:$hport/metrics")"
+    counted="$(awk -v m="^$COUNTED" '$0 ~ m {s+=$2} END {print s+0}' <<<"$metrics")"
+    in_force="$(awk -v m="^$IN_FORCE " '$0 ~ m {s+=$2} END {print s+0}' <<<"$metrics")"
     kill "$agent"; wait "$agent" || true; agent=""
     rm -rf "$out-data"
-    python3 - "$label" "$out-produce.json" "$out-consume.json" "$counted" <<'EOF2'
+    python3 - "$label" "$out-produce.json" "$out-consume.json" "$counted" "$in_force" <<'EOF2'
 import json, sys
 p, c = (json.load(open(f)) for f in sys.argv[2:4])
 print(json.dumps({"label": sys.argv[1], "produce_mib_s": p["mib_per_sec"],
@@ -112,7 +117,8 @@ print(json.dumps({"label": sys.argv[1], "produce_mib_s": p["mib_per_sec"],
                   "produce_mib_per_cpu_s": p["broker"]["mib_per_cpu_second_first_pid"],
                   "consume_mib_s": c["mib_per_sec"],
                   "consume_mib_per_cpu_s": c["broker"]["mib_per_cpu_second_first_pid"],
-                  "errors": p["errors"] + c["errors"], "counted": float(sys.argv[4])}))
+                  "errors": p["errors"] + c["errors"], "counted": float(sys.argv[4]),
+                  "in_force": float(sys.argv[5])}))
 EOF2
 }
 
@@ -150,5 +156,6 @@ for k in keys:
     a, b = med["off"][k], med["on"][k]
     print(f"| {names[k]} | {a:.2f} | {b:.2f} | {b / a if a else 0:.3f} |")
 print(f"\nerrors: {sum(r['errors'] for r in rows)}, {counted}: {sum(r['counted'] for r in rows):.0f}")
+print(f"in force: {', '.join(f\"{r['label']} {r['in_force']:.0f}\" for r in rows)}")
 EOF
 echo "runs in $WORK"

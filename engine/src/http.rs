@@ -147,6 +147,8 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         ("rutomq_quota_fetch_throttle_ms_total", "Throttle time given for consumer_byte_rate.", C, q.throttle_ms(Kind::Fetch)),
         ("rutomq_quota_request_throttles_total", "Requests over their client's request_percentage.", C, q.throttles(Kind::Request)),
         ("rutomq_quota_request_throttle_ms_total", "Throttle time given for request_percentage.", C, q.throttle_ms(Kind::Request)),
+        ("rutomq_acls", "ACLs the agent holds (0 without --authorizer).", G, agent.authorizer.as_ref().map_or(0, |a| a.acls().len() as u64)),
+        ("rutomq_client_quota_values", "Client quota values the agent holds.", G, agent.quotas.copy.get().values() as u64),
         ("rutomq_quota_sensors", "Quota sensors the agent keeps (one per quota entity and kind in use).", G, agent.quotas.sensors.registered() as u64),
         ("rutomq_quota_mutation_throttles_total", "CreateTopics, CreatePartitions and DeleteTopics requests over their client's controller_mutation_rate.", C, q.throttles(Kind::Mutation)),
         ("rutomq_quota_mutation_throttle_ms_total", "Throttle time given for controller_mutation_rate.", C, q.throttle_ms(Kind::Mutation)),

@@ -127,6 +127,11 @@ impl QuotaSet {
         self.entities.is_empty()
     }
 
+    /// How many values it holds.
+    pub fn values(&self) -> usize {
+        self.entities.values().map(BTreeMap::len).sum()
+    }
+
     /// Every entity with its values.
     pub fn entities(&self) -> impl Iterator<Item = (&QuotaEntity, &BTreeMap<String, f64>)> {
         self.entities.iter()
