@@ -75,6 +75,10 @@ struct Args {
     /// Connect with TLS, trusting the CA in this PEM file (an SSL listener).
     #[arg(long)]
     tls_ca: Option<std::path::PathBuf>,
+    /// Log in with SASL/PLAIN as USER:PASSWORD on every connection (a
+    /// SASL_PLAINTEXT listener; SASL_SSL with --tls-ca).
+    #[arg(long)]
+    sasl_plain: Option<String>,
     /// Topic name; with --topics N > 1 the topics are NAME-0 .. NAME-(N-1).
     #[arg(long, default_value = "bench")]
     topic: String,
@@ -178,6 +182,9 @@ fn main() -> Result<()> {
     let args = Args::parse();
     if let Some(ca) = &args.tls_ca {
         wire::use_tls(ca)?;
+    }
+    if let Some(user_password) = &args.sasl_plain {
+        wire::use_sasl_plain(user_password)?;
     }
     if args.record_size == 0 || args.batch_records == 0 || args.partitions < 1 || args.topics == 0 {
         bail!("--record-size, --batch-records, --partitions and --topics must be positive");

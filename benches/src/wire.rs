@@ -10,7 +10,8 @@ use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableT
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    CreateTopicsRequest, ListOffsetsRequest, MetadataRequest, RequestHeader, TopicName,
+    CreateTopicsRequest, ListOffsetsRequest, MetadataRequest, RequestHeader,
+    SaslAuthenticateRequest, SaslHandshakeRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -24,6 +25,21 @@ pub type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 /// Set by `--tls-ca`: every connection is TLS, trusting that CA (datum-mq's
 /// TLS settings and handshake).
 static TLS: std::sync::OnceLock<datum_mq::TlsSettings> = std::sync::OnceLock::new();
+
+/// Set by `--sasl-plain USER:PASSWORD`: every connection logs in with
+/// SASL/PLAIN first (a SASL_PLAINTEXT listener, or SASL_SSL with
+/// `--tls-ca`).
+static SASL_PLAIN: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+
+/// Makes every connection from now on log in as `user_password`
+/// ("USER:PASSWORD") with SASL/PLAIN.
+pub fn use_sasl_plain(user_password: &str) -> Result<()> {
+    let Some((user, password)) = user_password.split_once(':') else {
+        bail!("--sasl-plain takes USER:PASSWORD");
+    };
+    let _ = SASL_PLAIN.set((user.to_owned(), password.to_owned()));
+    Ok(())
+}
 
 /// Makes every connection from now on TLS, trusting the PEM CA in `ca`.
 pub fn use_tls(ca: &std::path::Path) -> Result<()> {
@@ -48,15 +64,64 @@ pub async fn connect(addr: &str) -> Result<(Reader, Writer)> {
         .await
         .with_context(|| format!("connect to {addr}"))?;
     s.set_nodelay(true)?;
-    let Some(tls) = TLS.get() else {
-        let (r, w) = s.into_split();
-        return Ok((Box::new(r), Box::new(w)));
+    let (mut r, mut w): (Reader, Writer) = match TLS.get() {
+        None => {
+            let (r, w) = s.into_split();
+            (Box::new(r), Box::new(w))
+        }
+        Some(tls) => {
+            let s = datum_mq::native::tls::handshake(s, addr, tls)
+                .await
+                .with_context(|| format!("TLS handshake with {addr}"))?;
+            let (r, w) = tokio::io::split(s);
+            (Box::new(r), Box::new(w))
+        }
     };
-    let s = datum_mq::native::tls::handshake(s, addr, tls)
-        .await
-        .with_context(|| format!("TLS handshake with {addr}"))?;
-    let (r, w) = tokio::io::split(s);
-    Ok((Box::new(r), Box::new(w)))
+    if let Some((user, password)) = SASL_PLAIN.get() {
+        login(&mut r, &mut w, user, password)
+            .await
+            .with_context(|| format!("SASL/PLAIN login to {addr}"))?;
+    }
+    Ok((r, w))
+}
+
+/// SaslHandshake v1 and SaslAuthenticate v2 with a PLAIN token.
+async fn login(r: &mut Reader, w: &mut Writer, user: &str, password: &str) -> Result<()> {
+    let handshake =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN"));
+    let resp = exchange(r, w, 1, 1, &handshake).await?;
+    if resp.error_code != 0 {
+        bail!("SaslHandshake: error {}", resp.error_code);
+    }
+    let token = Bytes::from(format!("\0{user}\0{password}").into_bytes());
+    let auth = SaslAuthenticateRequest::default().with_auth_bytes(token);
+    let resp = exchange(r, w, 2, 2, &auth).await?;
+    if resp.error_code != 0 {
+        bail!(
+            "SaslAuthenticate: error {} {:?}",
+            resp.error_code,
+            resp.error_message
+        );
+    }
+    Ok(())
+}
+
+/// One request and its response on a connection (nothing else in flight).
+async fn exchange<R: Request>(
+    r: &mut Reader,
+    w: &mut Writer,
+    correlation_id: i32,
+    version: i16,
+    req: &R,
+) -> Result<R::Response> {
+    w.write_all(&encode_frame(correlation_id, version, req)?)
+        .await?;
+    w.flush().await?;
+    let (corr, body) = read_frame(r).await?;
+    if corr != correlation_id {
+        bail!("correlation id {corr}, expected {correlation_id}");
+    }
+    decode_response::<R>(body, version)
 }
 
 /// Encodes a whole request frame (length prefix included).
@@ -123,13 +188,7 @@ fn read_uvarint(b: &mut Bytes) -> Result<u64> {
 /// One request, one response, on a connection of its own.
 pub async fn call<R: Request>(addr: &str, version: i16, req: &R) -> Result<R::Response> {
     let (mut r, mut w) = connect(addr).await?;
-    w.write_all(&encode_frame(1, version, req)?).await?;
-    w.flush().await?;
-    let (corr, body) = read_frame(&mut r).await?;
-    if corr != 1 {
-        bail!("correlation id {corr}, expected 1");
-    }
-    decode_response::<R>(body, version)
+    exchange(&mut r, &mut w, 1, version, req).await
 }
 
 pub fn topic_name(s: &str) -> TopicName {

@@ -20,17 +20,13 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::scenarios::admin;
 use datum_mq::native::conn::Connection;
 use datum_mq::native::sasl::{salted_password, ScramHash};
 use datum_mq::{connect, SaslMechanism, Security};
-use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Request, StrBytes};
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 
 const PASSWORD: &str = "alice-secret";
 const ALICE: &str = "User:alice";
@@ -197,32 +193,7 @@ async fn delete_write(conn: &Connection, n: &Names) -> usize {
 }
 
 fn batch() -> Bytes {
-    let mut buf = BytesMut::new();
-    let record = Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: 1_700_000_000_000,
-        key: None,
-        value: Some(Bytes::from_static(b"v")),
-        headers: IndexMap::new(),
-    };
-    RecordBatchEncoder::encode(
-        &mut buf,
-        [&record],
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    common::record_batch(Bytes::from_static(b"v"))
 }
 
 /// Every API alice may call, as one line each: what was asked, the error

@@ -16,18 +16,14 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use common::scenarios::admin;
 use datum_mq::native::conn::Connection;
 use datum_mq::{connect, Security};
-use kafka_protocol::indexmap::IndexMap;
 use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
 use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
 
 fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_owned())
@@ -433,32 +429,7 @@ fn big_batch(bytes: usize, seed: u64) -> Bytes {
             x as u8
         })
         .collect();
-    let record = Record {
-        transactional: false,
-        control: false,
-        delete_horizon: false,
-        partition_leader_epoch: -1,
-        producer_id: -1,
-        producer_epoch: -1,
-        timestamp_type: TimestampType::Creation,
-        offset: 0,
-        sequence: -1,
-        timestamp: 1_700_000_000_000,
-        key: None,
-        value: Some(Bytes::from(value)),
-        headers: IndexMap::new(),
-    };
-    let mut buf = BytesMut::new();
-    RecordBatchEncoder::encode(
-        &mut buf,
-        [&record],
-        &RecordEncodeOptions {
-            version: 2,
-            compression: Compression::None,
-        },
-    )
-    .unwrap();
-    buf.freeze()
+    common::record_batch(Bytes::from(value))
 }
 
 const PRODUCE_QUOTA: f64 = 100_000.0;

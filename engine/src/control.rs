@@ -1,7 +1,8 @@
 //! The agent's copies of control-plane state that every request may
-//! consult (the ACLs, the client quotas): loaded whole from PostgreSQL,
-//! replaced as a whole when a change is announced, and read by each shard
-//! through its own view without a lock.
+//! consult (the ACLs, the client quotas; the SCRAM credentials are kept
+//! by [`keep`] too): loaded whole from PostgreSQL, replaced as a whole when
+//! a change is announced, and read by each shard through its own view
+//! without a lock.
 //!
 //! [`AgentCopy`] holds the current value behind an `Arc` with a version
 //! that moves on each replacement; a [`ShardCopy`] keeps the value it last
@@ -9,8 +10,13 @@
 //! the version moved.
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rutomq_meta::MetaError;
+use tokio::sync::Notify;
 
 /// The agent-wide copy of one piece of control-plane state.
 pub struct AgentCopy<T> {
@@ -44,13 +50,52 @@ impl<T> AgentCopy<T> {
         self.version.fetch_add(1, Ordering::Release);
     }
 
-    /// Held by a reload from its load to its `replace`.
-    pub async fn reloading(&self) -> tokio::sync::MutexGuard<'_, ()> {
-        self.reloading.lock().await
+    /// Loads the rows with `load` (`true` beside them: cut at the limit)
+    /// and installs `build(rows)`, one reload at a time; the value now in
+    /// force. A cut load keeps the value before (installing it would lose
+    /// what the cut left out), logged naming `what`.
+    pub async fn reload<R>(
+        &self,
+        what: &str,
+        load: impl Future<Output = Result<(Vec<R>, bool), MetaError>>,
+        build: impl FnOnce(Vec<R>) -> T,
+    ) -> Result<Arc<T>, MetaError> {
+        let _one = self.reloading.lock().await;
+        let (rows, cut) = load.await?;
+        if cut {
+            tracing::error!(
+                limit = rows.len(),
+                "more {what} stored than an agent loads; keeping the {what} loaded before (delete some)"
+            );
+            return Ok(self.get());
+        }
+        let n = rows.len();
+        self.replace(build(rows));
+        tracing::debug!(rows = n, "{what} loaded");
+        Ok(self.get())
     }
 
     pub fn version(&self) -> u64 {
         self.version.load(Ordering::Acquire)
+    }
+}
+
+/// Keeps a copy current: runs `reload` on every notice of `changed` and
+/// every `every` (a notice lost while LISTEN reconnects). Runs on the
+/// storage runtime until the process ends.
+pub async fn keep<T, Fut>(
+    what: &str,
+    every: Duration,
+    changed: Arc<Notify>,
+    reload: impl Fn() -> Fut,
+) where
+    Fut: Future<Output = Result<T, MetaError>>,
+{
+    loop {
+        let _ = tokio::time::timeout(every, changed.notified()).await;
+        if let Err(e) = reload().await {
+            tracing::warn!(error = %e, "cannot reload the {what}; keeping the old copy");
+        }
     }
 }
 

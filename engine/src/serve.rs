@@ -246,18 +246,23 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             credentials_changed,
         ));
     }
-    if let Some(a) = &authorizer {
-        storage.spawn(crate::security::authorizer::keep_acls(
-            meta.clone(),
-            a.clone(),
-            acls_changed,
-        ));
+    if let Some(a) = authorizer.clone() {
+        let meta = meta.clone();
+        storage.spawn(async move {
+            let every = crate::limits::ACLS_REFRESH;
+            crate::control::keep("ACLs", every, acls_changed, || a.reload(&meta)).await
+        });
     }
-    storage.spawn(crate::quota::keep_quotas(
-        meta.clone(),
-        quotas.clone(),
-        quotas_changed,
-    ));
+    {
+        let (meta, quotas) = (meta.clone(), quotas.clone());
+        storage.spawn(async move {
+            let every = crate::limits::QUOTAS_REFRESH;
+            crate::control::keep("client quotas", every, quotas_changed, || {
+                quotas.reload(&meta)
+            })
+            .await
+        });
+    }
     if let Some(tls) = &tls {
         storage.spawn(crate::security::tls::keep_certificates(tls.clone()));
     }

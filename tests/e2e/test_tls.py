@@ -5,8 +5,9 @@
 #  - librdkafka (newest and the promised 2.15.0), kafka-python, Java
 #    kafka-clients 4.2.0, 3.9.2 and the newest, franz-go 1.21.5 and the newest
 #    produce and consume over SSL (with and without a client certificate) and
-#    SASL_SSL (SCRAM and PLAIN inside TLS); Metadata on the SSL port names the
-#    SSL port;
+#    SASL_SSL (SCRAM and PLAIN inside TLS; Java 4.2.0 and 3.9.2 and both
+#    franz-go with each of PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512); Metadata
+#    on the SSL port names the SSL port;
 #  - refused, each closed at once, counted and logged, and no connection slot
 #    left behind: an expired client certificate, a client that does not trust
 #    the agent's CA, plaintext Kafka to the TLS port, TLS to the plaintext port,
@@ -293,16 +294,19 @@ def test_java_clients_over_ssl_and_sasl_ssl(client, tls_agent, request):
     run_sh = request.getfixturevalue("roundtrip_clients")
     a, c = tls_agent, tls_agent.certs
     trust = {"ssl.truststore.type": "PEM", "ssl.truststore.location": c.ca}
+    # The promised versions log in with every mechanism over TLS, the
+    # newest with one.
+    mechanisms = ["SCRAM-SHA-512"] if client == "java-newest" else ["SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN"]
     for bootstrap, props in [
             (a.ssl_bootstrap, {"security.protocol": "SSL", **trust, "ssl.keystore.type": "PEM",
-                               "ssl.keystore.location": c.client_pem("alice")}),
-            (a.sasl_ssl_bootstrap, {"security.protocol": "SASL_SSL", **trust, "sasl.mechanism": "SCRAM-SHA-512",
-                                    "sasl.jaas.config": f'{JAAS["SCRAM-SHA-512"]} required username="alice" '
-                                                        f'password="{PASSWORD}";'})]:
+                               "ssl.keystore.location": c.client_pem("alice")})] + [
+            (a.sasl_ssl_bootstrap, {"security.protocol": "SASL_SSL", **trust, "sasl.mechanism": m,
+                                    "sasl.jaas.config": f'{JAAS[m]} required username="alice" '
+                                                        f'password="{PASSWORD}";'}) for m in mechanisms]:
         last, res = _java(run_sh, client, bootstrap, props, 500)
         assert last == "RESULT ok produced=500 consumed=500" and res.returncode == 0, (
-            f"{client} {props['security.protocol']}: {last}\n--- stdout ---\n{res.stdout[-3000:]}\n"
-            f"--- stderr ---\n{_tail(res.stderr, 60)}")
+            f"{client} {props['security.protocol']} {props.get('sasl.mechanism', '')}: {last}\n"
+            f"--- stdout ---\n{res.stdout[-3000:]}\n--- stderr ---\n{_tail(res.stderr, 60)}")
     # An expired client certificate: the client fails with its SSL error.
     last, res = _java(run_sh, client, a.ssl_bootstrap,
                       {"security.protocol": "SSL", **trust, "ssl.keystore.type": "PEM",
@@ -317,8 +321,9 @@ def test_franz_go_over_ssl_and_sasl_ssl(client, tls_agent, request):
     run_sh = request.getfixturevalue("roundtrip_clients")
     a, c = tls_agent, tls_agent.certs
     cert, key = c.client("alice")
-    for bootstrap, extra in [(a.ssl_bootstrap, {"ROUNDTRIP_TLS_CERT": cert, "ROUNDTRIP_TLS_KEY": key}),
-                             (a.sasl_ssl_bootstrap, {"ROUNDTRIP_SASL": f"SCRAM-SHA-256:alice:{PASSWORD}"})]:
+    for bootstrap, extra in [(a.ssl_bootstrap, {"ROUNDTRIP_TLS_CERT": cert, "ROUNDTRIP_TLS_KEY": key})] + [
+            (a.sasl_ssl_bootstrap, {"ROUNDTRIP_SASL": f"{m}:alice:{PASSWORD}"})
+            for m in ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"]]:
         topic = unique_topic(f"tls-{client.replace('.', '')}")
         env = {**os.environ, "ROUNDTRIP_TLS_CA": c.ca, **extra}
         res = subprocess.run(["bash", run_sh, client, "--bootstrap", bootstrap, "--topic", topic,

@@ -330,3 +330,34 @@ impl Drop for Kafka {
         }
     }
 }
+
+/// A record batch (magic 2, no compression) of one record with `value`, no
+/// key, as a raw Produce request carries it.
+pub fn record_batch(value: bytes::Bytes) -> bytes::Bytes {
+    use kafka_protocol::indexmap::IndexMap;
+    use kafka_protocol::records::{
+        Compression, Record, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+    };
+    let record = Record {
+        transactional: false,
+        control: false,
+        delete_horizon: false,
+        partition_leader_epoch: -1,
+        producer_id: -1,
+        producer_epoch: -1,
+        timestamp_type: TimestampType::Creation,
+        offset: 0,
+        sequence: -1,
+        timestamp: 1_700_000_000_000,
+        key: None,
+        value: Some(value),
+        headers: IndexMap::new(),
+    };
+    let mut buf = bytes::BytesMut::new();
+    let options = RecordEncodeOptions {
+        version: 2,
+        compression: Compression::None,
+    };
+    RecordBatchEncoder::encode(&mut buf, [&record], &options).unwrap();
+    buf.freeze()
+}

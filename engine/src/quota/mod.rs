@@ -237,35 +237,9 @@ impl Quotas {
         &self,
         meta: &rutomq_meta::Meta,
     ) -> Result<Arc<QuotaSet>, rutomq_meta::MetaError> {
-        let _one = self.copy.reloading().await;
-        let (rows, cut) = meta.quota_load().await?;
-        if cut {
-            tracing::error!(
-                limit = rows.len(),
-                "more client quota values stored than an agent loads; keeping the quotas loaded before"
-            );
-            return Ok(self.copy.get());
-        }
-        let n = rows.len();
-        self.copy.replace(QuotaSet::new(rows));
-        tracing::debug!(values = n, "client quotas loaded");
-        Ok(self.copy.get())
-    }
-}
-
-/// Keeps the agent's copy current: reloads on every `rutomq_quotas` notice
-/// and every `QUOTAS_REFRESH`. Runs on the storage runtime until the
-/// process ends.
-pub async fn keep_quotas(
-    meta: rutomq_meta::Meta,
-    quotas: Arc<Quotas>,
-    changed: Arc<tokio::sync::Notify>,
-) {
-    loop {
-        let _ = tokio::time::timeout(crate::limits::QUOTAS_REFRESH, changed.notified()).await;
-        if let Err(e) = quotas.reload(&meta).await {
-            tracing::warn!(error = %e, "cannot reload the client quotas; keeping the old copy");
-        }
+        self.copy
+            .reload("client quota values", meta.quota_load(), QuotaSet::new)
+            .await
     }
 }
 

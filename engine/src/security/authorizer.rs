@@ -54,35 +54,7 @@ impl Authorizer {
         &self,
         meta: &rutomq_meta::Meta,
     ) -> Result<Arc<AclSet>, rutomq_meta::MetaError> {
-        let _one = self.copy.reloading().await;
-        let (rows, cut) = meta.acl_load().await?;
-        if cut {
-            tracing::error!(
-                limit = rows.len(),
-                "more ACLs stored than an agent loads; keeping the ACLs loaded before (delete some)"
-            );
-            return Ok(self.acls());
-        }
-        let n = rows.len();
-        self.copy.replace(AclSet::new(rows));
-        tracing::debug!(acls = n, "ACLs loaded");
-        Ok(self.acls())
-    }
-}
-
-/// Keeps the agent's copy current: reloads on every `rutomq_acls` notice
-/// and every `ACLS_REFRESH`. Runs on the storage runtime until the process
-/// ends.
-pub async fn keep_acls(
-    meta: rutomq_meta::Meta,
-    authorizer: Arc<Authorizer>,
-    changed: Arc<tokio::sync::Notify>,
-) {
-    loop {
-        let _ = tokio::time::timeout(crate::limits::ACLS_REFRESH, changed.notified()).await;
-        if let Err(e) = authorizer.reload(&meta).await {
-            tracing::warn!(error = %e, "cannot reload the ACLs; keeping the old copy");
-        }
+        self.copy.reload("ACLs", meta.acl_load(), AclSet::new).await
     }
 }
 

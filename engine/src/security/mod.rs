@@ -309,19 +309,17 @@ async fn load_into(
 }
 
 /// Keeps the agent's copy current: reloads on every `rutomq_credentials`
-/// notice and every `CREDENTIALS_REFRESH` (a notice lost while LISTEN
-/// reconnects). Runs on the storage runtime until the process ends.
+/// notice and every `CREDENTIALS_REFRESH`.
 pub async fn keep_credentials(
     meta: rutomq_meta::Meta,
     credentials: std::sync::Arc<Credentials>,
     changed: std::sync::Arc<tokio::sync::Notify>,
 ) {
-    loop {
-        let _ = tokio::time::timeout(crate::limits::CREDENTIALS_REFRESH, changed.notified()).await;
-        if let Err(e) = load_into(&meta, &credentials).await {
-            tracing::warn!(error = %e, "cannot reload the SCRAM credentials; keeping the old copy");
-        }
-    }
+    let every = crate::limits::CREDENTIALS_REFRESH;
+    crate::control::keep("SCRAM credentials", every, changed, || {
+        load_into(&meta, &credentials)
+    })
+    .await
 }
 
 #[cfg(test)]
