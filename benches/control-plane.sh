@@ -140,7 +140,7 @@ for round in $(seq "$ROUNDS"); do
         sleep 10
     done
 done
-python3 - "$WORK/runs.jsonl" "$FEATURE" "$ROUNDS" "$DURATION" "$DESCRIBED" "$COUNTED" <<'EOF' | tee "$WORK/summary.md"
+python3 - "$WORK/runs.jsonl" "$FEATURE" "$ROUNDS" "$DURATION" "$DESCRIBED" "$COUNTED" "$IN_FORCE" <<'EOF' | tee "$WORK/summary.md"
 import json, statistics as st, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 keys = ["produce_mib_s", "p50", "p99", "produce_mib_per_cpu_s", "consume_mib_s", "consume_mib_per_cpu_s"]
@@ -156,6 +156,7 @@ for k in keys:
     a, b = med["off"][k], med["on"][k]
     print(f"| {names[k]} | {a:.2f} | {b:.2f} | {b / a if a else 0:.3f} |")
 print(f"\nerrors: {sum(r['errors'] for r in rows)}, {counted}: {sum(r['counted'] for r in rows):.0f}")
-print(f"in force: {', '.join(f\"{r['label']} {r['in_force']:.0f}\" for r in rows)}")
+in_force = ", ".join("%s %.0f" % (r["label"], r["in_force"]) for r in rows)
+print(f"in force ({sys.argv[7]}): {in_force}")
 EOF
 echo "runs in $WORK"
