@@ -24,27 +24,19 @@ chmod o+x "$WORK"  # the embedded PostgreSQL runs as `postgres` when root
 agent=""
 trap '[[ -n "$agent" ]] && kill "$agent" 2>/dev/null; wait 2>/dev/null || true' EXIT
 
-free_ports() {
-    python3 -c 'import socket
-s=[socket.socket() for _ in range(2)]
-[x.bind(("127.0.0.1",0)) for x in s]
-print(*[x.getsockname()[1] for x in s])'
-}
+# shellcheck source=benches/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # run LABEL BIN ROUND: prints "LABEL produce_mib_s consume_mib_s"
 run() {
     local label="$1" bin="$2" round="$3" port hport dir
-    read -r port hport <<<"$(free_ports)"
+    read -r port hport <<<"$(free_ports 2)"
     dir="$WORK/$label-$round"
     mkdir -p "$dir"
     "$bin" serve --data-dir "$dir/data" --listen "127.0.0.1:$port" --http "127.0.0.1:$hport" \
         >"$dir/agent.log" 2>&1 </dev/null &
     agent=$!
-    for _ in $(seq 600); do
-        [[ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "http://127.0.0.1:$hport/health/ready" || true)" == 200 ]] && break
-        kill -0 "$agent" 2>/dev/null || { tail -20 "$dir/agent.log" >&2; exit 1; }
-        sleep 0.2
-    done
+    wait_ready "$hport" "$agent" "$dir/agent.log"
     "$BENCH" produce --bootstrap "127.0.0.1:$port" --create --topic ab --partitions 8 \
         --producers 32 --batch-records 256 --warmup 5 --duration "$DURATION" \
         --out "$dir/produce.json" >"$dir/produce.log" 2>&1

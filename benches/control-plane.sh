@@ -36,6 +36,8 @@ PSQL="${PSQL:-psql}"
 for bin in "$BIN" "$BENCH"; do [[ -x "$bin" ]] || { echo "control-plane.sh: no executable $bin (cargo build --release)" >&2; exit 2; }; done
 command -v "$PSQL" >/dev/null || { echo "control-plane.sh: needs psql (PSQL=...)" >&2; exit 2; }
 WORK="${WORK:-$(mktemp -d "/tmp/rutomq-$FEATURE.XXXXXX")}"
+# shellcheck source=benches/lib.sh
+source "$here/lib.sh"
 mkdir -p "$WORK"
 chmod o+x "$WORK"  # the embedded PostgreSQL runs as `postgres` when root
 agent=""
@@ -44,6 +46,7 @@ trap '[[ -n "$agent" ]] && kill "$agent" 2>/dev/null; wait 2>/dev/null || true' 
 case "$FEATURE" in
 authorizer)
     ON_ARGS=(--authorizer acl)
+    TOPIC=authz-bench  # the prefixed ALL below lets the bench at it
     DESCRIBED="--authorizer acl, 3003 ACLs"
     COUNTED=rutomq_authorization_denials_total
     IN_FORCE=rutomq_acls
@@ -59,6 +62,7 @@ UNION ALL SELECT 4, 'kafka-cluster', 3, 'User:ANONYMOUS', '*', 12, 3;"
     ;;
 quotas)
     ON_ARGS=()
+    TOPIC=quota-bench
     DESCRIBED="10 003 quotas, 3 enforced on the bench's user"
     COUNTED='rutomq_quota_[a-z]*_throttles_total'
     # The sensors the bench's user was measured by (0 without quotas).
@@ -77,49 +81,25 @@ esac
 # afterwards); prints a JSON line.
 run() {
     local label="$1" round="$2" port hport extra=()
-    read -r port hport <<<"$(python3 -c 'import socket
-s=[socket.socket() for _ in range(2)]
-[x.bind(("127.0.0.1",0)) for x in s]
-print(*[x.getsockname()[1] for x in s])')"
+    read -r port hport <<<"$(free_ports 2)"
     local out="$WORK/$label-$round"
     [[ "$label" == on ]] && extra=("${ON_ARGS[@]}")
     "$BIN" serve --data-dir "$out-data" --http "127.0.0.1:$hport" --listen "127.0.0.1:$port" \
         "${extra[@]}" >"$out-agent.log" 2>&1 </dev/null &
     agent=$!
-    for _ in $(seq 600); do
-        [[ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "http://127.0.0.1:$hport/health/ready" || true)" == 200 ]] && break
-        kill -0 "$agent" 2>/dev/null || { tail -20 "$out-agent.log" >&2; exit 1; }
-        sleep 0.2
-    done
+    wait_ready "$hport" "$agent" "$out-agent.log"
     if [[ "$label" == on ]]; then
         "$PSQL" -q "host=$out-data/pg/run user=rutomq dbname=postgres" -c "$ON_SQL" >/dev/null
         sleep 1  # the agent reloads on the trigger's notice
     fi
-    local topic="authz-bench"
-    "$BENCH" produce --bootstrap "127.0.0.1:$port" --create --topic "$topic" --partitions 8 \
-        --producers 32 --batch-records 256 --warmup 3 --duration "$DURATION" --broker-pid "$agent" \
-        --out "$out-produce.json" >"$out-produce.log" 2>&1
-    local total
-    total="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["records_total"])' "$out-produce.json")"
-    "$BENCH" consume --bootstrap "127.0.0.1:$port" --topic "$topic" --partitions 8 --from beginning \
-        --records "$total" --broker-pid "$agent" --out "$out-consume.json" >"$out-consume.log" 2>&1
+    produce_consume "$out" "127.0.0.1:$port" "$agent" "$TOPIC"
     local counted in_force metrics
     metrics="$(curl -s "http://127.0.0.1:$hport/metrics")"
     counted="$(awk -v m="^$COUNTED" '$0 ~ m {s+=$2} END {print s+0}' <<<"$metrics")"
     in_force="$(awk -v m="^$IN_FORCE " '$0 ~ m {s+=$2} END {print s+0}' <<<"$metrics")"
     kill "$agent"; wait "$agent" || true; agent=""
     rm -rf "$out-data"
-    python3 - "$label" "$out-produce.json" "$out-consume.json" "$counted" "$in_force" <<'EOF2'
-import json, sys
-p, c = (json.load(open(f)) for f in sys.argv[2:4])
-print(json.dumps({"label": sys.argv[1], "produce_mib_s": p["mib_per_sec"],
-                  "p50": p["latency_ms"]["p50"], "p99": p["latency_ms"]["p99"],
-                  "produce_mib_per_cpu_s": p["broker"]["mib_per_cpu_second_first_pid"],
-                  "consume_mib_s": c["mib_per_sec"],
-                  "consume_mib_per_cpu_s": c["broker"]["mib_per_cpu_second_first_pid"],
-                  "errors": p["errors"] + c["errors"], "counted": float(sys.argv[4]),
-                  "in_force": float(sys.argv[5])}))
-EOF2
+    run_json "$out" "label=$label" "counted=$counted" "in_force=$in_force"
 }
 
 free_gib="$(df -BG --output=avail "$WORK" | tail -1 | tr -dc 0-9)"

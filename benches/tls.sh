@@ -30,6 +30,8 @@ BENCH="${BENCH:-$repo/target/release/rutomq-bench}"
 for bin in "$BIN" "$BENCH"; do [[ -x "$bin" ]] || { echo "tls.sh: no executable $bin (cargo build --release)" >&2; exit 2; }; done
 WORK="${WORK:-$(mktemp -d /tmp/rutomq-tls.XXXXXX)}"
 mkdir -p "$WORK/certs"
+# shellcheck source=benches/lib.sh
+source "$here/lib.sh"
 chmod o+x "$WORK"  # the embedded PostgreSQL runs as `postgres` when root
 USER_NAME=bench PASSWORD=bench-password
 broker="" kafka_dir="" addrs=()
@@ -57,28 +59,17 @@ trap stop_broker EXIT
     cat server.key server.pem >kafka-keystore.pem
 )
 
-ports() {
-    python3 -c 'import socket,sys
-s=[socket.socket() for _ in range(int(sys.argv[1]))]
-[x.bind(("127.0.0.1",0)) for x in s]
-print(*[x.getsockname()[1] for x in s])' "$1"
-}
-
 # start_rutomq OUT: an agent with the three listeners and the bench user;
 # sets broker and addrs (PLAINTEXT, SSL, SASL_SSL).
 start_rutomq() {
     local out="$1" port sport aport hport
-    read -r port sport aport hport <<<"$(ports 4)"
+    read -r port sport aport hport <<<"$(free_ports 4)"
     "$BIN" serve --data-dir "$out-data" --http "127.0.0.1:$hport" \
         --listeners "PLAINTEXT://127.0.0.1:$port,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport" \
         --ssl-certificate-location "$WORK/certs/server.pem" --ssl-key-location "$WORK/certs/server.key" \
         --sasl-enabled-mechanisms PLAIN >"$out-agent.log" 2>&1 </dev/null &
     broker=$!
-    for _ in $(seq 600); do
-        [[ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "http://127.0.0.1:$hport/health/ready" || true)" == 200 ]] && break
-        kill -0 "$broker" 2>/dev/null || { tail -20 "$out-agent.log" >&2; exit 1; }
-        sleep 0.2
-    done
+    wait_ready "$hport" "$broker" "$out-agent.log"
     "$BIN" user add "$USER_NAME" --password "$PASSWORD" --data-dir "$out-data" >>"$out-agent.log" 2>&1
     sleep 1  # the agent reloads its credentials on PostgreSQL's notice
     addrs=("127.0.0.1:$port" "127.0.0.1:$sport" "127.0.0.1:$aport")
@@ -88,7 +79,7 @@ start_rutomq() {
 # kafka_dir and addrs).
 start_kafka() {
     local out="$1" port cport sport aport
-    read -r port cport sport aport <<<"$(ports 4)"
+    read -r port cport sport aport <<<"$(free_ports 4)"
     kafka_dir="$out-kafka"
     KAFKA_CONTROLLER_PORT="$cport" KAFKA_EXTRA_PROPS="
 listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport,SSL://127.0.0.1:$sport,SASL_SSL://127.0.0.1:$aport
@@ -117,27 +108,10 @@ run() {
         ssl) addr="${addrs[1]}"; client=(--tls-ca "$WORK/certs/ca.pem") ;;
         sasl_ssl) addr="${addrs[2]}"; client=(--tls-ca "$WORK/certs/ca.pem" --sasl-plain "$USER_NAME:$PASSWORD") ;;
     esac
-    local topic="tls-bench"
-    "$BENCH" produce "${client[@]}" --bootstrap "$addr" --create --topic "$topic" --partitions 8 \
-        --producers 32 --batch-records 256 --warmup 3 --duration "$DURATION" --broker-pid "$broker" \
-        --out "$out-produce.json" >"$out-produce.log" 2>&1 || { tail -20 "$out-produce.log" >&2; exit 1; }
-    local total
-    total="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["records_total"])' "$out-produce.json")"
-    "$BENCH" consume "${client[@]}" --bootstrap "$addr" --topic "$topic" --partitions 8 --from beginning \
-        --records "$total" --broker-pid "$broker" --out "$out-consume.json" >"$out-consume.log" 2>&1 \
-        || { tail -20 "$out-consume.log" >&2; exit 1; }
+    produce_consume "$out" "$addr" "$broker" tls-bench "${client[@]}"
     stop_broker
     rm -rf "$out-data"
-    python3 - "$system" "$protocol" "$out-produce.json" "$out-consume.json" <<'EOF2' | tee -a "$WORK/runs.jsonl"
-import json, sys
-p, c = (json.load(open(f)) for f in sys.argv[3:5])
-print(json.dumps({"system": sys.argv[1], "protocol": sys.argv[2], "produce_mib_s": p["mib_per_sec"],
-                  "p50": p["latency_ms"]["p50"], "p99": p["latency_ms"]["p99"],
-                  "produce_mib_per_cpu_s": p["broker"]["mib_per_cpu_second_first_pid"],
-                  "consume_mib_s": c["mib_per_sec"],
-                  "consume_mib_per_cpu_s": c["broker"]["mib_per_cpu_second_first_pid"],
-                  "errors": p["errors"] + c["errors"]}))
-EOF2
+    run_json "$out" "system=$system" "protocol=$protocol" | tee -a "$WORK/runs.jsonl"
 }
 
 free_gib="$(df -BG --output=avail "$WORK" | tail -1 | tr -dc 0-9)"

@@ -21,19 +21,16 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use bytes::Bytes;
+use common::s;
 use common::scenarios::admin;
 use datum_mq::native::conn::Connection;
 use datum_mq::native::sasl::{salted_password, ScramHash};
 use datum_mq::{connect, SaslMechanism, Security};
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::{Request, StrBytes};
+use kafka_protocol::protocol::Request;
 
 const PASSWORD: &str = "alice-secret";
 const ALICE: &str = "User:alice";
-
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_owned())
-}
 
 fn topic(v: &str) -> TopicName {
     TopicName(s(v))
@@ -108,19 +105,8 @@ async fn alice(sasl: &str) -> Connection {
 }
 
 async fn create_topics(conn: &Connection, names: &[&str]) {
-    let req = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(
-            names
-                .iter()
-                .map(|n| {
-                    create_topics_request::CreatableTopic::default()
-                        .with_name(topic(n))
-                        .with_num_partitions(1)
-                        .with_replication_factor(1)
-                })
-                .collect(),
-        );
+    let topics: Vec<(&str, i32)> = names.iter().map(|n| (*n, 1)).collect();
+    let req = common::create_topics_request(&topics);
     let resp = conn.call_version(&req, 7).await.unwrap();
     assert!(resp.topics.iter().all(|t| t.error_code == 0), "{resp:?}");
 }

@@ -17,6 +17,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use common::s;
 use common::scenarios::admin;
 use datum_mq::native::conn::Connection;
 use datum_mq::{connect, Security};
@@ -25,13 +26,13 @@ use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
-fn s(v: &str) -> StrBytes {
-    StrBytes::from_string(v.to_owned())
-}
+/// An entity part: type, name (`None` for `<default>`).
+type Part<'a> = (&'a str, Option<&'a str>);
+/// An op: key, `Some(value)` to set, `None` to remove.
+type Op<'a> = (&'a str, Option<f64>);
 
-/// An entry: entity parts (type, name; `None` for `<default>`) and ops
-/// (key, `Some(value)` to set, `None` to remove).
-fn entry(entity: &[(&str, Option<&str>)], ops: &[(&str, Option<f64>)]) -> EntryData {
+/// An entry: entity parts and ops.
+fn entry(entity: &[Part], ops: &[Op]) -> EntryData {
     EntryData::default()
         .with_entity(
             entity
@@ -163,188 +164,53 @@ async fn admin_lines(c: &Connection, run: &str) -> Vec<String> {
     let (a, c1) = (alice.as_str(), c1.as_str());
     let user = |n| ("user", Some(n));
     let mut out = Vec::new();
-    let requests: Vec<(&str, Vec<EntryData>, bool)> = vec![
-        (
-            "user rates",
-            vec![entry(
-                &[user(a)],
-                &[
-                    ("producer_byte_rate", Some(1024.0)),
-                    ("consumer_byte_rate", Some(2048.0)),
-                ],
-            )],
-            false,
-        ),
-        (
-            "user and client",
-            vec![entry(
-                &[user(a), ("client-id", Some(c1))],
-                &[
-                    ("producer_byte_rate", Some(4096.0)),
-                    ("request_percentage", Some(0.25)),
-                ],
-            )],
-            false,
-        ),
-        (
-            "user and default client",
-            vec![entry(
-                &[user(a), ("client-id", None)],
-                &[("controller_mutation_rate", Some(5.5))],
-            )],
-            false,
-        ),
-        (
-            "ip",
-            vec![entry(
-                &[("ip", Some("127.0.0.9"))],
-                &[("connection_creation_rate", Some(10.0))],
-            )],
-            false,
-        ),
-        (
-            "empty entity",
-            vec![entry(&[], &[("producer_byte_rate", Some(1.0))])],
-            false,
-        ),
-        (
-            "empty user",
-            vec![entry(&[user("")], &[("producer_byte_rate", Some(1.0))])],
-            false,
-        ),
-        (
-            "unknown type",
-            vec![entry(
-                &[("topic", Some("t"))],
-                &[("producer_byte_rate", Some(1.0))],
-            )],
-            false,
-        ),
-        (
-            "bad ip",
-            vec![entry(
-                &[("ip", Some("no-such-host.invalid"))],
-                &[("connection_creation_rate", Some(1.0))],
-            )],
-            false,
-        ),
-        (
-            "ip with user",
-            vec![entry(
-                &[("ip", Some("127.0.0.9")), user(a)],
-                &[("connection_creation_rate", Some(1.0))],
-            )],
-            false,
-        ),
-        (
-            "unknown key",
-            vec![entry(&[user(a)], &[("bogus_rate", Some(1.0))])],
-            false,
-        ),
-        (
-            "ip key on a user",
-            vec![entry(
-                &[user(a)],
-                &[("connection_creation_rate", Some(1.0))],
-            )],
-            false,
-        ),
-        (
-            "user key on an ip",
-            vec![entry(
-                &[("ip", Some("127.0.0.9"))],
-                &[("producer_byte_rate", Some(1.0))],
-            )],
-            false,
-        ),
-        (
-            "zero",
-            vec![entry(&[user(a)], &[("consumer_byte_rate", Some(0.0))])],
-            false,
-        ),
-        (
-            "negative",
-            vec![entry(&[user(a)], &[("request_percentage", Some(-1.0))])],
-            false,
-        ),
-        (
-            "fractional long",
-            vec![entry(&[user(a)], &[("producer_byte_rate", Some(1.5))])],
-            false,
-        ),
-        (
-            "too large long",
-            vec![entry(&[user(a)], &[("producer_byte_rate", Some(1e19))])],
-            false,
-        ),
-        (
-            "too large int",
-            vec![entry(
-                &[("ip", Some("127.0.0.9"))],
-                &[("connection_creation_rate", Some(3e9))],
-            )],
-            false,
-        ),
-        (
-            "duplicate key",
-            vec![entry(
-                &[user(a)],
-                &[
-                    ("producer_byte_rate", Some(1.0)),
-                    ("producer_byte_rate", Some(2.0)),
-                ],
-            )],
-            false,
-        ),
-        (
-            "type twice",
-            vec![entry(
-                &[user("x"), user(a)],
-                &[("consumer_byte_rate", Some(3072.0))],
-            )],
-            false,
-        ),
-        (
-            "remove missing",
-            vec![entry(&[user(a)], &[("request_percentage", None)])],
-            false,
-        ),
-        (
-            "validate only",
-            vec![entry(
-                &[("client-id", Some(c1))],
-                &[("producer_byte_rate", Some(7.0))],
-            )],
-            true,
-        ),
-        (
-            "validate only, refused",
-            vec![entry(
-                &[("client-id", Some(c1))],
-                &[("producer_byte_rate", Some(0.5))],
-            )],
-            true,
-        ),
-        (
-            "one good, one bad",
-            vec![
-                entry(
-                    &[("client-id", None), user(a)],
-                    &[("consumer_byte_rate", Some(8192.0))],
-                ),
-                entry(&[user(a)], &[("consumer_byte_rate", Some(-5.0))]),
-            ],
-            false,
-        ),
+    let ip = |n| ("ip", Some(n));
+    let client = |n| ("client-id", Some(n));
+    let set = |k, v| (k, Some(v));
+    // (what, entity, ops, validate only): one entry each.
+    #[rustfmt::skip]
+    let requests: Vec<(&str, Vec<Part>, Vec<Op>, bool)> = vec![
+        ("user rates", vec![user(a)], vec![set("producer_byte_rate", 1024.0), set("consumer_byte_rate", 2048.0)], false),
+        ("user and client", vec![user(a), client(c1)], vec![set("producer_byte_rate", 4096.0), set("request_percentage", 0.25)], false),
+        ("user and default client", vec![user(a), ("client-id", None)], vec![set("controller_mutation_rate", 5.5)], false),
+        ("ip", vec![ip("127.0.0.9")], vec![set("connection_creation_rate", 10.0)], false),
+        ("empty entity", vec![], vec![set("producer_byte_rate", 1.0)], false),
+        ("empty user", vec![user("")], vec![set("producer_byte_rate", 1.0)], false),
+        ("unknown type", vec![("topic", Some("t"))], vec![set("producer_byte_rate", 1.0)], false),
+        ("bad ip", vec![ip("no-such-host.invalid")], vec![set("connection_creation_rate", 1.0)], false),
+        ("ip with user", vec![ip("127.0.0.9"), user(a)], vec![set("connection_creation_rate", 1.0)], false),
+        ("unknown key", vec![user(a)], vec![set("bogus_rate", 1.0)], false),
+        ("ip key on a user", vec![user(a)], vec![set("connection_creation_rate", 1.0)], false),
+        ("user key on an ip", vec![ip("127.0.0.9")], vec![set("producer_byte_rate", 1.0)], false),
+        ("zero", vec![user(a)], vec![set("consumer_byte_rate", 0.0)], false),
+        ("negative", vec![user(a)], vec![set("request_percentage", -1.0)], false),
+        ("fractional long", vec![user(a)], vec![set("producer_byte_rate", 1.5)], false),
+        ("too large long", vec![user(a)], vec![set("producer_byte_rate", 1e19)], false),
+        ("too large int", vec![ip("127.0.0.9")], vec![set("connection_creation_rate", 3e9)], false),
+        ("duplicate key", vec![user(a)], vec![set("producer_byte_rate", 1.0), set("producer_byte_rate", 2.0)], false),
+        ("type twice", vec![user("x"), user(a)], vec![set("consumer_byte_rate", 3072.0)], false),
+        ("remove missing", vec![user(a)], vec![("request_percentage", None)], false),
+        ("validate only", vec![client(c1)], vec![set("producer_byte_rate", 7.0)], true),
+        ("validate only, refused", vec![client(c1)], vec![set("producer_byte_rate", 0.5)], true),
     ];
-    for (what, entries, validate_only) in requests {
-        out.push(format!(
-            "alter {what}: {}",
-            alter(c, entries, validate_only).await
-        ));
+    for (what, entity, ops, validate_only) in requests {
+        let answer = alter(c, vec![entry(&entity, &ops)], validate_only).await;
+        out.push(format!("alter {what}: {answer}"));
     }
+    let two = vec![
+        entry(
+            &[("client-id", None), user(a)],
+            &[set("consumer_byte_rate", 8192.0)],
+        ),
+        entry(&[user(a)], &[set("consumer_byte_rate", -5.0)]),
+    ];
+    out.push(format!(
+        "alter one good, one bad: {}",
+        alter(c, two, false).await
+    ));
     // Kafka applies its changes to the broker's image asynchronously.
     tokio::time::sleep(Duration::from_secs(1)).await;
+    #[rustfmt::skip]
     let filters: Vec<(&str, Vec<Component>, bool)> = vec![
         ("all", vec![], false),
         ("none (strict, no components)", vec![], true),
@@ -514,12 +380,7 @@ fn fetch_request(topic: &str) -> FetchRequest {
 async fn throttling(bootstrap: &str, run: &str) -> Throttled {
     let root = admin(bootstrap).await;
     let topic = format!("quota-{run}");
-    let req = CreateTopicsRequest::default()
-        .with_timeout_ms(30_000)
-        .with_topics(vec![create_topics_request::CreatableTopic::default()
-            .with_name(TopicName(s(&topic)))
-            .with_num_partitions(2)
-            .with_replication_factor(1)]);
+    let req = common::create_topics_request(&[(&topic, 2)]);
     let r = root.call_version(&req, 7).await.unwrap();
     assert_eq!(r.topics[0].error_code, 0, "{r:?}");
     wait_for_leaders(&root, &topic).await;
@@ -588,6 +449,19 @@ async fn throttling(bootstrap: &str, run: &str) -> Throttled {
     }
 }
 
+/// One answer as a line: what was asked, each result's code and message
+/// ("-" for none); and the throttle time.
+fn outcome<'a>(
+    what: &str,
+    results: impl Iterator<Item = (i16, &'a Option<StrBytes>)>,
+    throttle_ms: i32,
+) -> (String, i32) {
+    let codes: Vec<String> = results
+        .map(|(c, m)| format!("{c} {}", m.as_ref().map_or("-", |m| m.as_str())))
+        .collect();
+    (format!("{what}: {}", codes.join(", ")), throttle_ms)
+}
+
 /// What one broker answered a client over its controller mutation quota:
 /// per request, the per-topic codes (and messages) and the throttle.
 async fn mutations(bootstrap: &str, run: &str) -> Vec<(String, i32)> {
@@ -597,25 +471,9 @@ async fn mutations(bootstrap: &str, run: &str) -> Vec<(String, i32)> {
     set_client_quota(&root, &client, "controller_mutation_rate", 1.0, run).await;
     let name = |n: &str| format!("mq-{n}-{run}");
     let create = |topics: &[(&str, i32)]| {
-        CreateTopicsRequest::default()
-            .with_timeout_ms(30_000)
-            .with_topics(
-                topics
-                    .iter()
-                    .map(|(n, p)| {
-                        create_topics_request::CreatableTopic::default()
-                            .with_name(TopicName(s(&name(n))))
-                            .with_num_partitions(*p)
-                            .with_replication_factor(1)
-                    })
-                    .collect(),
-            )
-    };
-    let codes = |it: Vec<(i16, Option<StrBytes>)>| {
-        it.iter()
-            .map(|(c, m)| format!("{c} {}", m.as_ref().map_or("-", |m| m.as_str())))
-            .collect::<Vec<_>>()
-            .join(", ")
+        let named: Vec<(String, i32)> = topics.iter().map(|(n, p)| (name(n), *p)).collect();
+        let named: Vec<(&str, i32)> = named.iter().map(|(n, p)| (n.as_str(), *p)).collect();
+        common::create_topics_request(&named)
     };
     // A new connection for each request: each throttled one is muted.
     let conn = || {
@@ -635,35 +493,15 @@ async fn mutations(bootstrap: &str, run: &str) -> Vec<(String, i32)> {
         .call_version(&create(&[("a", 8), ("b", 8), ("c", 1)]), 7)
         .await
         .unwrap();
-    out.push((
-        format!(
-            "create v7: {}",
-            codes(
-                r.topics
-                    .iter()
-                    .map(|t| (t.error_code, t.error_message.clone()))
-                    .collect()
-            )
-        ),
-        r.throttle_time_ms,
-    ));
+    let codes = r.topics.iter().map(|t| (t.error_code, &t.error_message));
+    out.push(outcome("create v7", codes, r.throttle_time_ms));
     // Deleting is a mutation too: refused while owed.
     let del = DeleteTopicsRequest::default()
         .with_timeout_ms(30_000)
         .with_topic_names(vec![TopicName(s(&name("a")))]);
     let r = conn().await.unwrap().call_version(&del, 5).await.unwrap();
-    out.push((
-        format!(
-            "delete v5: {}",
-            codes(
-                r.responses
-                    .iter()
-                    .map(|t| (t.error_code, t.error_message.clone()))
-                    .collect()
-            )
-        ),
-        r.throttle_time_ms,
-    ));
+    let codes = r.responses.iter().map(|t| (t.error_code, &t.error_message));
+    out.push(outcome("delete v5", codes, r.throttle_time_ms));
     let grow = CreatePartitionsRequest::default()
         .with_timeout_ms(30_000)
         .with_topics(vec![
@@ -673,18 +511,8 @@ async fn mutations(bootstrap: &str, run: &str) -> Vec<(String, i32)> {
                 .with_assignments(None),
         ]);
     let r = conn().await.unwrap().call_version(&grow, 3).await.unwrap();
-    out.push((
-        format!(
-            "create partitions v3: {}",
-            codes(
-                r.results
-                    .iter()
-                    .map(|t| (t.error_code, t.error_message.clone()))
-                    .collect()
-            )
-        ),
-        r.throttle_time_ms,
-    ));
+    let codes = r.results.iter().map(|t| (t.error_code, &t.error_message));
+    out.push(outcome("create partitions v3", codes, r.throttle_time_ms));
     // Permissive (v5): taken, and throttled for all that is owed.
     let r = conn()
         .await
@@ -692,18 +520,8 @@ async fn mutations(bootstrap: &str, run: &str) -> Vec<(String, i32)> {
         .call_version(&create(&[("d", 2)]), 5)
         .await
         .unwrap();
-    out.push((
-        format!(
-            "create v5: {}",
-            codes(
-                r.topics
-                    .iter()
-                    .map(|t| (t.error_code, t.error_message.clone()))
-                    .collect()
-            )
-        ),
-        r.throttle_time_ms,
-    ));
+    let codes = r.topics.iter().map(|t| (t.error_code, &t.error_message));
+    out.push(outcome("create v5", codes, r.throttle_time_ms));
     out
 }
 

@@ -115,17 +115,16 @@ impl<T> ShardCopy<T> {
         }
     }
 
-    /// The current value (taken from the agent when its version moved)
-    /// and its version.
-    pub fn current(&self, copy: &AgentCopy<T>) -> (Arc<T>, u64) {
-        self.refresh(copy);
-        (self.value.borrow().clone(), self.seen.get())
+    /// Runs `f` on the current value (taken from the agent when its
+    /// version moved) without cloning its `Arc`.
+    pub fn with<R>(&self, copy: &AgentCopy<T>, f: impl FnOnce(&T) -> R) -> R {
+        self.with_version(copy, |value, _| f(value))
     }
 
-    /// Runs `f` on the current value without cloning its `Arc`.
-    pub fn with<R>(&self, copy: &AgentCopy<T>, f: impl FnOnce(&T) -> R) -> R {
+    /// [`ShardCopy::with`], also telling `f` the value's version.
+    pub fn with_version<R>(&self, copy: &AgentCopy<T>, f: impl FnOnce(&T, u64) -> R) -> R {
         self.refresh(copy);
-        f(&self.value.borrow())
+        f(&self.value.borrow(), self.seen.get())
     }
 
     fn refresh(&self, copy: &AgentCopy<T>) {

@@ -8,6 +8,7 @@ Every wait loop here has a deadline.
 
 import functools
 import os
+import subprocess
 import threading
 import time
 import uuid
@@ -562,3 +563,39 @@ def committed_confluent(bootstrap, group, topic, parts, timeout=10):
         return {tp.partition: tp.offset for tp in res}
     finally:
         c.close()
+
+
+# --------------------------------------------------------------------------
+# Apache Kafka's command-line tools and the agent process
+
+
+TOOLS_ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def kafka_tool(run_sh, tool_class, *args, ok=True, timeout=120):
+    """One of Apache Kafka's command-line tools, unchanged (`tool_class`
+    from the kafka-tools jars, run by tests/clients/run.sh `run_sh`): the
+    finished process. Its exit status must be 0 (`ok=True`), non-zero
+    (`ok=False`), or anything (`ok=None`)."""
+    res = subprocess.run(["bash", run_sh, "tools", tool_class, *args], cwd=TOOLS_ROOT,
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+    if ok is not None:
+        assert (res.returncode == 0) == ok, (
+            f"{tool_class} {' '.join(args)}: exit {res.returncode}\n{(res.stdout + res.stderr)[-3000:]}")
+    return res
+
+
+def proc_status_kib(pid, field):
+    """A KiB figure of /proc/PID/status (VmRSS, VmHWM, ...)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"{field} not in /proc/{pid}/status")
+
+
+def proc_cpu_s(pid):
+    """User plus system CPU seconds process PID has used."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

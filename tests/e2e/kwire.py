@@ -514,9 +514,9 @@ class KafkaConn:
             raise ProtocolError(f"bad response frame size {size}")
         return self.recv_exact(size)
 
-    def api_versions(self, version=3):
+    def api_versions(self, version=3, client_id="rutomq-e2e"):
         cid = self.next_cid()
-        self.send(api_versions_request(version, cid))
+        self.send(api_versions_request(version, cid, client_id=client_id))
         res = parse_api_versions_response(self.recv_frame(), version if version <= 3 else 3)
         if res.correlation_id != cid:
             raise ProtocolError(f"correlation id mismatch: sent {cid}, got {res.correlation_id}")

@@ -50,7 +50,6 @@
 # a refused DescribeUserScramCredentials).
 
 import re
-import subprocess
 import time
 import uuid
 
@@ -62,8 +61,8 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
                                    ResourcePatternType, ResourceType)
 
 import kwire
-from kafkautil import unique_topic, wait_until
-from test_java_go import REPO_ROOT, roundtrip_clients  # noqa: F401 (fixture)
+from kafkautil import kafka_tool, unique_topic, wait_until
+from test_java_go import roundtrip_clients  # noqa: F401 (fixture)
 from test_security import _sasl_authenticate, _sasl_handshake, add_user, sasl_conf
 
 ADMIN_PW = "admin-password"  # ASCII: Java reads .properties files as ISO-8859-1
@@ -367,12 +366,8 @@ def kafka_acls(run_sh, a, tmp_path, user, *args, ok=True):
     PLAINTEXT listener); its output."""
     conn = (["--bootstrap-server", a.bootstrap] if user is None else
             ["--bootstrap-server", a.sasl_bootstrap, "--command-config", command_config(tmp_path, user)])
-    res = subprocess.run(["bash", run_sh, "tools", "org.apache.kafka.tools.AclCommand", *conn, *args],
-                         cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
-    out = res.stdout + res.stderr
-    assert (res.returncode == 0) == ok, (f"kafka-acls.sh {' '.join(args)} as {user}: exit {res.returncode}\n"
-                                         f"{out[-3000:]}")
-    return out
+    res = kafka_tool(run_sh, "org.apache.kafka.tools.AclCommand", *conn, *args, ok=ok)
+    return res.stdout + res.stderr
 
 
 def parse_acl_list(out):

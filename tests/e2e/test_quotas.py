@@ -6,8 +6,8 @@
 #  - a librdkafka producer over its user's producer_byte_rate (SASL/SCRAM) is
 #    held to the quota (its delivered bytes over the run stay within what the
 #    quota window allows) and is told so (librdkafka's throttle statistics),
-#    while another user's producer on the same agent at the same time runs at
-#    least 5x faster;
+#    while another user's producer on the same agent at the same time gets
+#    every byte it offers, unthrottled;
 #  - a librdkafka consumer over its client id's consumer_byte_rate reads a
 #    backlog at the quota while another client id reads all of it at once;
 #  - request_percentage: a client spending more shard time than its share is
@@ -23,18 +23,16 @@
 
 import json
 import socket
-import struct
-import subprocess
+import statistics
 import threading
 import time
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 import kwire
-from kafkautil import create_topic, unique_topic, wait_until
-from test_java_go import REPO_ROOT, roundtrip_clients  # noqa: F401 (fixture)
-from test_security import add_user, sasl_conf
+from kafkautil import create_topic, kafka_tool, unique_topic
+from test_java_go import roundtrip_clients  # noqa: F401 (fixture)
+from test_security import add_user, metric, sasl_conf
 
 KIB = 1024
 
@@ -49,12 +47,8 @@ def test_kafka_configs_tool_manages_quotas(agent, request):
     run_sh = request.getfixturevalue("roundtrip_clients")
 
     def configs(*args, ok=True):
-        cmd = ["bash", run_sh, "tools", "kafka.admin.ConfigCommand", "--bootstrap-server", agent.bootstrap, *args]
-        res = subprocess.run(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True,
-                             text=True, timeout=120)
-        out = res.stdout + res.stderr
-        assert (res.returncode == 0) == ok, f"{' '.join(args)}: exit {res.returncode}\n{out[-3000:]}"
-        return out
+        res = kafka_tool(run_sh, "kafka.admin.ConfigCommand", "--bootstrap-server", agent.bootstrap, *args, ok=ok)
+        return res.stdout + res.stderr
 
     out = configs("--alter", "--entity-type", "users", "--entity-name", "alice",
                   "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152")
@@ -91,8 +85,7 @@ def test_kafka_configs_tool_manages_quotas(agent, request):
                   "connection_creation_rate=0", ok=False)
     assert "Quota connection_creation_rate must be greater than 0" in out, out[-2000:]
 
-    # What it shows is what the agent enforces: the quota set above reaches
-    # the /metrics-visible sensors only through traffic; here, the stored set.
+    # A change made on the wire shows in the tool.
     results = kwire.alter_client_quotas(agent.bootstrap, [([("user", "alice")], [("consumer_byte_rate", None)])])
     assert results[0][0] == 0, results
     out = configs("--describe", "--entity-type", "users", "--entity-name", "alice")
@@ -169,10 +162,11 @@ def test_a_producer_over_its_quota_is_throttled_and_others_are_not(start_agent):
         assert not p.errors, p.errors[:5]
     # Kafka's rate is measured over 10 to 11 s of samples: a new client may
     # spend a window's worth at once, and what it sends is held to the
-    # quota over any window (each window may end with one more request,
-    # up to 1 MiB per partition, before the client is muted). So over the
-    # run it delivers at most the elapsed time's worth and one window's,
-    # and at least about the elapsed time's worth.
+    # quota over any window (each window may end with one more request of
+    # up to 1 MiB per partition, 2 MiB here, before the client is muted;
+    # two windows in the run). So over the run it delivers at most the
+    # elapsed time's worth, one window's and those requests, and at least
+    # about the elapsed time's worth.
     allowed = quota * (elapsed + 11) + 4096 * KIB
     summary = (f"slow {slow_total / KIB:.0f} KiB in {elapsed:.1f} s (allowed {allowed / KIB:.0f}, quota "
                f"{quota * elapsed / KIB:.0f}), throttle max {slow.throttle_max_ms} ms; fast "
@@ -184,9 +178,8 @@ def test_a_producer_over_its_quota_is_throttled_and_others_are_not(start_agent):
     # The other user is not slowed: it got what it offered, unthrottled.
     assert fast.throttle_max_ms == 0, summary
     assert fast_total >= 0.85 * offered * elapsed, f"the other user was slowed too: {summary}"
-    m = a.metrics()
-    assert m.get("rutomq_quota_produce_throttles_total", 0) > 0, m
-    assert m.get("rutomq_quota_produce_throttle_ms_total", 0) > 0, m
+    assert metric(a, "rutomq_quota_produce_throttles_total") > 0
+    assert metric(a, "rutomq_quota_produce_throttle_ms_total") > 0
 
 
 def test_a_consumer_over_its_quota_reads_at_its_rate(agent):
@@ -229,14 +222,7 @@ def test_a_consumer_over_its_quota_reads_at_its_rate(agent):
     assert slow_got <= allowed, summary
     assert slow_got >= quota * 3, f"throttled far below its quota: {summary}"
     assert fast_s < slow_s, summary
-    m = a.metrics()
-    assert m.get("rutomq_quota_fetch_throttles_total", 0) > 0, m
-
-
-def _api_versions(conn, client_id):
-    cid = conn.next_cid()
-    conn.send(kwire.api_versions_request(3, cid, client_id=client_id))
-    return kwire.parse_api_versions_response(conn.recv_frame(), 3)
+    assert metric(a, "rutomq_quota_fetch_throttles_total") > 0
 
 
 def test_request_quota_throttles_and_mutes_a_busy_client(agent):
@@ -248,7 +234,7 @@ def test_request_quota_throttles_and_mutes_a_busy_client(agent):
         deadline = time.monotonic() + 30
         while throttled is None:
             assert time.monotonic() < deadline, "never throttled"
-            r = _api_versions(busy, "busy")
+            r = busy.api_versions(client_id="busy")
             if r.throttle_time_ms > 0:
                 throttled = r.throttle_time_ms
         # A request-rate throttle is at most one sample window.
@@ -256,14 +242,13 @@ def test_request_quota_throttles_and_mutes_a_busy_client(agent):
         # The connection is muted: the next request waits (this client
         # ignores the field and sends at once).
         t = time.monotonic()
-        _api_versions(busy, "busy")
+        busy.api_versions(client_id="busy")
         waited_ms = (time.monotonic() - t) * 1000
         assert waited_ms >= throttled * 0.8, (waited_ms, throttled)
         # Another client is not throttled.
         for _ in range(20):
-            assert _api_versions(idle, "idle").throttle_time_ms == 0
-    m = a.metrics()
-    assert m.get("rutomq_quota_request_throttles_total", 0) > 0, m
+            assert idle.api_versions(client_id="idle").throttle_time_ms == 0
+    assert metric(a, "rutomq_quota_request_throttles_total") > 0
 
 
 def _connect_from(source_ip, port):
@@ -279,10 +264,8 @@ def _served(sock):
     """Whether the agent answers ApiVersions on `sock`, and how long it took."""
     t = time.monotonic()
     try:
-        sock.sendall(kwire.api_versions_request(3, 1))
-        head = sock.recv(4)
-        ok = len(head) == 4 and struct.unpack(">i", head)[0] > 0
-    except OSError:
+        ok = kwire.KafkaConn.wrap(sock, timeout=5).api_versions().error_code == 0
+    except (OSError, kwire.ConnectionClosed):
         ok = False
     return ok, time.monotonic() - t
 
@@ -305,8 +288,9 @@ def test_connection_creation_rate_per_ip(agent):
     summary = f"{served} served, {len(refused)} refused: {[ok for ok, _ in results]}"
     assert all(ok for ok, _ in results[:50]), summary
     assert served <= 58, summary
-    # A refused connection is closed unanswered after the throttle time,
-    # at most 1 s.
+    # A refused connection is closed unanswered after the throttle time
+    # (200 ms to 1 s here), not at once, and at most 1 s.
+    assert statistics.median(refused) >= 0.1, (summary, refused)
     assert max(refused) <= 1.5, (summary, max(refused))
     # Another address is not limited.
     for _ in range(60):
@@ -314,8 +298,7 @@ def test_connection_creation_rate_per_ip(agent):
         ok, _ = _served(s)
         s.close()
         assert ok
-    m = a.metrics()
-    assert m.get("rutomq_connections_throttled_total", 0) >= len(refused), (m, summary)
+    assert metric(a, "rutomq_connections_throttled_total") >= len(refused), summary
     # The quota removed, the address is served again.
     set_quota(a, [("ip", "127.0.0.3")], connection_creation_rate=None)
     s = _connect_from("127.0.0.3", a.port)

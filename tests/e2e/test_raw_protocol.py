@@ -29,7 +29,7 @@ import time
 import pytest
 
 import kwire
-from kafkautil import create_topic, unique_topic, watermarks
+from kafkautil import create_topic, proc_status_kib, unique_topic, watermarks
 
 REQUIRED_KEYS = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "ApiVersions",
                  19: "CreateTopics"}
@@ -115,14 +115,6 @@ def test_request_split_into_single_bytes(agent):
         assert res.correlation_id == 77 and res.error_code == 0
 
 
-def _status_kib(pid, field):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise AssertionError(f"{field} not in /proc/{pid}/status")
-
-
 @pytest.mark.parametrize("claimed", [-1, -0x7FFFFFFF, 100 * 1024 * 1024 + 1, 0x7FFFFFFF],
                          ids=["minus1", "int32min+1", "100MiB+1", "2GiB"])
 def test_bad_frame_length_closes_connection(agent, claimed):
@@ -139,7 +131,7 @@ def test_huge_frame_is_not_buffered(agent):
     """Claim ~2 GiB and keep sending (up to 192 MiB, 10 s): a broker that
     allocates the claimed size and reads into it (or buffers until the frame is
     complete) shows it in its peak resident memory (VmHWM)."""
-    before = _status_kib(agent.pid, "VmHWM")
+    before = proc_status_kib(agent.pid, "VmHWM")
     sent = 0
     with connect(agent) as c:
         chunk = b"\x00" * (1 << 20)
@@ -152,7 +144,7 @@ def test_huge_frame_is_not_buffered(agent):
         except (BrokenPipeError, ConnectionResetError, socket.timeout):
             pass
         kwire.wait_closed(c.sock, timeout=5)
-    grew = _status_kib(agent.pid, "VmHWM") - before
+    grew = proc_status_kib(agent.pid, "VmHWM") - before
     assert grew < 96 * 1024, (
         f"broker peak RSS grew by {grew // 1024} MiB while a client sent {sent >> 20} MiB of a "
         f"frame claiming 2 GiB: it must reject the length before reading the body")

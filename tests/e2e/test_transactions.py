@@ -24,7 +24,7 @@ import subprocess
 import pytest
 
 import kwire
-from kafkautil import PROMISED_LIBRDKAFKA, create_topic, run_with_promised_librdkafka, unique_topic
+from kafkautil import PROMISED_LIBRDKAFKA, create_topic, kafka_tool, run_with_promised_librdkafka, unique_topic
 from test_java_go import GO_CLIENTS, JAVA_CLIENTS, REPO_ROOT, _tail, roundtrip_clients  # noqa: F401 (fixture)
 
 PARTITIONS = 4
@@ -315,11 +315,8 @@ def test_kafka_transactions_tool(agent, request):
                               stdout=subprocess.PIPE, text=True)
 
     def tool(*args):
-        cmd = ["bash", run_sh, "tools", "org.apache.kafka.tools.TransactionsCommand",
-               "--bootstrap-server", agent.bootstrap, *args]
-        res = subprocess.run(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True,
-                             text=True, timeout=120)
-        assert res.returncode == 0, f"{' '.join(args)}: exit {res.returncode}\n{res.stdout}\n{res.stderr}"
+        res = kafka_tool(run_sh, "org.apache.kafka.tools.TransactionsCommand",
+                         "--bootstrap-server", agent.bootstrap, *args)
         return [ln.split() for ln in res.stdout.splitlines() if ln.strip()]
 
     try:

@@ -361,3 +361,30 @@ pub fn record_batch(value: bytes::Bytes) -> bytes::Bytes {
     RecordBatchEncoder::encode(&mut buf, [&record], &options).unwrap();
     buf.freeze()
 }
+
+/// A protocol string.
+pub fn s(v: &str) -> kafka_protocol::protocol::StrBytes {
+    kafka_protocol::protocol::StrBytes::from_string(v.to_owned())
+}
+
+/// A CreateTopics request for `topics` (name, partitions), replication
+/// factor 1.
+pub fn create_topics_request(
+    topics: &[(&str, i32)],
+) -> kafka_protocol::messages::CreateTopicsRequest {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
+    CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(
+            topics
+                .iter()
+                .map(|(name, partitions)| {
+                    CreatableTopic::default()
+                        .with_name(TopicName(s(name)))
+                        .with_num_partitions(*partitions)
+                        .with_replication_factor(1)
+                })
+                .collect(),
+        )
+}

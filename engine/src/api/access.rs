@@ -8,7 +8,6 @@ use crate::security::acl::{
     op, operation_bits, reported_operations, resource, AclSet, AuthorizerConfig, CLUSTER_NAME,
 };
 use crate::security::authorizer::Authorizer;
-use crate::security::session::ANONYMOUS;
 use crate::shard::Shard;
 
 /// Runs `f` with the ACLs, their settings, the principal and its host;
@@ -19,13 +18,7 @@ fn decide<T>(
     f: impl FnOnce(&AclSet, &AuthorizerConfig, &str, &str) -> T,
 ) -> Option<T> {
     let acls = shard.acls.as_ref()?;
-    let auth = req.conn.as_ref().map(|c| c.auth.borrow());
-    let principal = auth
-        .as_ref()
-        .and_then(|a| a.principal())
-        .unwrap_or(ANONYMOUS);
-    let host = req.conn.as_ref().map_or("", |c| c.host.as_str());
-    Some(acls.with(|set, cfg| f(set, cfg, principal, host)))
+    Some(req.with_principal(|principal, host| acls.with(|set, cfg| f(set, cfg, principal, host))))
 }
 
 /// Whether the principal may do `operation` on (`resource_type`, `name`);

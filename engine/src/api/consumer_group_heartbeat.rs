@@ -109,7 +109,7 @@ async fn heartbeat(
             .map(|v| from_wire(v.into_iter().map(|t| (t.topic_id, t.partitions)))),
         client_id: req.client_id(),
         client_host: req.client_host(),
-        principal: req.principal_and_host(),
+        principal: req.with_principal(|p, h| (p.to_owned(), h.to_owned())),
         version: req.version,
     };
     groups.consumer_heartbeat(args, resolved).await

@@ -53,7 +53,7 @@ pub async fn handle(
             ));
             continue;
         }
-        if !body.validate_only {
+        if !body.validate_only && mutations.applies() {
             // The partitions it adds (a topic unknown here, or not grown,
             // is refused below and adds none).
             let current = match shard.topics.by_name(&name).await {

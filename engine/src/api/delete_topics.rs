@@ -64,13 +64,17 @@ pub async fn handle(shard: &Shard, req: &Req, body: DeleteTopicsRequest) -> Dele
     DeleteTopicsResponse::default().with_responses(out)
 }
 
-/// Counts the partitions deleting topic `name` removes (none when it is
-/// not known here: the delete then finds nothing).
+/// Counts the partitions deleting topic `name` removes, when a mutation
+/// quota applies (none when it is not known here: the delete then finds
+/// nothing).
 async fn admit(
     shard: &Shard,
     mutations: &mut Mutations<'_>,
     name: &str,
 ) -> Result<(), ErrorCode> {
+    if !mutations.applies() {
+        return Ok(());
+    }
     match shard.topics.by_name(name).await {
         Ok(Some(topic)) => mutations.admit(topic.partitions),
         _ => Ok(()),

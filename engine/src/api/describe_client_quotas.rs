@@ -44,7 +44,7 @@ pub async fn handle(
             return fail(code, &why);
         }
     };
-    let set = shard.quotas.current(&shard.agent.quotas.copy).0;
+    let set = shard.agent.quotas.copy.get();
     let mut matched: Vec<_> = set.entities().filter(|(e, _)| filter.matches(e)).collect();
     matched.sort_by(|a, b| a.0.cmp(b.0));
     let entries = matched

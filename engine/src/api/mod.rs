@@ -53,7 +53,7 @@ macro_rules! apis {
                     return out.into_reply(&ReplyCtx {
                         correlation_id: corr,
                         version,
-                        throttle_ms: throttle::response_ms(&req.throttle_ms),
+                        throttle_ms: req.throttle_ms.response_ms(),
                         quota: req.quota.clone(),
                     });
                 }
@@ -341,7 +341,7 @@ pub struct Req {
     /// The connection's quotas, when any applies.
     pub quota: Option<Rc<ClientQuota>>,
     /// The throttle time the request earned so far.
-    pub throttle_ms: Rc<std::cell::Cell<u64>>,
+    pub throttle_ms: throttle::ThrottleTime,
 }
 
 impl Req {
@@ -352,19 +352,16 @@ impl Req {
             .map_or(String::new(), |c| c.replace('\0', "\u{fffd}"))
     }
 
-    /// The request's principal and its host as ACLs name them (what
-    /// [`access`] decides with), owned.
-    pub fn principal_and_host(&self) -> (String, String) {
-        let principal = self
-            .conn
+    /// Runs `f` with the request's principal (`User:ANONYMOUS` outside a
+    /// connection) and its host as ACLs name them.
+    pub fn with_principal<T>(&self, f: impl FnOnce(&str, &str) -> T) -> T {
+        let auth = self.conn.as_ref().map(|c| c.auth.borrow());
+        let principal = auth
             .as_ref()
-            .and_then(|c| c.auth.borrow().principal().map(str::to_owned))
-            .unwrap_or_else(|| crate::security::session::ANONYMOUS.to_owned());
-        let host = self
-            .conn
-            .as_ref()
-            .map_or_else(String::new, |c| c.host.clone());
-        (principal, host)
+            .and_then(|a| a.principal())
+            .unwrap_or(crate::security::session::ANONYMOUS);
+        let host = self.conn.as_ref().map_or("", |c| c.host.as_str());
+        f(principal, host)
     }
 
     /// The client's host as Kafka reports it ("/127.0.0.1").
@@ -500,7 +497,7 @@ pub fn parse_request(mut frame: Bytes) -> Result<Parsed, Close> {
             peer: None,
             conn: None,
             quota: None,
-            throttle_ms: Rc::default(),
+            throttle_ms: throttle::ThrottleTime::default(),
         },
         frame,
     ))
@@ -533,6 +530,7 @@ async fn dispatch(shard: Rc<Shard>, conn: Rc<Connection>, frame: Bytes) -> Resul
             {
                 let client_id = req.header.client_id.as_deref().unwrap_or("");
                 req.quota = throttle::client_quota(&shard, &conn, client_id);
+                req.throttle_ms = throttle::ThrottleTime::new(req.quota.is_some());
             }
             req.conn = Some(conn);
             // A JoinGroup or SyncGroup may wait for the rebalance; like

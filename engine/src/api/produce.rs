@@ -306,7 +306,7 @@ pub async fn handle(
         (acks != 0).then(|| {
             ProduceResponse::default()
                 .with_responses(responses)
-                .with_throttle_time_ms(throttle::response_ms(&throttle_ms))
+                .with_throttle_time_ms(throttle_ms.response_ms())
         })
     }
     .map(move |resp| resp.and_then(|r| encode(correlation_id, version, &r)));

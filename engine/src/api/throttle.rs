@@ -99,40 +99,75 @@ unthrottled!(
 
 /// The quotas in force for a request's connection, resolved once per
 /// connection, client id and quota set; `None` when none applies (no
-/// measuring at all then) or before authentication.
+/// measuring at all then) or before authentication. Per request it costs
+/// an atomic load and a string compare (the set is borrowed in place, not
+/// cloned).
 pub fn client_quota(shard: &Shard, conn: &Connection, client_id: &str) -> Option<Rc<ClientQuota>> {
     let quotas = &shard.agent.quotas;
-    let (set, version) = shard.quotas.current(&quotas.copy);
-    if set.is_empty() {
-        return None;
+    shard.quotas.with_version(&quotas.copy, |set, version| {
+        if set.is_empty() {
+            return None;
+        }
+        if let Some(q) = conn.quota.borrow().as_ref() {
+            if q.version == version && q.client_id == client_id {
+                return (!q.is_empty()).then(|| q.clone());
+            }
+        }
+        let principal = conn.auth.borrow().principal()?.to_owned();
+        // Kafka's user entity is the principal's name, whatever its type.
+        let user = principal
+            .split_once(':')
+            .map_or(principal.as_str(), |(_, n)| n);
+        let mut q = ClientQuota {
+            version,
+            client_id: client_id.to_owned(),
+            applied: Default::default(),
+            stats: quotas.stats.clone(),
+        };
+        for kind in Kind::ALL {
+            q.applied[kind.index()] = set.resolve(kind, user, client_id).map(|a| {
+                (
+                    quotas.sensors.get(kind, &a.user_tag, &a.client_tag),
+                    a.bound,
+                )
+            });
+        }
+        let q = Rc::new(q);
+        *conn.quota.borrow_mut() = Some(q.clone());
+        (!q.is_empty()).then_some(q)
+    })
+}
+
+/// A request's throttle time so far, shared with a response that is
+/// finished after its handler returned (Produce, Fetch). Only a request a
+/// quota applies to has one (no allocation for the others: nothing else
+/// throttles).
+#[derive(Clone, Debug, Default)]
+pub struct ThrottleTime(Option<Rc<Cell<u64>>>);
+
+impl ThrottleTime {
+    /// The throttle time of a request with quotas (`active`) or without.
+    pub fn new(active: bool) -> ThrottleTime {
+        ThrottleTime(active.then(Rc::default))
     }
-    if let Some(q) = conn.quota.borrow().as_ref() {
-        if q.version == version && q.client_id == client_id {
-            return (!q.is_empty()).then(|| q.clone());
+
+    /// Raises it to `ms` (the response carries the largest of its quotas').
+    fn raise(&self, ms: u64) {
+        if let Some(cell) = &self.0 {
+            cell.set(cell.get().max(ms));
         }
     }
-    let principal = conn.auth.borrow().principal()?.to_owned();
-    // Kafka's user entity is the principal's name, whatever its type.
-    let user = principal
-        .split_once(':')
-        .map_or(principal.as_str(), |(_, n)| n);
-    let mut q = ClientQuota {
-        version,
-        client_id: client_id.to_owned(),
-        applied: Default::default(),
-        stats: quotas.stats.clone(),
-    };
-    for kind in Kind::ALL {
-        q.applied[kind.index()] = set.resolve(kind, user, client_id).map(|a| {
-            (
-                quotas.sensors.get(kind, &a.user_tag, &a.client_tag),
-                a.bound,
-            )
-        });
+
+    /// Milliseconds so far, as the response field holds them.
+    pub fn response_ms(&self) -> i32 {
+        self.0
+            .as_ref()
+            .map_or(0, |c| c.get().min(i32::MAX as u64) as i32)
     }
-    let q = Rc::new(q);
-    *conn.quota.borrow_mut() = Some(q.clone());
-    (!q.is_empty()).then_some(q)
+
+    pub fn is_throttled(&self) -> bool {
+        self.response_ms() > 0
+    }
 }
 
 /// Runs a request's handler `fut`; with a request quota, the shard time
@@ -193,7 +228,7 @@ pub fn throttle(req: &Req, kind: Kind, ms: u64) {
 pub fn apply(
     quota: Option<&ClientQuota>,
     conn: Option<&Rc<Connection>>,
-    throttle_ms: &Cell<u64>,
+    throttle_ms: &ThrottleTime,
     kind: Kind,
     ms: u64,
 ) {
@@ -203,7 +238,7 @@ pub fn apply(
     if let Some(q) = quota {
         q.stats.throttled(kind, ms);
     }
-    throttle_ms.set(throttle_ms.get().max(ms));
+    throttle_ms.raise(ms);
     if let Some(conn) = conn {
         conn.mute_for(Duration::from_millis(ms));
     }
@@ -228,6 +263,15 @@ impl<'a> Mutations<'a> {
             strict,
             throttle_ms: 0,
         }
+    }
+
+    /// Whether a controller mutation quota applies (else counting is
+    /// skipped, and so is any lookup made only to count).
+    pub fn applies(&self) -> bool {
+        self.req
+            .quota
+            .as_ref()
+            .is_some_and(|q| q.of(Kind::Mutation).is_some())
     }
 
     /// Counts `partitions` mutations: `Err` when the topic is refused
@@ -255,9 +299,4 @@ impl Drop for Mutations<'_> {
     fn drop(&mut self) {
         throttle(self.req, Kind::Mutation, self.throttle_ms);
     }
-}
-
-/// The request's throttle so far, for its response.
-pub fn response_ms(cell: &Cell<u64>) -> i32 {
-    cell.get().min(i32::MAX as u64) as i32
 }

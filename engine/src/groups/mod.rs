@@ -93,25 +93,21 @@ pub struct GroupsConfig {
 pub struct TopicAccess(pub Option<std::sync::Arc<crate::security::authorizer::Authorizer>>);
 
 impl TopicAccess {
-    /// Whether `who` (principal, host) may match `topic`; a member whose
-    /// principal is not known (loaded from an old record) matches nothing
-    /// until it heartbeats, when an authorizer is configured.
-    pub fn may_match(&self, who: Option<&(String, String)>, topic: &str) -> bool {
+    /// Whether `who` (principal, host) may match a topic, decided against
+    /// one snapshot of the ACLs (taken once for all the topics a regex is
+    /// tried on); a member whose principal is not known (loaded from an
+    /// old record) matches nothing until it heartbeats, when an authorizer
+    /// is configured.
+    pub fn matcher<'a>(&'a self, who: Option<&'a (String, String)>) -> impl Fn(&str) -> bool + 'a {
         use crate::security::acl::{op, resource};
-        let Some(authorizer) = &self.0 else {
-            return true;
-        };
-        let Some((principal, host)) = who else {
-            return false;
-        };
-        authorizer.acls().authorize(
-            &authorizer.cfg,
-            principal,
-            host,
-            op::DESCRIBE,
-            resource::TOPIC,
-            topic,
-        )
+        let decide = self.0.as_ref().map(|a| (a.acls(), &a.cfg));
+        move |topic| match (&decide, who) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some((acls, cfg)), Some((principal, host))) => {
+                acls.authorize(cfg, principal, host, op::DESCRIBE, resource::TOPIC, topic)
+            }
+        }
     }
 }
 

@@ -19,7 +19,13 @@ struct Sample {
     started_ms: u64,
 }
 
-/// One quota sensor's samples.
+/// How long a sample counts: the whole window (Kafka's `quota.window.num`
+/// x `quota.window.size.seconds`).
+pub const WINDOW_MS: u64 = QUOTA_WINDOW_SAMPLES as u64 * QUOTA_SAMPLE_WINDOW_MS;
+
+/// One quota sensor's samples. It starts with none: its first sample
+/// starts with its first record (as Kafka's), so the time a sensor waited
+/// unused does not count.
 #[derive(Clone, Debug, Default)]
 pub struct Rate {
     samples: [Sample; QUOTA_WINDOW_SAMPLES],
@@ -29,18 +35,8 @@ pub struct Rate {
 }
 
 impl Rate {
-    /// A rate with no samples: its first starts with its first record (as
-    /// Kafka's), so the time a sensor waited unused does not count.
-    pub fn new() -> Rate {
-        Rate {
-            samples: [Sample::default(); QUOTA_WINDOW_SAMPLES],
-            used: 0,
-            current: 0,
-        }
-    }
-
     /// Adds `value` at `now_ms` (a later sample when the current one's
-    /// window has passed).
+    /// window has passed); a negative value takes it back.
     pub fn record(&mut self, value: f64, now_ms: u64) {
         if self.used == 0 {
             self.used = 1;
@@ -63,15 +59,9 @@ impl Rate {
         self.samples[self.current].value += value;
     }
 
-    /// Takes `value` back (a throttled Fetch whose records were not sent).
-    pub fn unrecord(&mut self, value: f64, now_ms: u64) {
-        self.record(-value, now_ms);
-    }
-
     fn purge(&mut self, now_ms: u64) {
-        let expire_ms = QUOTA_WINDOW_SAMPLES as u64 * QUOTA_SAMPLE_WINDOW_MS;
         for s in &mut self.samples[..self.used] {
-            if now_ms.saturating_sub(s.started_ms) >= expire_ms {
+            if now_ms.saturating_sub(s.started_ms) >= WINDOW_MS {
                 *s = Sample {
                     value: 0.0,
                     started_ms: now_ms,
@@ -80,27 +70,24 @@ impl Rate {
         }
     }
 
-    /// The window the rate is measured over, in milliseconds.
-    fn window_ms(&mut self, now_ms: u64) -> u64 {
+    /// The total over the window and the window it is measured over, in
+    /// milliseconds.
+    fn measure(&mut self, now_ms: u64) -> (f64, u64) {
         self.purge(now_ms);
-        let oldest = self.samples[..self.used]
-            .iter()
-            .map(|s| s.started_ms)
-            .min()
-            .unwrap_or(now_ms);
+        let live = &self.samples[..self.used];
+        let oldest = live.iter().map(|s| s.started_ms).min().unwrap_or(now_ms);
         let mut elapsed_ms = now_ms.saturating_sub(oldest);
         let full = elapsed_ms / QUOTA_SAMPLE_WINDOW_MS;
         let min_full = QUOTA_WINDOW_SAMPLES as u64 - 1;
         if full < min_full {
             elapsed_ms += (min_full - full) * QUOTA_SAMPLE_WINDOW_MS;
         }
-        elapsed_ms.max(1)
+        (live.iter().map(|s| s.value).sum(), elapsed_ms.max(1))
     }
 
     /// Units per second now.
     pub fn per_second(&mut self, now_ms: u64) -> f64 {
-        let window_ms = self.window_ms(now_ms);
-        let total: f64 = self.samples[..self.used].iter().map(|s| s.value).sum();
+        let (total, window_ms) = self.measure(now_ms);
         total / (window_ms as f64 / 1000.0)
     }
 
@@ -108,15 +95,15 @@ impl Rate {
     /// rate comes back to it: Kafka's `(rate - bound) / bound × window`,
     /// at most `max_ms`; 0 within the bound.
     pub fn throttle_ms(&mut self, bound: f64, now_ms: u64, max_ms: u64) -> u64 {
-        let rate = self.per_second(now_ms);
+        let (total, window_ms) = self.measure(now_ms);
+        let rate = total / (window_ms as f64 / 1000.0);
         if rate <= bound {
             return 0;
         }
         if bound <= 0.0 {
             return max_ms;
         }
-        let window_ms = self.window_ms(now_ms) as f64;
-        let ms = ((rate - bound) / bound * window_ms).round();
+        let ms = ((rate - bound) / bound * window_ms as f64).round();
         (ms.max(0.0) as u64).min(max_ms)
     }
 }
@@ -176,7 +163,7 @@ mod tests {
 
     #[test]
     fn a_new_sensor_divides_by_the_minimum_window() {
-        let mut r = Rate::new();
+        let mut r = Rate::default();
         r.record(10_000.0, 1_000);
         // 10 full windows of 1 s assumed: 1000/s.
         assert_eq!(r.per_second(1_000), 1_000.0);
@@ -188,7 +175,7 @@ mod tests {
 
     #[test]
     fn old_samples_expire_and_samples_rotate() {
-        let mut r = Rate::new();
+        let mut r = Rate::default();
         for s in 0..30u64 {
             r.record(100.0, s * 1_000);
         }
@@ -201,7 +188,7 @@ mod tests {
 
     #[test]
     fn the_window_starts_with_the_first_record() {
-        let mut r = Rate::new();
+        let mut r = Rate::default();
         assert_eq!(r.per_second(3_000), 0.0);
         r.record(10_000.0, 5_000);
         assert_eq!(r.throttle_ms(500.0, 5_000, u64::MAX), 10_000);
@@ -226,9 +213,9 @@ mod tests {
 
     #[test]
     fn unrecord_takes_back() {
-        let mut r = Rate::new();
+        let mut r = Rate::default();
         r.record(5_000.0, 0);
-        r.unrecord(5_000.0, 0);
+        r.record(-5_000.0, 0);
         assert_eq!(r.per_second(0), 0.0);
     }
 }

@@ -15,11 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::rate::{Rate, TokenBucket};
+use super::rate::{Rate, TokenBucket, WINDOW_MS};
 use super::Kind;
-use crate::limits::{
-    QUOTA_IP_TRACKED_MAX, QUOTA_SAMPLE_WINDOW_MS, QUOTA_SENSORS_MAX, QUOTA_WINDOW_SAMPLES,
-};
+use crate::limits::{QUOTA_IP_TRACKED_MAX, QUOTA_SENSORS_MAX};
 
 /// Milliseconds on the monotonic clock the sensors share.
 pub fn now_ms() -> u64 {
@@ -27,14 +25,28 @@ pub fn now_ms() -> u64 {
     EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64
 }
 
-const WINDOW_MS: u64 = QUOTA_WINDOW_SAMPLES as u64 * QUOTA_SAMPLE_WINDOW_MS;
-
 /// What a sensor measures: a windowed rate (bytes, request time), or a
 /// token bucket (controller mutations).
 #[derive(Debug)]
 enum Stat {
     Rate(Rate),
     Bucket(TokenBucket),
+}
+
+impl Stat {
+    fn record(&mut self, value: f64, bound: f64, now: u64) {
+        match self {
+            Stat::Rate(r) => r.record(value, now),
+            Stat::Bucket(b) => b.record(value, bound, now),
+        }
+    }
+
+    fn throttle_ms(&mut self, bound: f64, now: u64, max_ms: u64) -> u64 {
+        match self {
+            Stat::Rate(r) => r.throttle_ms(bound, now, max_ms),
+            Stat::Bucket(b) => b.throttle_ms(bound, now, max_ms),
+        }
+    }
 }
 
 /// One quota entity's measure of one kind.
@@ -48,7 +60,7 @@ impl Sensor {
     fn new(kind: Kind, now: u64) -> Sensor {
         let stat = match kind {
             Kind::Mutation => Stat::Bucket(TokenBucket::default()),
-            _ => Stat::Rate(Rate::new()),
+            _ => Stat::Rate(Rate::default()),
         };
         Sensor {
             stat: Mutex::new(stat),
@@ -56,63 +68,45 @@ impl Sensor {
         }
     }
 
-    fn stat(&self) -> std::sync::MutexGuard<'_, Stat> {
-        self.stat.lock().unwrap_or_else(|e| e.into_inner())
+    /// The measure, locked, and the time now.
+    fn stat(&self) -> (std::sync::MutexGuard<'_, Stat>, u64) {
+        let now = now_ms();
+        self.last_ms.store(now, Ordering::Relaxed);
+        (self.stat.lock().unwrap_or_else(|e| e.into_inner()), now)
     }
 
     /// Records `value` now and answers the throttle time it earns against
     /// `bound` (0 within it), at most `max_ms`.
     pub fn record(&self, value: f64, bound: f64, max_ms: u64) -> u64 {
-        let now = now_ms();
-        self.last_ms.store(now, Ordering::Relaxed);
-        match &mut *self.stat() {
-            Stat::Rate(r) => {
-                r.record(value, now);
-                r.throttle_ms(bound, now, max_ms)
-            }
-            Stat::Bucket(b) => {
-                b.record(value, bound, now);
-                b.throttle_ms(bound, now, max_ms)
-            }
-        }
+        let (mut stat, now) = self.stat();
+        stat.record(value, bound, now);
+        stat.throttle_ms(bound, now, max_ms)
     }
 
     /// Kafka's strict recording (controller mutations of new clients):
     /// refused with the throttle time when the quota is already exceeded,
     /// else recorded whatever it takes.
     pub fn record_strict(&self, value: f64, bound: f64, max_ms: u64) -> Result<(), u64> {
-        let now = now_ms();
-        self.last_ms.store(now, Ordering::Relaxed);
-        let mut stat = self.stat();
-        let owed = match &mut *stat {
-            Stat::Rate(r) => r.throttle_ms(bound, now, max_ms),
-            Stat::Bucket(b) => b.throttle_ms(bound, now, max_ms),
-        };
-        if owed > 0 {
-            return Err(owed);
+        let (mut stat, now) = self.stat();
+        match stat.throttle_ms(bound, now, max_ms) {
+            0 => {
+                stat.record(value, bound, now);
+                Ok(())
+            }
+            owed => Err(owed),
         }
-        match &mut *stat {
-            Stat::Rate(r) => r.record(value, now),
-            Stat::Bucket(b) => b.record(value, bound, now),
-        }
-        Ok(())
     }
 
-    /// Takes `value` back from a rate (a throttled Fetch's bytes; a
-    /// bucket's permits are never given back).
-    pub fn unrecord(&self, value: f64) {
-        if let Stat::Rate(r) = &mut *self.stat() {
-            r.unrecord(value, now_ms());
-        }
+    /// Takes `value` back (a throttled Fetch's bytes).
+    pub fn unrecord(&self, value: f64, bound: f64) {
+        let (mut stat, now) = self.stat();
+        stat.record(-value, bound, now);
     }
 
     /// The throttle time the measure so far earns, recording nothing.
     pub fn throttle_ms(&self, bound: f64, max_ms: u64) -> u64 {
-        let now = now_ms();
-        match &mut *self.stat() {
-            Stat::Rate(r) => r.throttle_ms(bound, now, max_ms),
-            Stat::Bucket(b) => b.throttle_ms(bound, now, max_ms),
-        }
+        let (mut stat, now) = self.stat();
+        stat.throttle_ms(bound, now, max_ms)
     }
 }
 
@@ -186,7 +180,7 @@ impl Sensors {
         let ms = r.throttle_ms(bound, now, max_ms);
         if ms > 0 {
             // A refused connection does not count (Kafka's way).
-            r.unrecord(1.0, now);
+            r.record(-1.0, now);
         }
         ms
     }

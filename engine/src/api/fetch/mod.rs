@@ -53,7 +53,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, mut body: FetchRequest) -> Lat
         let ms = sensor.throttle_ms(*bound, QUOTA_THROTTLE_MS_MAX);
         if ms > 0 {
             throttle::throttle(req, Kind::Fetch, ms);
-            let frame = FetchReply::throttled(throttle::response_ms(&req.throttle_ms))
+            let frame = FetchReply::throttled(req.throttle_ms.response_ms())
                 .encode(correlation_id, version);
             return Later(async move { frame }.boxed_local());
         }
@@ -66,7 +66,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, mut body: FetchRequest) -> Lat
         async move {
             let (reply, grants) = respond(&shard, version, body, wanted).await;
             let mut frame = reply
-                .with_throttle_time_ms(throttle::response_ms(&throttle_ms))
+                .with_throttle_time_ms(throttle_ms.response_ms())
                 .encode(correlation_id, version);
             // The records' fetch memory is held until they are in the frame.
             drop(grants);
@@ -78,11 +78,11 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, mut body: FetchRequest) -> Lat
                 let ms = sensor.record(bytes, *bound, QUOTA_THROTTLE_MS_MAX);
                 throttle::apply(client.as_deref(), conn.as_ref(), &throttle_ms, Kind::Fetch, ms);
             }
-            if throttle_ms.get() > 0 {
-                if let Some((sensor, _)) = &quota {
-                    sensor.unrecord(bytes);
+            if throttle_ms.is_throttled() {
+                if let Some((sensor, bound)) = &quota {
+                    sensor.unrecord(bytes, *bound);
                 }
-                frame = FetchReply::throttled(throttle::response_ms(&throttle_ms))
+                frame = FetchReply::throttled(throttle_ms.response_ms())
                     .encode(correlation_id, version);
             }
             frame

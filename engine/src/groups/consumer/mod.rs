@@ -226,11 +226,11 @@ impl ConsumerGroup {
     fn member_topics(&self, m: &Member, topics: &TopicsView) -> BTreeSet<String> {
         let mut out: BTreeSet<String> = m.subscribed.iter().cloned().collect();
         if let Some((_, re)) = &m.regex {
-            let access = &self.cfg.topic_access;
+            let may_match = self.cfg.topic_access.matcher(m.principal.as_ref());
             out.extend(
                 topics
                     .keys()
-                    .filter(|t| re.is_match(t) && access.may_match(m.principal.as_ref(), t))
+                    .filter(|t| re.is_match(t) && may_match(t))
                     .cloned(),
             );
         }

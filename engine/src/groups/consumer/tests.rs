@@ -24,6 +24,14 @@ fn args(member: &str, epoch: i32, owned: Option<Partitions>) -> HeartbeatArgs {
     }
 }
 
+/// A member joining with a regex subscription only.
+fn regex_join(member: &str, pattern: &str) -> HeartbeatArgs {
+    let mut a = args(member, 0, None);
+    a.subscribed_topic_names = None;
+    a.subscribed_topic_regex = Some(pattern.into());
+    a
+}
+
 #[test]
 fn two_members_never_own_a_partition_at_once() {
     let t = Uuid::new_v4();
@@ -123,10 +131,7 @@ fn regex_subscriptions_follow_topics() {
     let mut g = ConsumerGroup::new("g".into(), GroupsConfig::default());
     let now = Instant::now();
     let mut ch = false;
-    let mut a = args("a", 0, None);
-    a.subscribed_topic_names = None;
-    a.subscribed_topic_regex = Some("orders-.*".into());
-    let r = g.heartbeat(a, &topics, now, &mut ch);
+    let r = g.heartbeat(regex_join("a", "orders-.*"), &topics, now, &mut ch);
     assert_eq!(r.error, ErrorCode::None);
     assert_eq!(
         r.assignment
@@ -195,10 +200,7 @@ fn regex_subscriptions_match_only_topics_the_member_may_describe() {
     let mut g = ConsumerGroup::new("g".into(), cfg.clone());
     let now = Instant::now();
     let mut ch = false;
-    let mut a = args("a", 0, None);
-    a.subscribed_topic_names = None;
-    a.subscribed_topic_regex = Some("orders-.*".into());
-    let r = g.heartbeat(a, &topics, now, &mut ch);
+    let r = g.heartbeat(regex_join("a", "orders-.*"), &topics, now, &mut ch);
     let assigned = |r: &HeartbeatResult| {
         r.assignment
             .clone()

@@ -1,0 +1,69 @@
+# Shell helpers the A/B benchmark scripts share (ab.sh, tls.sh,
+# control-plane.sh); sourced, not run. Each script sets BENCH (the
+# rutomq-bench binary) and DURATION before calling `produce_consume`.
+
+# free_ports N: N free TCP ports on 127.0.0.1, space-separated.
+free_ports() {
+    python3 -c 'import socket,sys
+s=[socket.socket() for _ in range(int(sys.argv[1]))]
+[x.bind(("127.0.0.1",0)) for x in s]
+print(*[x.getsockname()[1] for x in s])' "$1"
+}
+
+# wait_ready HTTP_PORT PID LOG: waits (2 min at most) until the agent PID
+# answers /health/ready; if it exits first, prints its log's tail and
+# exits the script.
+wait_ready() {
+    local hport="$1" pid="$2" log="$3"
+    for _ in $(seq 600); do
+        [[ "$(curl -s -o /dev/null -m 2 -w '%{http_code}' "http://127.0.0.1:$hport/health/ready" || true)" == 200 ]] \
+            && return 0
+        kill -0 "$pid" 2>/dev/null || { tail -20 "$log" >&2; exit 1; }
+        sleep 0.2
+    done
+    echo "agent $pid not ready within 2 min" >&2
+    exit 1
+}
+
+# produce_consume OUT ADDR PID TOPIC [CLIENT ARGS...]: the A/B workload
+# against the broker at ADDR (process PID, for its CPU): a max-rate
+# produce (8 partitions, 1 KiB records, acks=all, 32 connections x
+# 256-record batches, 3 s warmup, DURATION s measured) into OUT-produce.json,
+# then a consume of all of it from the beginning into OUT-consume.json.
+produce_consume() {
+    local out="$1" addr="$2" pid="$3" topic="$4"
+    shift 4
+    "$BENCH" produce "$@" --bootstrap "$addr" --create --topic "$topic" --partitions 8 \
+        --producers 32 --batch-records 256 --warmup 3 --duration "$DURATION" --broker-pid "$pid" \
+        --out "$out-produce.json" >"$out-produce.log" 2>&1 || { tail -20 "$out-produce.log" >&2; exit 1; }
+    local total
+    total="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["records_total"])' "$out-produce.json")"
+    "$BENCH" consume "$@" --bootstrap "$addr" --topic "$topic" --partitions 8 --from beginning \
+        --records "$total" --broker-pid "$pid" --out "$out-consume.json" >"$out-consume.log" 2>&1 \
+        || { tail -20 "$out-consume.log" >&2; exit 1; }
+}
+
+# run_json OUT KEY=VALUE...: one JSON line of OUT-produce.json's and
+# OUT-consume.json's figures (MiB/s, produce p50/p99, MiB per broker CPU
+# second, errors) with the given keys first (numbers stay numbers).
+run_json() {
+    local out="$1"
+    shift
+    python3 - "$out-produce.json" "$out-consume.json" "$@" <<'PY'
+import json, sys
+p, c = (json.load(open(f)) for f in sys.argv[1:3])
+row = {}
+for kv in sys.argv[3:]:
+    k, v = kv.split("=", 1)
+    try:
+        row[k] = float(v)
+    except ValueError:
+        row[k] = v
+row.update({"produce_mib_s": p["mib_per_sec"], "p50": p["latency_ms"]["p50"], "p99": p["latency_ms"]["p99"],
+            "produce_mib_per_cpu_s": p["broker"]["mib_per_cpu_second_first_pid"],
+            "consume_mib_s": c["mib_per_sec"],
+            "consume_mib_per_cpu_s": c["broker"]["mib_per_cpu_second_first_pid"],
+            "errors": p["errors"] + c["errors"]})
+print(json.dumps(row))
+PY
+}
