@@ -25,6 +25,9 @@ pub struct AgentConfig {
     pub transaction_max_timeout_ms: i32,
     /// Kafka's `transactional.id.expiration.ms`.
     pub transactional_id_expiration_ms: i64,
+    /// The one log directory DescribeLogDirs reports: where the records
+    /// are (the object store's URL, without credentials or query).
+    pub log_dir: String,
 }
 
 pub struct Agent {
@@ -142,5 +145,38 @@ impl Agent {
             .wrapping_add(partition as u64)
             .wrapping_mul(0x9E37_79B9_7F4A_7C15);
         agents[(h >> 32) as usize % agents.len()].agent_id
+    }
+}
+
+/// An object store's URL as DescribeLogDirs may show it: no user or
+/// password, no query (where credentials could be).
+pub fn log_dir_of(url: &str) -> String {
+    let url = url.split(['?', '#']).next().unwrap_or("");
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority.rsplit('@').next().unwrap_or("");
+            format!("{scheme}://{host}{path}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod log_dir_tests {
+    use super::log_dir_of;
+
+    #[test]
+    fn credentials_and_queries_are_left_out() {
+        assert_eq!(
+            log_dir_of("file:///var/lib/rutomq/objects"),
+            "file:///var/lib/rutomq/objects"
+        );
+        assert_eq!(log_dir_of("s3://bucket/prefix"), "s3://bucket/prefix");
+        assert_eq!(
+            log_dir_of("s3://key:secret@minio:9000/bucket/p?region=x&token=t#f"),
+            "s3://minio:9000/bucket/p"
+        );
+        assert_eq!(log_dir_of("s3://bucket"), "s3://bucket");
     }
 }

@@ -71,6 +71,11 @@ pub enum ErrorCode {
     DuplicateResource = 92,
     UnacceptableCredential = 93,
     ThrottlingQuotaExceeded = 89,
+    LogDirNotFound = 57,
+    FencedLeaderEpoch = 74,
+    UnknownLeaderEpoch = 75,
+    ElectionNotNeeded = 84,
+    NoReassignmentInProgress = 85,
 }
 
 impl ErrorCode {

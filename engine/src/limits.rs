@@ -49,6 +49,13 @@ pub const TOPIC_CACHE_ENTRIES_MAX: usize = 100_000;
 /// A high watermark learned from PostgreSQL or a notification is trusted
 /// this long without asking PostgreSQL again.
 pub const HW_CACHE_TTL: Duration = Duration::from_secs(5);
+/// Partitions one DescribeTopicPartitions response describes at most
+/// (Kafka's `max.request.partition.size.limit` default); the rest follow
+/// through its cursor.
+pub const DESCRIBE_TOPIC_PARTITIONS_MAX: i32 = 2000;
+/// Partitions a request at a retired version (Produce v0–2) may name; the
+/// answer is an error per partition, so this bounds its size.
+pub const RETIRED_PARTITIONS_MAX: usize = 100_000;
 /// Long-poll waiter list length at which finished waiters are pruned.
 pub const WAITERS_PRUNE_AT: usize = 1024;
 /// Partitions whose spans a shard caches.

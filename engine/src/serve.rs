@@ -166,6 +166,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             rack: args.rack.clone(),
             transaction_max_timeout_ms: args.transaction_max_timeout_ms.max(1),
             transactional_id_expiration_ms: args.transactional_id_expiration_ms.max(1),
+            log_dir: crate::agent::log_dir_of(&object_store_url),
         },
         meta: meta.clone(),
         storage: storage.clone(),

@@ -532,13 +532,7 @@ impl Meta {
             let mut c = ctx.ddl.lock().await;
             let tx = c.transaction().await?;
             let topic_id = Uuid::new_v4();
-            let json = serde_json::Value::Object(
-                configs
-                    .iter()
-                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
-                    .collect(),
-            )
-            .to_string();
+            let json = configs_json(&configs);
             let n = tx
                 .execute(sql::CREATE_TOPIC, &[&topic_id, &name, &partitions, &json])
                 .await?;
@@ -597,6 +591,58 @@ impl Meta {
                 tx.commit().await?;
             }
             Ok(Ok(Some(topic_id)))
+        })
+        .await
+    }
+
+    /// Replaces a topic's configs with what `edit` makes of the current
+    /// ones, in one transaction (the row locked, so concurrent alterations
+    /// apply one after the other). `Ok(None)` when the topic does not
+    /// exist; `Ok(Some(Err))` when `edit` refuses (nothing written); with
+    /// `validate_only` nothing is written either way.
+    pub async fn alter_topic_configs<E, F>(
+        &self,
+        name: String,
+        validate_only: bool,
+        edit: F,
+    ) -> Result<Option<Result<(), E>>, MetaError>
+    where
+        E: Send + 'static,
+        F: FnOnce(Vec<(String, String)>) -> Result<Vec<(String, String)>, E> + Send + 'static,
+    {
+        self.run_ctx(move |ctx| async move {
+            let mut c = ctx.ddl.lock().await;
+            let tx = c.transaction().await?;
+            let Some(row) = tx.query_opt(sql::LOCK_TOPIC_CONFIGS, &[&name]).await? else {
+                return Ok(None);
+            };
+            let current = configs_from_json(row.get(0));
+            let next = match edit(current) {
+                Ok(next) => next,
+                Err(e) => return Ok(Some(Err(e))),
+            };
+            if !validate_only {
+                tx.execute(sql::SET_TOPIC_CONFIGS, &[&name, &configs_json(&next)])
+                    .await?;
+                tx.commit().await?;
+            }
+            Ok(Some(Ok(())))
+        })
+        .await
+    }
+
+    /// The bytes each partition of `topic_ids` holds in object storage
+    /// (its spans' lengths; partitions without spans are left out).
+    pub async fn partition_bytes(
+        &self,
+        topic_ids: Vec<Uuid>,
+    ) -> Result<Vec<(Uuid, i32, i64)>, MetaError> {
+        self.run(move |c| async move {
+            let rows = c.query(sql::PARTITION_BYTES, &[&topic_ids]).await?;
+            Ok(rows
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect())
         })
         .await
     }
@@ -890,8 +936,27 @@ impl Meta {
 }
 
 fn topic_from_row(r: &tokio_postgres::Row) -> TopicRecord {
-    let configs: String = r.get(3);
-    let configs = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&configs)
+    TopicRecord {
+        topic_id: r.get(0),
+        name: r.get(1),
+        partitions: r.get(2),
+        configs: configs_from_json(r.get(3)),
+    }
+}
+
+/// A topic's configs as stored (a JSON object of strings).
+fn configs_json(configs: &[(String, String)]) -> String {
+    serde_json::Value::Object(
+        configs
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+            .collect(),
+    )
+    .to_string()
+}
+
+fn configs_from_json(json: String) -> Vec<(String, String)> {
+    serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&json)
         .map(|m| {
             m.into_iter()
                 .map(|(k, v)| {
@@ -904,13 +969,7 @@ fn topic_from_row(r: &tokio_postgres::Row) -> TopicRecord {
                 })
                 .collect()
         })
-        .unwrap_or_default();
-    TopicRecord {
-        topic_id: r.get(0),
-        name: r.get(1),
-        partitions: r.get(2),
-        configs,
-    }
+        .unwrap_or_default()
 }
 
 fn offsets_from_row(r: &tokio_postgres::Row) -> PartitionOffsets {

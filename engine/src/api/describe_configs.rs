@@ -6,13 +6,12 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::access::allowed;
+use super::config_support::RESOURCE_TOPIC;
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 use crate::topics::{self, Effect, SOURCE_DEFAULT, SOURCE_TOPIC, TOPIC_CONFIGS};
-
-const RESOURCE_TOPIC: i8 = 2;
 
 /// DescribeConfigs, versions 1–4.
 pub const API: Api<DescribeConfigsRequest> = Api::new(ApiKey::DescribeConfigs, 1, 4);

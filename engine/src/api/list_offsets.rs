@@ -25,7 +25,11 @@ pub const API: Api<ListOffsetsRequest> = Api::new(ApiKey::ListOffsets, 1, 10);
 
 pub async fn handle(shard: &Shard, req: &Req, body: ListOffsetsRequest) -> ListOffsetsResponse {
     // leader_epoch exists from v4; setting it earlier fails the encoding.
-    let leader_epoch = if req.version >= 4 { 0 } else { -1 };
+    let leader_epoch = if req.version >= 4 {
+        crate::topics::LEADER_EPOCH
+    } else {
+        -1
+    };
     let committed = body.isolation_level == 1;
     let mut topics = Vec::new();
     for t in body.topics {

@@ -20,14 +20,8 @@ use crate::topics;
 pub const API: Api<MetadataRequest> = Api::new(ApiKey::Metadata, 0, 13);
 
 pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> MetadataResponse {
-    // The agents as clients of this listener reach them (any agent serves
-    // any partition, so leadership is spread over those alone).
     let listener = req.listener_name(shard);
-    let mut agents = shard.agent.live_agents();
-    agents.retain(|a| a.endpoint(listener).is_some());
-    if agents.is_empty() {
-        agents.push(shard.agent.me());
-    }
+    let agents = listener_agents(shard, req);
     let brokers = agents
         .iter()
         .filter_map(|a| {
@@ -138,6 +132,24 @@ pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> Metadata
         .with_topics(topics)
 }
 
+/// The live agents clients of the request's listener can reach (any agent
+/// serves any partition, so leadership is spread over those alone).
+pub fn listener_agents(shard: &Shard, req: &Req) -> Vec<rutomq_meta::AgentRecord> {
+    let listener = req.listener_name(shard);
+    let mut agents = shard.agent.live_agents();
+    agents.retain(|a| a.endpoint(listener).is_some());
+    if agents.is_empty() {
+        agents.push(shard.agent.me());
+    }
+    agents
+}
+
+/// The leader Metadata names for a partition: spread over `agents` by
+/// hash, with the one epoch a rutomq partition has.
+pub fn leader_of(agents: &[rutomq_meta::AgentRecord], topic_id: Uuid, partition: i32) -> BrokerId {
+    BrokerId(Agent::leader_for(agents, topic_id, partition))
+}
+
 fn error_entry(name: Option<TopicName>, topic_id: Uuid, code: ErrorCode) -> MetadataResponseTopic {
     MetadataResponseTopic::default()
         .with_topic_authorized_operations(i32::MIN)
@@ -149,11 +161,11 @@ fn error_entry(name: Option<TopicName>, topic_id: Uuid, code: ErrorCode) -> Meta
 fn topic_entry(agents: &[rutomq_meta::AgentRecord], t: &TopicRecord) -> MetadataResponseTopic {
     let partitions = (0..t.partitions)
         .map(|p| {
-            let leader = BrokerId(Agent::leader_for(agents, t.topic_id, p));
+            let leader = leader_of(agents, t.topic_id, p);
             MetadataResponsePartition::default()
                 .with_partition_index(p)
                 .with_leader_id(leader)
-                .with_leader_epoch(0)
+                .with_leader_epoch(topics::LEADER_EPOCH)
                 .with_replica_nodes(vec![leader])
                 .with_isr_nodes(vec![leader])
         })

@@ -7,8 +7,10 @@
 
 mod access;
 mod codec;
+mod config_support;
 mod fuzz;
 mod group_support;
+mod retired;
 mod throttle;
 
 use std::cell::RefCell;
@@ -48,6 +50,9 @@ macro_rules! apis {
             let (key, corr, version) = (req.key, req.header.correlation_id, req.version);
             $(
                 if key == $module::API.spec.key {
+                    if version < $module::API.spec.min {
+                        return retired::answer(&req, body);
+                    }
                     let body = $module::API.decode(&mut body, version)?;
                     let out = throttle::request_quota(&req, $module::handle(shard, &req, body)).await;
                     return out.into_reply(&ReplyCtx {
@@ -66,6 +71,9 @@ macro_rules! apis {
         pub fn decode_body(req: &Req, mut body: Bytes) -> Result<(), Close> {
             $(
                 if req.key == $module::API.spec.key {
+                    if req.version < $module::API.spec.min {
+                        return retired::parse(req, body);
+                    }
                     return $module::API.decode(&mut body, req.version).map(drop);
                 }
             )*
@@ -91,12 +99,21 @@ apis! {
     produce,
     fetch,
     list_offsets,
+    offset_for_leader_epoch,
     metadata,
+    describe_topic_partitions,
     api_versions,
     create_topics,
     delete_topics,
     init_producer_id,
     describe_configs,
+    incremental_alter_configs,
+    alter_configs,
+    describe_log_dirs,
+    alter_replica_log_dirs,
+    elect_leaders,
+    alter_partition_reassignments,
+    list_partition_reassignments,
     create_partitions,
     describe_cluster,
     delete_records,
@@ -141,6 +158,9 @@ pub struct ApiSpec {
     pub key: ApiKey,
     pub min: i16,
     pub max: i16,
+    /// The oldest version ApiVersions lists: `min`, or older versions
+    /// Kafka lists without serving them (answered by [`retired`]).
+    pub advertised_min: i16,
 }
 
 /// An API as its handler module declares it: the request type `R` it
@@ -158,7 +178,25 @@ impl<R: Request + Default> Api<R> {
         );
         assert!(min <= max, "empty version range");
         Api {
-            spec: ApiSpec { key, min, max },
+            spec: ApiSpec {
+                key,
+                min,
+                max,
+                advertised_min: min,
+            },
+            request: PhantomData,
+        }
+    }
+
+    /// The API with versions from `advertised_min` up to its served ones
+    /// listed too (answered by [`retired`]).
+    pub const fn advertising_from(self, advertised_min: i16) -> Api<R> {
+        assert!(advertised_min <= self.spec.min);
+        Api {
+            spec: ApiSpec {
+                advertised_min,
+                ..self.spec
+            },
             request: PhantomData,
         }
     }
@@ -480,7 +518,7 @@ pub fn parse_request(mut frame: Bytes) -> Result<Parsed, Close> {
         spec.key.request_header_version(version)
     };
     let header: RequestHeader = codec::decode(&mut frame, header_version)?;
-    if version < spec.min || version > spec.max {
+    if version < spec.advertised_min || version > spec.max {
         if spec.key == ApiKey::ApiVersions {
             return Ok(Parsed::UnsupportedApiVersions {
                 correlation_id: header.correlation_id,
@@ -557,6 +595,30 @@ pub fn str_bytes(s: &str) -> kafka_protocol::protocol::StrBytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The 15 keys only KRaft controllers and brokers send each other:
+    /// never served (agents register in PostgreSQL).
+    const BROKER_INTERNAL: [i16; 15] = [52, 53, 54, 56, 58, 59, 62, 63, 64, 67, 70, 73, 80, 81, 82];
+    /// Keys Kafka 4 retired (LeaderAndIsr, StopReplica, UpdateMetadata,
+    /// ControlledShutdown).
+    const RETIRED: [i16; 4] = [4, 5, 6, 7];
+
+    #[test]
+    fn only_client_facing_keys_of_kafka_4_3_are_served() {
+        // Kafka 4.3's keys are 0..=92; the product promises the 74 left
+        // without the broker-internal and the retired ones.
+        let promised: Vec<i16> = (0..=92)
+            .filter(|k| !BROKER_INTERNAL.contains(k) && !RETIRED.contains(k))
+            .collect();
+        assert_eq!(promised.len(), 74);
+        for a in APIS {
+            assert!(
+                promised.contains(&(a.key as i16)),
+                "{:?} is not a promised key",
+                a.key
+            );
+        }
+    }
 
     #[test]
     fn table_is_within_the_library_and_unique() {

@@ -62,8 +62,8 @@ enum Pending {
     },
 }
 
-/// Produce, versions 3–13.
-pub const API: Api<ProduceRequest> = Api::new(ApiKey::Produce, 3, 13);
+/// Produce, versions 3–13 (0–2 listed, see [`super::retired`]).
+pub const API: Api<ProduceRequest> = Api::new(ApiKey::Produce, 3, 13).advertising_from(0);
 
 pub async fn handle(
     shard: &Rc<Shard>,

@@ -18,6 +18,16 @@ mod kafka_configs;
 
 pub use kafka_configs::{KAFKA_VERSION, TOPIC_CONFIGS};
 
+/// Every partition's leader epoch, for its whole life. An epoch numbers a
+/// history of the log: Kafka bumps it when a new leader may have lost the
+/// tail its predecessor had, and clients compare epochs to detect that
+/// truncation. A rutomq partition has one history: a record is
+/// acknowledged only once PostgreSQL has ordered it, any agent serves it,
+/// and a change of the agent Metadata names as leader moves routing, not
+/// data; nothing acknowledged is ever truncated. So the epoch never
+/// changes, and OffsetForLeaderEpoch answers it with the log end.
+pub const LEADER_EPOCH: i32 = 0;
+
 /// `config_source` of a config set on the topic (DYNAMIC_TOPIC_CONFIG).
 pub const SOURCE_TOPIC: i8 = 1;
 /// `config_source` of a config left at its default (DEFAULT_CONFIG).
@@ -247,6 +257,79 @@ pub fn valid_config(name: &str, value: Option<&str>) -> Result<(), String> {
     Ok(())
 }
 
+/// An IncrementalAlterConfigs operation (Kafka's `AlterConfigOp.OpType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AlterOp {
+    Set,
+    Delete,
+    /// Adds items to a list config (those not in it already).
+    Append,
+    /// Removes items from a list config.
+    Subtract,
+}
+
+impl AlterOp {
+    pub fn from_code(code: i8) -> Option<AlterOp> {
+        Some(match code {
+            0 => AlterOp::Set,
+            1 => AlterOp::Delete,
+            2 => AlterOp::Append,
+            3 => AlterOp::Subtract,
+            _ => return None,
+        })
+    }
+}
+
+/// A topic's configs after `ops` (Kafka's IncrementalAlterConfigs
+/// semantics: APPEND and SUBTRACT start from the default when the topic
+/// sets none), each result validated as CreateTopics validates. Deleting a
+/// config the topic does not set is no change.
+pub fn apply_ops(
+    mut configs: Vec<(String, String)>,
+    ops: &[(&str, AlterOp, Option<&str>)],
+) -> Result<Vec<(String, String)>, String> {
+    for &(name, op, value) in ops {
+        let next = match op {
+            AlterOp::Delete => None,
+            AlterOp::Set => {
+                valid_config(name, value)?;
+                value.map(str::to_owned)
+            }
+            AlterOp::Append | AlterOp::Subtract => {
+                let spec = spec(name).ok_or_else(|| {
+                    format!("unknown topic config {name:?} (Apache Kafka {KAFKA_VERSION} defines no such name)")
+                })?;
+                if spec.kind != Kind::List {
+                    return Err(format!(
+                        "{op:?} applies to list configs only; topic config {name} is not a list"
+                    ));
+                }
+                let given = value.ok_or_else(|| {
+                    format!("{op:?} of topic config {name} needs a value (null given)")
+                })?;
+                let given = list_items(given);
+                let mut items: Vec<&str> = list_items(value_in(&configs, name).unwrap_or(""));
+                if op == AlterOp::Append {
+                    for g in given {
+                        if !items.contains(&g) {
+                            items.push(g);
+                        }
+                    }
+                } else {
+                    items.retain(|i| !given.contains(i));
+                }
+                let joined = items.join(",");
+                valid_config(name, Some(&joined))?;
+                Some(joined)
+            }
+        };
+        configs.retain(|(k, _)| k != name);
+        configs.extend(next.map(|v| (name.to_owned(), v)));
+    }
+    valid_together(&configs)?;
+    Ok(configs)
+}
+
 /// Checks that hold between configs (Kafka's `LogConfig.validateValues`
 /// part that applies here): `configs` are the topic's own, validated one by
 /// one already.
@@ -402,6 +485,71 @@ mod tests {
         let table =
             spec("max.message.bytes").map(|s| s.default.parse::<usize>().expect("a number"));
         assert_eq!(table, Some(MAX_MESSAGE_BYTES_DEFAULT));
+    }
+
+    #[test]
+    fn incremental_operations_apply_as_kafka_applies_them() {
+        use AlterOp::*;
+        let set = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let start = set(&[("retention.ms", "1000")]);
+        // SET replaces, DELETE removes (a config not set: no change).
+        let out = apply_ops(
+            start.clone(),
+            &[
+                ("retention.ms", Delete, None),
+                ("max.message.bytes", Set, Some("2000")),
+                ("flush.ms", Delete, None),
+            ],
+        );
+        assert_eq!(out, Ok(set(&[("max.message.bytes", "2000")])));
+        // APPEND starts from the default ("delete") and skips what is there.
+        let out = apply_ops(
+            Vec::new(),
+            &[
+                ("retention.ms", Set, Some("1234")),
+                ("cleanup.policy", Append, Some("compact")),
+            ],
+        );
+        assert_eq!(
+            out,
+            Ok(set(&[
+                ("retention.ms", "1234"),
+                ("cleanup.policy", "delete,compact")
+            ]))
+        );
+        let out = apply_ops(
+            start.clone(),
+            &[("cleanup.policy", Append, Some("compact,delete"))],
+        );
+        assert_eq!(
+            out,
+            Ok(set(&[
+                ("retention.ms", "1000"),
+                ("cleanup.policy", "delete,compact")
+            ]))
+        );
+        let out = apply_ops(
+            set(&[("cleanup.policy", "compact,delete")]),
+            &[("cleanup.policy", Subtract, Some("delete"))],
+        );
+        assert_eq!(out, Ok(set(&[("cleanup.policy", "compact")])));
+        // Refused: lists only for APPEND/SUBTRACT, values checked, names known,
+        // the configs checked together after all operations.
+        assert!(apply_ops(start.clone(), &[("retention.ms", Append, Some("5"))]).is_err());
+        assert!(apply_ops(start.clone(), &[("retention.ms", Set, Some("-2"))]).is_err());
+        assert!(apply_ops(start.clone(), &[("retention.ms", Set, None)]).is_err());
+        assert!(apply_ops(start.clone(), &[("no.such.config", Set, Some("1"))]).is_err());
+        assert!(apply_ops(start.clone(), &[("cleanup.policy", Append, Some("shred"))]).is_err());
+        let crossed = [
+            ("min.compaction.lag.ms", Set, Some("10")),
+            ("max.compaction.lag.ms", Set, Some("5")),
+        ];
+        assert!(apply_ops(start, &crossed).is_err());
     }
 
     #[test]

@@ -1,0 +1,61 @@
+//! AlterConfigs (key 33), the legacy form: the configs given replace all
+//! of the topic's own, validated as CreateTopics validates them.
+
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ApiKey};
+
+use super::config_support::{alter_topic, repeated, unserved, Outcome, RESOURCE_TOPIC};
+use super::{str_bytes, Api, Req};
+use crate::error::ErrorCode;
+use crate::shard::Shard;
+use crate::topics;
+
+/// AlterConfigs, versions 0–2.
+pub const API: Api<AlterConfigsRequest> = Api::new(ApiKey::AlterConfigs, 0, 2);
+
+pub async fn handle(shard: &Shard, req: &Req, body: AlterConfigsRequest) -> AlterConfigsResponse {
+    let twice = repeated(body.resources.iter().map(|r| (r.resource_type, &r.resource_name)));
+    let mut responses = Vec::with_capacity(body.resources.len());
+    for r in &body.resources {
+        let name = r.resource_name.as_str();
+        let configs: Vec<(String, Option<String>)> = r
+            .configs
+            .iter()
+            .map(|c| (c.name.as_str().to_owned(), c.value.as_ref().map(|v| v.as_str().to_owned())))
+            .collect();
+        let (code, msg): Outcome = if twice.contains(&(r.resource_type, &r.resource_name)) {
+            (
+                ErrorCode::InvalidRequest,
+                Some(format!("resource {name:?} is named twice in the request")),
+            )
+        } else if r.resource_type != RESOURCE_TOPIC {
+            unserved(req, r.resource_type, name)
+        } else if let Some(n) = repeated(configs.iter().map(|(n, _)| n)).first() {
+            (
+                ErrorCode::InvalidRequest,
+                Some(format!("config {n:?} is named twice for one resource")),
+            )
+        } else {
+            alter_topic(shard, req, name, body.validate_only, move |_| replace(configs)).await
+        };
+        responses.push(
+            AlterConfigsResourceResponse::default()
+                .with_error_code(code.code())
+                .with_error_message(msg.as_deref().map(str_bytes))
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone()),
+        );
+    }
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+/// The topic's configs become exactly `given`, each validated.
+fn replace(given: Vec<(String, Option<String>)>) -> Result<Vec<(String, String)>, String> {
+    let mut configs = Vec::with_capacity(given.len());
+    for (name, value) in given {
+        topics::valid_config(&name, value.as_deref())?;
+        configs.extend(value.map(|v| (name, v)));
+    }
+    topics::valid_together(&configs)?;
+    Ok(configs)
+}

@@ -1,0 +1,81 @@
+//! IncrementalAlterConfigs (key 44): SET, DELETE, APPEND and SUBTRACT of
+//! topic configs, validated as CreateTopics validates them.
+
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{
+    ApiKey, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+
+use super::config_support::{alter_topic, repeated, unserved, Outcome, RESOURCE_TOPIC};
+use super::{str_bytes, Api, Req};
+use crate::error::ErrorCode;
+use crate::shard::Shard;
+use crate::topics::{self, AlterOp};
+
+/// IncrementalAlterConfigs, versions 0–1.
+pub const API: Api<IncrementalAlterConfigsRequest> =
+    Api::new(ApiKey::IncrementalAlterConfigs, 0, 1);
+
+pub async fn handle(
+    shard: &Shard,
+    req: &Req,
+    body: IncrementalAlterConfigsRequest,
+) -> IncrementalAlterConfigsResponse {
+    let twice = repeated(body.resources.iter().map(|r| (r.resource_type, &r.resource_name)));
+    let mut responses = Vec::with_capacity(body.resources.len());
+    for r in &body.resources {
+        let name = r.resource_name.as_str();
+        let (code, msg): Outcome = if twice.contains(&(r.resource_type, &r.resource_name)) {
+            (
+                ErrorCode::InvalidRequest,
+                Some(format!("resource {name:?} is named twice in the request")),
+            )
+        } else if r.resource_type != RESOURCE_TOPIC {
+            unserved(req, r.resource_type, name)
+        } else {
+            match ops(r) {
+                Err(msg) => (ErrorCode::InvalidRequest, Some(msg)),
+                Ok(ops) => {
+                    alter_topic(shard, req, name, body.validate_only, move |configs| {
+                        let ops: Vec<_> = ops
+                            .iter()
+                            .map(|(n, o, v)| (n.as_str(), *o, v.as_deref()))
+                            .collect();
+                        topics::apply_ops(configs, &ops)
+                    })
+                    .await
+                }
+            }
+        };
+        responses.push(
+            AlterConfigsResourceResponse::default()
+                .with_error_code(code.code())
+                .with_error_message(msg.as_deref().map(str_bytes))
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone()),
+        );
+    }
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}
+
+type Op = (String, AlterOp, Option<String>);
+
+/// The resource's operations, or why the request is malformed (a config
+/// named twice, an unknown operation code).
+fn ops(
+    r: &kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource,
+) -> Result<Vec<Op>, String> {
+    let twice = repeated(r.configs.iter().map(|c| c.name.as_str()));
+    if let Some(n) = twice.first() {
+        return Err(format!("config {n:?} is named twice for one resource"));
+    }
+    r.configs
+        .iter()
+        .map(|c| {
+            let op = AlterOp::from_code(c.config_operation).ok_or_else(|| {
+                format!("unknown config operation {} for {:?}", c.config_operation, c.name.as_str())
+            })?;
+            Ok((c.name.as_str().to_owned(), op, c.value.as_ref().map(|v| v.as_str().to_owned())))
+        })
+        .collect()
+}

@@ -1,0 +1,1 @@
+SELECT configs::text FROM topics WHERE name = $1 FOR UPDATE

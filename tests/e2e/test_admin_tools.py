@@ -1,0 +1,126 @@
+# What this proves: Apache Kafka's own command-line tools (the kafka-tools
+# 4.2.0 artifact, run unchanged as a user runs them) work against rutomq for
+# the APIs of issue 18's first part, each with correct output or the honest
+# error the compatibility result documents:
+#  - kafka-topics --describe goes through DescribeTopicPartitions (its
+#    ELR columns show it), paged by the cursor with
+#    --partition-size-limit-per-response;
+#  - kafka-configs alters a topic's configs (IncrementalAlterConfigs: add,
+#    delete, list values), refuses a bad value with Kafka's exception and
+#    the broker's reason, and the change takes effect (max.message.bytes
+#    lowered: a larger record is refused);
+#  - kafka-get-offsets and kafka-delete-records move and read the offsets;
+#  - kafka-leader-election: the preferred replica leads already;
+#  - kafka-reassign-partitions --list shows none; --execute is refused with
+#    why (no replicas to move);
+#  - kafka-log-dirs shows the one virtual directory (the object store)
+#    with each partition's bytes there.
+# How: one agent, the tools through tests/clients/run.sh, confluent-kafka
+# to produce.
+
+import json
+
+import pytest
+from confluent_kafka import Producer
+
+from kafkautil import kafka_tool, unique_topic, wait_for_topic
+from test_java_go import roundtrip_clients  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def test_kafka_admin_tools(agent, request, tmp_path):
+    run_sh = request.getfixturevalue("roundtrip_clients")
+    boot = agent.bootstrap
+    topic = unique_topic("tools")
+
+    def tool(cls, *args, ok=True):
+        res = kafka_tool(run_sh, cls, "--bootstrap-server", boot, *args, ok=ok)
+        return res.stdout + res.stderr
+
+    topics_cmd = "org.apache.kafka.tools.TopicCommand"
+    tool(topics_cmd, "--create", "--topic", topic, "--partitions", "5", "--replication-factor", "1")
+    wait_for_topic(boot, topic, partitions=5)
+
+    # DescribeTopicPartitions, two partitions a page: every partition once.
+    out = tool(topics_cmd, "--describe", "--topic", topic, "--partition-size-limit-per-response", "2")
+    rows = [ln for ln in out.splitlines() if "\tPartition: " in ln or ln.strip().startswith("Topic: " + topic + "\tPartition")]
+    parts = sorted(int(ln.split("Partition: ")[1].split()[0]) for ln in rows)
+    assert parts == [0, 1, 2, 3, 4], out
+    assert all("Elr: " in ln and "LastKnownElr: " in ln for ln in rows), out
+    assert f"PartitionCount: 5" in out and "ReplicationFactor: 1" in out, out
+
+    # kafka-configs: IncrementalAlterConfigs on the topic.
+    configs_cmd = "kafka.admin.ConfigCommand"
+    entity = ["--entity-type", "topics", "--entity-name", topic]
+    tool(configs_cmd, "--alter", *entity, "--add-config",
+         "retention.ms=3600000,max.message.bytes=2000,cleanup.policy=[delete,compact]")
+    out = tool(configs_cmd, "--describe", *entity)
+    for kv in ["retention.ms=3600000", "max.message.bytes=2000", "cleanup.policy=delete,compact"]:
+        assert kv in out, out
+    tool(configs_cmd, "--alter", *entity, "--delete-config", "cleanup.policy")
+    out = tool(configs_cmd, "--describe", *entity)
+    assert "cleanup.policy" not in out and "max.message.bytes=2000" in out, out
+    out = tool(configs_cmd, "--alter", *entity, "--add-config", "retention.ms=-5", ok=False)
+    assert "InvalidConfigurationException" in out and "must be at least -1" in out, out
+
+    # The lowered max.message.bytes is in force.
+    p = Producer({"bootstrap.servers": boot, "linger.ms": 0})
+    errors = []
+    p.produce(topic, value=b"x" * 5000, partition=0, on_delivery=lambda e, m: errors.append(e))
+    p.flush(30)
+    assert errors and errors[0] is not None and errors[0].code() == 10, errors  # MSG_SIZE_TOO_LARGE
+    tool(configs_cmd, "--alter", *entity, "--delete-config", "max.message.bytes")
+    errors.clear()
+    for i in range(10):
+        p.produce(topic, value=b"y" * 100, partition=i % 2, on_delivery=lambda e, m: errors.append(e))
+    p.flush(30)
+    assert errors == [None] * 10, errors
+
+    # kafka-get-offsets and kafka-delete-records.
+    offsets_cmd = "org.apache.kafka.tools.GetOffsetShell"
+    out = tool(offsets_cmd, "--topic", topic)
+    assert sorted(ln.strip() for ln in out.splitlines() if ln.startswith(topic + ":")) == sorted(
+        f"{topic}:{p}:{5 if p < 2 else 0}" for p in range(5)), out
+    spec = tmp_path / "delete.json"
+    spec.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "offset": 3}]}))
+    out = tool("org.apache.kafka.tools.DeleteRecordsCommand", "--offset-json-file", str(spec))
+    assert "low_watermark: 3" in out, out
+    out = tool(offsets_cmd, "--topic", topic, "--partitions", "0", "--time", "-2")
+    assert f"{topic}:0:3" in out, out
+
+    # Leader election: the preferred replica leads already.
+    out = tool("org.apache.kafka.tools.LeaderElectionCommand", "--election-type", "preferred",
+               "--topic", topic, "--partition", "1")
+    assert "Valid replica already elected for partitions" in out and f"{topic}-1" in out, out
+    tool("org.apache.kafka.tools.LeaderElectionCommand", "--election-type", "preferred",
+         "--all-topic-partitions")
+
+    # Reassignments: none listed; a new assignment refused with why.
+    reassign = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+    out = tool(reassign, "--list")
+    assert f"{topic}" not in out, out
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [agent_id(out=tool(topics_cmd, "--describe", "--topic", topic))]}]}))
+    out = tool(reassign, "--execute", "--reassignment-json-file", str(plan), ok=False)
+    assert "no replicas to move" in out, out
+
+    # Log dirs: one virtual directory, the object store; the produced
+    # partitions hold bytes there, the others none.
+    out = tool("org.apache.kafka.tools.LogDirsCommand", "--describe", "--topic-list", topic)
+    doc = json.loads(next(ln for ln in out.splitlines() if ln.startswith("{")))
+    dirs = [d for b in doc["brokers"] for d in b["logDirs"]]
+    assert len(dirs) == 1 and dirs[0]["logDir"].startswith("file://") and dirs[0]["error"] is None, doc
+    sizes = {p["partition"]: p["size"] for p in dirs[0]["partitions"]}
+    assert set(sizes) == {f"{topic}-{i}" for i in range(5)}, sizes
+    assert sizes[f"{topic}-0"] > 0 and sizes[f"{topic}-1"] > 0, sizes
+    assert all(sizes[f"{topic}-{i}"] == 0 for i in (2, 3, 4)), sizes
+
+
+def agent_id(out):
+    """The leader kafka-topics --describe names for partition 0."""
+    for ln in out.splitlines():
+        if "Partition: 0\t" in ln:
+            return int(ln.split("Leader: ")[1].split()[0])
+    raise AssertionError(out)
