@@ -14,6 +14,8 @@
 //!   already: ELECTION_NOT_NEEDED), ListPartitionReassignments (none),
 //!   cancelling a reassignment that is not in progress, AlterReplicaLogDirs
 //!   to a directory the broker does not have;
+//! - CreateTopics with a manual replica assignment (the partition count
+//!   from it) and each way Kafka refuses one;
 //! - Produce v2, listed by ApiVersions for old librdkafka clients and
 //!   answered UNSUPPORTED_VERSION per partition in its own layout.
 //!
@@ -316,6 +318,67 @@ async fn produce_v2(bootstrap: &str, topic: &str) -> String {
     )
 }
 
+/// CreateTopics of one topic with a manual assignment (partition, broker
+/// ids), at the given partition count and factor: code, count, factor.
+async fn create_assigned(
+    c: &Connection,
+    name: &str,
+    partitions: i32,
+    factor: i16,
+    assignment: &[(i32, &[i32])],
+) -> String {
+    use create_topics_request::{CreatableReplicaAssignment, CreatableTopic};
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(topic_name(name))
+            .with_num_partitions(partitions)
+            .with_replication_factor(factor)
+            .with_assignments(
+                assignment
+                    .iter()
+                    .map(|(p, ids)| {
+                        CreatableReplicaAssignment::default()
+                            .with_partition_index(*p)
+                            .with_broker_ids(ids.iter().map(|&b| BrokerId(b)).collect())
+                    })
+                    .collect(),
+            )]);
+    let resp = c.call_version(&req, 7).await.unwrap();
+    let t = &resp.topics[0];
+    format!(
+        "create assigned {}: {} partitions {} factor {}",
+        &name[..name.find('-').unwrap_or(name.len())],
+        t.error_code,
+        t.num_partitions,
+        t.replication_factor
+    )
+}
+
+/// UpdateFeatures of one feature to `level` (an upgrade): top code and
+/// each result's.
+async fn update_feature(c: &Connection, feature: &str, level: i16, validate_only: bool) -> String {
+    use update_features_request::FeatureUpdateKey;
+    let req = UpdateFeaturesRequest::default()
+        .with_timeout_ms(10_000)
+        .with_validate_only(validate_only)
+        .with_feature_updates(vec![FeatureUpdateKey::default()
+            .with_feature(s(feature))
+            .with_max_version_level(level)
+            .with_upgrade_type(1)]);
+    let resp = c.call_version(&req, 1).await.unwrap();
+    let results: Vec<String> = resp
+        .results
+        .iter()
+        .map(|r| format!("{}:{}", r.feature.as_str(), r.error_code))
+        .collect();
+    format!(
+        "features {feature}={level}: {} [{}]",
+        resp.error_code,
+        results.join(" ")
+    )
+}
+
 /// The requests both brokers get, one line per answer.
 async fn script(bootstrap: &str, run: &str) -> Vec<String> {
     let c = admin(bootstrap).await;
@@ -428,6 +491,19 @@ async fn script(bootstrap: &str, run: &str) -> Vec<String> {
     out.push(alter_legacy(&c, t, &[("retention.ms", "-7")]).await);
     out.push(alter_legacy(&c, "absent-topic", &[("retention.ms", "1")]).await);
 
+    // Manual replica assignments: the one broker (id 1 on both) for each
+    // partition; each way Kafka refuses one.
+    let a = |n: &str| format!("{n}-{run}");
+    out.push(create_assigned(&c, &a("asg"), -1, -1, &[(0, &[1]), (1, &[1]), (2, &[1])]).await);
+    out.push(create_assigned(&c, &a("rf"), -1, 1, &[(0, &[1])]).await);
+    out.push(create_assigned(&c, &a("np"), 1, -1, &[(0, &[1])]).await);
+    out.push(create_assigned(&c, &a("twice"), -1, -1, &[(0, &[1]), (0, &[1])]).await);
+    out.push(create_assigned(&c, &a("empty"), -1, -1, &[(0, &[])]).await);
+    out.push(create_assigned(&c, &a("unknown"), -1, -1, &[(0, &[77])]).await);
+    out.push(create_assigned(&c, &a("dup"), -1, -1, &[(0, &[1, 1])]).await);
+    out.push(create_assigned(&c, &a("gap"), -1, -1, &[(0, &[1]), (2, &[1])]).await);
+    out.push(pages(&c, &[&a("asg")], 10, None).await.replace(&run, "run"));
+
     out.push(pages(&c, &[u, t], 2, None).await);
     out.push(pages(&c, &[u, t], 2, Some((t, 2))).await);
     out.push(pages(&c, &[u, t, "absent-topic"], 10, Some((u, 1))).await);
@@ -478,6 +554,10 @@ async fn script(bootstrap: &str, run: &str) -> Vec<String> {
         )
         .await
         .unwrap();
+    out.push(update_feature(&c, "group.version", 1, false).await);
+    out.push(update_feature(&c, "group.version", 1, true).await);
+    out.push(update_feature(&c, "group.version", 9, false).await);
+    out.push(update_feature(&c, "no.such.version", 3, false).await);
     out.push(format!(
         "move log dir {}",
         moved.results[0].partitions[0].error_code

@@ -76,6 +76,7 @@ pub enum ErrorCode {
     UnknownLeaderEpoch = 75,
     ElectionNotNeeded = 84,
     NoReassignmentInProgress = 85,
+    InvalidUpdateVersion = 95,
 }
 
 impl ErrorCode {

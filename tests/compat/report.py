@@ -84,7 +84,7 @@ DIFFERENCES = """\
 | Kafka behaviour | rutomq |
 |---|---|
 | Partition replicas on brokers, ISR, replica placement | Data lives in the object store (its durability is the store's). Metadata names one live agent per partition as leader (a rendezvous hash over the live agents), with replicas = ISR = [that agent]; any agent serves any partition, so a client that talks to another agent is served too. |
-| `replication.factor`, replica assignments in CreateTopics | `replication.factor` -1 or >= 1 is accepted and has no effect; a manual replica assignment is refused with INVALID_REPLICA_ASSIGNMENT ("any agent serves any partition"). |
+| `replication.factor`, replica assignments in CreateTopics | `replication.factor` -1 or >= 1 is accepted and has no effect. A manual replica assignment is checked as Kafka's controller checks one (factor and count -1, partitions 0..n-1 each once, non-empty lists of distinct live agents of one length) and gives the partition count; it places nothing (Metadata names the leader as for any partition). |
 | Leader elections, preferred leaders, unclean election | None: when an agent leaves, the hash moves its partitions to the others at once (no data moves). ElectLeaders answers every existing partition ELECTION_NOT_NEEDED (its one replica, the preferred one, leads), as Kafka answers a single-replica partition. |
 | Leader epochs, truncation after a leader change | A partition has one epoch, 0, for its whole life: nothing acknowledged is ever truncated (PostgreSQL orders every record before it is acknowledged), and a change of the leader Metadata names moves routing, not data. OffsetForLeaderEpoch answers epoch 0 with the high watermark, a later epoch with none (-1), a client ahead of epoch 0 with UNKNOWN_LEADER_EPOCH, as Kafka answers for a partition still at its first epoch. |
 | Partition reassignments | None can be made: AlterPartitionReassignments refuses new replicas with INVALID_REPLICA_ASSIGNMENT ("rutomq partitions have no replicas to move"), a cancellation with NO_REASSIGNMENT_IN_PROGRESS; ListPartitionReassignments lists none. |
@@ -92,7 +92,8 @@ DIFFERENCES = """\
 | Produce v0–2 (listed by Kafka 4 for librdkafka before 2.11, KAFKA-18659) | Listed in ApiVersions too; a request at one is answered UNSUPPORTED_VERSION for each partition in the version's layout (Kafka 4.1 closes the connection instead) and nothing is written. |
 | The cleaner's threads and I/O throttle | One compactor thread per agent over the compacted partitions it leads; no `log.cleaner.io.max.bytes.per.second` throttle yet. |
 | Transaction markers written by the coordinator to partition leaders | EndTxn writes every partition's marker, the offsets and the last stable offsets in one PostgreSQL transaction: no hanging or half-written transaction. |
-| KRaft controller, quorum and broker-registration APIs | Not served (agents register in PostgreSQL). |
+| KRaft controller, quorum and broker-registration APIs | The 15 controller/broker-internal keys are not served (agents register in PostgreSQL). DescribeQuorum is answered INVALID_REQUEST with why (no KRaft quorum: the ordered metadata is PostgreSQL's), so `kafka-metadata-quorum` exits 1 at once with that message. |
+| Feature flags (KIP-584) | ApiVersions lists `group.version` 1 (KIP-848) alone, epoch 0; every other feature is at level 0 for clients (`transaction.version` 0: Java 4.x and franz-go producers keep the original transaction protocol). UpdateFeatures succeeds only when it keeps a level and refuses any change whole with INVALID_UPDATE_VERSION and why. |
 """
 
 

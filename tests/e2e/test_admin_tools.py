@@ -118,6 +118,25 @@ def test_kafka_admin_tools(agent, request, tmp_path):
     assert all(sizes[f"{topic}-{i}"] == 0 for i in (2, 3, 4)), sizes
 
 
+def test_features_and_quorum_tools(agent, request):
+    """kafka-features describes the one feature rutomq lists (group.version
+    1, KIP-848) and refuses a change of level with why; kafka-metadata-quorum
+    exits 1 at once with why there is no quorum to describe."""
+    run_sh = request.getfixturevalue("roundtrip_clients")
+    boot = agent.bootstrap
+    features = "org.apache.kafka.tools.FeatureCommand"
+    res = kafka_tool(run_sh, features, "--bootstrap-server", boot, "describe")
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith("Feature: ")]
+    assert lines == ["Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
+                     "FinalizedVersionLevel: 1\tEpoch: 0"], res.stdout
+    res = kafka_tool(run_sh, features, "--bootstrap-server", boot, "upgrade", "--feature",
+                     "transaction.version=2", ok=False)
+    assert "serves it at level 0 only" in res.stdout + res.stderr, res.stdout + res.stderr
+    res = kafka_tool(run_sh, "org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server", boot,
+                     "describe", "--status", ok=False, timeout=60)
+    assert "no KRaft metadata quorum" in res.stdout + res.stderr, res.stdout + res.stderr
+
+
 def agent_id(out):
     """The leader kafka-topics --describe names for partition 0."""
     for ln in out.splitlines():

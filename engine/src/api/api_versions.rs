@@ -1,12 +1,74 @@
 //! ApiVersions (key 18): the table is `APIS`, nothing else.
 
 use bytes::Bytes;
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 
-use super::{Api, encode, Req, APIS};
+use super::{encode, str_bytes, Api, Req, APIS};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
+
+/// A feature flag as ApiVersions reports it (KIP-584): the levels the
+/// agent supports and the level in force in the cluster.
+pub struct Feature {
+    pub name: &'static str,
+    pub min: i16,
+    pub max: i16,
+    pub finalized: i16,
+}
+
+/// rutomq's features, at fixed levels (UpdateFeatures changes none). Kafka
+/// lists no feature whose level is 0, and clients take an unlisted one at
+/// 0; so listed is only `group.version` 1, KIP-848's consumer groups.
+/// Left at 0: `transaction.version` (at 2, KIP-890 part 2, Java 4.x and
+/// franz-go producers would drop AddPartitionsToTxn and expect an epoch
+/// bump per transaction, which rutomq does not serve yet), `share.version`
+/// and `streams.version` (no share or streams groups yet),
+/// `eligible.leader.replicas.version` (no replicas), `kraft.version` and
+/// `metadata.version` (no KRaft: the metadata is in PostgreSQL).
+pub const FEATURES: &[Feature] = &[Feature {
+    name: "group.version",
+    min: 0,
+    max: 1,
+    finalized: 1,
+}];
+
+/// The finalized features' epoch: they never change, so one epoch (not
+/// -1, which clients read as "no finalized features").
+pub const FEATURES_EPOCH: i64 = 0;
+
+/// The features part of a response at `version` (from v3; supported
+/// features with level 0 in their range are left out before v4, as Kafka
+/// leaves them out for clients that cannot parse them).
+fn with_features(resp: ApiVersionsResponse, version: i16) -> ApiVersionsResponse {
+    if version < 3 {
+        return resp;
+    }
+    let supported = FEATURES
+        .iter()
+        .filter(|f| version >= 4 || f.min > 0)
+        .map(|f| {
+            SupportedFeatureKey::default()
+                .with_name(str_bytes(f.name))
+                .with_min_version(f.min)
+                .with_max_version(f.max)
+        })
+        .collect();
+    let finalized = FEATURES
+        .iter()
+        .map(|f| {
+            FinalizedFeatureKey::default()
+                .with_name(str_bytes(f.name))
+                .with_min_version_level(f.finalized)
+                .with_max_version_level(f.finalized)
+        })
+        .collect();
+    resp.with_supported_features(supported)
+        .with_finalized_features(finalized)
+        .with_finalized_features_epoch(FEATURES_EPOCH)
+}
 
 fn table() -> Vec<ApiVersion> {
     APIS.iter()
@@ -31,7 +93,7 @@ pub async fn handle(_shard: &Shard, req: &Req, body: ApiVersionsRequest) -> ApiV
             "ApiVersions refused: client software name or version not of [a-zA-Z0-9][a-zA-Z0-9.-]*[a-zA-Z0-9]");
         return ApiVersionsResponse::default().with_error_code(ErrorCode::InvalidRequest.code());
     }
-    ApiVersionsResponse::default().with_api_keys(table())
+    with_features(ApiVersionsResponse::default().with_api_keys(table()), req.version)
 }
 
 /// Kafka's pattern for the client software name and version: letters,

@@ -1,5 +1,6 @@
 //! CreateTopics (key 19): partitions, configs, validate-only.
 
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
@@ -47,15 +48,23 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
             results.push(fail(result, ErrorCode::InvalidTopicException, msg));
             continue;
         }
-        if !t.assignments.is_empty() {
-            results.push(fail(
-                result,
-                ErrorCode::InvalidReplicaAssignment,
-                "replica assignments do not apply: any agent serves any partition".into(),
-            ));
-            continue;
-        }
-        let partitions = if t.num_partitions == -1 {
+        // A manual assignment gives the partition count (and the factor
+        // reported); it places nothing: any agent serves any partition.
+        let mut replication_factor = t.replication_factor;
+        let partitions = if !t.assignments.is_empty() {
+            let agents: Vec<i32> = shard.agent.live_agents().iter().map(|a| a.agent_id).collect();
+            match assigned(&t, &agents) {
+                Ok((n, rf)) => {
+                    replication_factor = rf;
+                    n
+                }
+                Err((code, msg)) => {
+                    tracing::info!(topic = %name, reason = %msg, "CreateTopics refused a replica assignment");
+                    results.push(fail(result, code, msg));
+                    continue;
+                }
+            }
+        } else if t.num_partitions == -1 {
             shard.agent.cfg.default_partitions
         } else {
             t.num_partitions
@@ -69,7 +78,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
             continue;
         }
         // Data lives in object storage; replication is the store's business.
-        if t.replication_factor != -1 && t.replication_factor < 1 {
+        if replication_factor != -1 && replication_factor < 1 {
             results.push(fail(
                 result,
                 ErrorCode::InvalidReplicationFactor,
@@ -116,10 +125,10 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
             .collect();
         result = result
             .with_num_partitions(partitions)
-            .with_replication_factor(if t.replication_factor == -1 {
+            .with_replication_factor(if replication_factor == -1 {
                 1
             } else {
-                t.replication_factor
+                replication_factor
             });
         // The configs are shown to those who may describe them (Kafka).
         result = if visible(shard, req, op::DESCRIBE_CONFIGS, resource::TOPIC, &name) {
@@ -159,4 +168,58 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
     }
     drop(mutations);
     CreateTopicsResponse::default().with_topics(results)
+}
+
+/// A manual replica assignment checked as Kafka's controller checks one:
+/// the partition count and replication factor it gives, or the refusal.
+/// `agents` are the live agents' ids (Kafka's registered brokers). The
+/// assignment places nothing: any agent serves any partition.
+fn assigned(
+    t: &CreatableTopic,
+    agents: &[i32],
+) -> Result<(i32, i16), (ErrorCode, String)> {
+    let bad = |msg: String| Err((ErrorCode::InvalidReplicaAssignment, msg));
+    if t.replication_factor != -1 || t.num_partitions != -1 {
+        return Err((
+            ErrorCode::InvalidRequest,
+            "a manual replica assignment needs replication factor and partition count -1".into(),
+        ));
+    }
+    let mut seen: Vec<i32> = Vec::with_capacity(t.assignments.len());
+    let mut replicas = None;
+    for a in &t.assignments {
+        let p = a.partition_index;
+        if seen.contains(&p) {
+            return bad(format!("partition {p} is assigned twice"));
+        }
+        seen.push(p);
+        if a.broker_ids.is_empty() {
+            return bad(format!("partition {p} is assigned an empty replica list"));
+        }
+        let mut ids: Vec<i32> = a.broker_ids.iter().map(|b| b.0).collect();
+        ids.sort_unstable();
+        for (i, id) in ids.iter().enumerate() {
+            if !agents.contains(id) {
+                return bad(format!("partition {p} is assigned broker {id}, which is not a live agent"));
+            }
+            if ids[i + 1..].first() == Some(id) {
+                return bad(format!("partition {p} is assigned broker {id} more than once"));
+            }
+        }
+        let n = ids.len();
+        match replicas {
+            None => replicas = Some(n),
+            Some(m) if m != n => {
+                return bad(format!(
+                    "partition {p} is assigned {n} replica(s), the partitions before it {m}"
+                ))
+            }
+            Some(_) => {}
+        }
+    }
+    seen.sort_unstable();
+    if seen.iter().enumerate().any(|(i, &p)| p != i as i32) {
+        return bad("the assigned partitions must be numbered 0, 1, 2, ... without gaps".into());
+    }
+    Ok((seen.len() as i32, replicas.unwrap_or(1) as i16))
 }

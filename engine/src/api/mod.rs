@@ -116,6 +116,8 @@ apis! {
     list_partition_reassignments,
     create_partitions,
     describe_cluster,
+    describe_quorum,
+    update_features,
     delete_records,
     find_coordinator,
     join_group,

@@ -70,6 +70,7 @@ throttled!(
     ListPartitionReassignmentsResponse,
     CreatePartitionsResponse,
     DescribeClusterResponse,
+    UpdateFeaturesResponse,
     DeleteRecordsResponse,
     FindCoordinatorResponse,
     JoinGroupResponse,
@@ -103,7 +104,8 @@ throttled!(
 unthrottled!(
     SaslHandshakeResponse,
     SaslAuthenticateResponse,
-    WriteTxnMarkersResponse
+    WriteTxnMarkersResponse,
+    DescribeQuorumResponse
 );
 
 /// The quotas in force for a request's connection, resolved once per
