@@ -6,7 +6,8 @@
 #   3. cargo test --release --workspace
 #   4. create/refresh .venv from tests/requirements.txt (skipped when unchanged)
 #   5. build the Java/Go RoundTrip clients (tests/clients/build.sh) and the Kafka
-#      Streams program (tests/streams/build.sh), then
+#      Streams program (tests/streams/build.sh), unpack Debian's kcat
+#      (tests/clients/kcat.sh), then
 #      pytest tests/e2e  (extra arguments to this script are passed to pytest)
 # Exits non-zero if any step fails. Environment:
 #   RUTOMQ_SKIP_CARGO=1    skip steps 2-3 (iterate on the e2e suite with an existing binary)
@@ -129,6 +130,13 @@ if [ -f tests/streams/build.sh ]; then
         echo "error: tests/streams/build.sh failed (continuing; test_streams will fail)" >&2
         status=1
     fi
+fi
+# Debian's kcat, unpacked from its packages (not installed), for the test
+# that librdkafka before 2.11 compresses against rutomq.
+log "tests/clients/kcat.sh (Debian's kcat)"
+if ! bash tests/clients/kcat.sh >/dev/null; then
+    echo "error: tests/clients/kcat.sh failed (continuing; test_admin_tools will fail)" >&2
+    status=1
 fi
 pytest_args=(-q tests/e2e)
 if "$VENV/bin/python" -c 'import pytest_timeout' 2>/dev/null; then

@@ -14,11 +14,18 @@
 #  - kafka-reassign-partitions --list shows none; --execute is refused with
 #    why (no replicas to move);
 #  - kafka-log-dirs shows the one virtual directory (the object store)
-#    with each partition's bytes there.
+#    with each partition's bytes there;
+#  - kafka-features describes group.version 1 and refuses a level change;
+#    kafka-metadata-quorum exits 1 at once with why there is no quorum;
+#  - Debian's kcat (librdkafka 2.0.2) sends compressed batches, which it
+#    does only against a broker that lists Produce v0-2 (checked: without
+#    the listing this test fails).
 # How: one agent, the tools through tests/clients/run.sh, confluent-kafka
 # to produce.
 
 import json
+import os
+import subprocess
 
 import pytest
 from confluent_kafka import Producer
@@ -135,6 +142,45 @@ def test_features_and_quorum_tools(agent, request):
     res = kafka_tool(run_sh, "org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server", boot,
                      "describe", "--status", ok=False, timeout=60)
     assert "no KRaft metadata quorum" in res.stdout + res.stderr, res.stdout + res.stderr
+
+
+KCAT_SH = os.path.join(os.path.dirname(__file__), "..", "clients", "kcat.sh")
+
+
+def test_debian_kcat_produces_compressed_batches(agent, tmp_path):
+    """Debian's kcat (librdkafka 2.0.2, older than 2.11) compresses only
+    against a broker that lists Produce v0-2 (KAFKA-18659): with each codec
+    its batches reach the object store compressed (the plain values are not
+    in it), and kcat reads them back; uncompressed, the values are there."""
+    kcat_dir = subprocess.run(["bash", KCAT_SH], capture_output=True, text=True, timeout=300,
+                              check=True).stdout.strip().splitlines()[-1]
+    kcat = os.path.join(kcat_dir, "kcat")
+    assert agent.object_store.startswith("file://"), agent.object_store
+    objects = agent.object_store[len("file://"):]
+
+    def stored():
+        blob = b""
+        for root, _, files in os.walk(objects):
+            for f in files:
+                with open(os.path.join(root, f), "rb") as fh:
+                    blob += fh.read()
+        return blob
+
+    for codec in ["gzip", "snappy", "lz4", "zstd", "none"]:
+        topic = unique_topic(f"kcat-{codec}")
+        marker = f"kcat-{codec}-value-"
+        values = [marker + "x" * 200 + str(i) for i in range(50)]
+        subprocess.run([kcat, "-P", "-b", agent.bootstrap, "-t", topic, "-p", "0",
+                        "-X", f"compression.codec={codec}", "-X", "topic.metadata.refresh.interval.ms=1000"],
+                       input="\n".join(values) + "\n", text=True, timeout=60, check=True)
+        got = subprocess.run([kcat, "-C", "-b", agent.bootstrap, "-t", topic, "-o", "beginning", "-e", "-q"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout.split()
+        assert got == values, (codec, got[:3])
+        plain = marker.encode() + b"x" * 200
+        if codec == "none":
+            assert plain in stored(), "uncompressed values are stored as they are"
+        else:
+            assert plain not in stored(), f"{codec}: kcat sent uncompressed batches"
 
 
 def agent_id(out):
