@@ -502,7 +502,7 @@ async fn script(bootstrap: &str, run: &str) -> Vec<String> {
     out.push(create_assigned(&c, &a("unknown"), -1, -1, &[(0, &[77])]).await);
     out.push(create_assigned(&c, &a("dup"), -1, -1, &[(0, &[1, 1])]).await);
     out.push(create_assigned(&c, &a("gap"), -1, -1, &[(0, &[1]), (2, &[1])]).await);
-    out.push(pages(&c, &[&a("asg")], 10, None).await.replace(&run, "run"));
+    out.push(pages(&c, &[&a("asg")], 10, None).await.replace(run, "run"));
 
     out.push(pages(&c, &[u, t], 2, None).await);
     out.push(pages(&c, &[u, t], 2, Some((t, 2))).await);
