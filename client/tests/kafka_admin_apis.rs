@@ -379,6 +379,30 @@ async fn update_feature(c: &Connection, feature: &str, level: i16, validate_only
     )
 }
 
+/// DescribeConfigs of BROKER `name`: code, and whether `num.partitions`
+/// and `broker.id` are among its configs (read-only ones).
+async fn broker_described(c: &Connection, name: &str) -> String {
+    use describe_configs_request::DescribeConfigsResource;
+    let req =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(4)
+            .with_resource_name(s(name))
+            .with_configuration_keys(None)]);
+    let resp = c.call_version(&req, 4).await.unwrap();
+    let r = &resp.results[0];
+    let has = |k: &str| {
+        r.configs
+            .iter()
+            .any(|e| e.name.as_str() == k && e.read_only && e.value.is_some())
+    };
+    format!(
+        "broker configs {name:?}: {} num.partitions {} broker.id {}",
+        r.error_code,
+        has("num.partitions"),
+        has("broker.id"),
+    )
+}
+
 /// The requests both brokers get, one line per answer.
 async fn script(bootstrap: &str, run: &str) -> Vec<String> {
     let c = admin(bootstrap).await;
@@ -554,6 +578,9 @@ async fn script(bootstrap: &str, run: &str) -> Vec<String> {
         )
         .await
         .unwrap();
+    for name in ["1", "", "7", "x"] {
+        out.push(broker_described(&c, name).await);
+    }
     out.push(update_feature(&c, "group.version", 1, false).await);
     out.push(update_feature(&c, "group.version", 1, true).await);
     out.push(update_feature(&c, "group.version", 9, false).await);

@@ -71,6 +71,13 @@ def test_kafka_admin_tools(agent, request, tmp_path):
     out = tool(configs_cmd, "--alter", *entity, "--add-config", "retention.ms=-5", ok=False)
     assert "InvalidConfigurationException" in out and "must be at least -1" in out, out
 
+    # The agent's own settings under Kafka's broker config names.
+    me = agent_id(tool(topics_cmd, "--describe", "--topic", topic))
+    out = tool(configs_cmd, "--describe", "--entity-type", "brokers", "--entity-name", str(me), "--all")
+    assert f"All configs for broker {me} are:" in out, out
+    assert "num.partitions=1 " in out and "auto.create.topics.enable=true " in out, out
+    assert "STATIC_BROKER_CONFIG" in out, out
+
     # The lowered max.message.bytes is in force.
     p = Producer({"bootstrap.servers": boot, "linger.ms": 0})
     errors = []

@@ -9,6 +9,138 @@ use crate::shard::Shard;
 
 /// `ConfigResource.Type` codes.
 pub const RESOURCE_TOPIC: i8 = 2;
+pub const RESOURCE_BROKER: i8 = 4;
+
+/// `config_source` of an agent's setting from its command line or
+/// environment (Kafka's STATIC_BROKER_CONFIG).
+pub const SOURCE_STATIC_BROKER: i8 = 4;
+
+/// One of an agent's settings under its Kafka broker config name.
+pub struct BrokerConfig {
+    pub name: &'static str,
+    pub value: Option<String>,
+    pub kind: crate::topics::Kind,
+    /// What it is on rutomq (DescribeConfigs' documentation).
+    pub doc: &'static str,
+}
+
+/// The agent's settings that Kafka names as broker configs, as
+/// DescribeConfigs of the agent's own id shows them: all read-only (set
+/// by `rutomq serve`'s flags; no broker config is dynamic yet).
+pub fn broker_configs(agent: &crate::agent::Agent) -> Vec<BrokerConfig> {
+    use crate::topics::Kind;
+    let sec = &agent.security;
+    let join = |f: &dyn Fn(&crate::security::Listener) -> String| {
+        sec.listeners.iter().map(f).collect::<Vec<_>>().join(",")
+    };
+    let c = |name, value: Option<String>, kind, doc| BrokerConfig {
+        name,
+        value,
+        kind,
+        doc,
+    };
+    let auth = sec.authorizer.as_ref();
+    vec![
+        c(
+            "node.id",
+            Some(agent.agent_id.to_string()),
+            Kind::Int,
+            "the agent's id, assigned by PostgreSQL when it registers",
+        ),
+        c(
+            "broker.id",
+            Some(agent.agent_id.to_string()),
+            Kind::Int,
+            "the agent's id (node.id)",
+        ),
+        c(
+            "broker.rack",
+            agent.cfg.rack.clone(),
+            Kind::String,
+            "--rack",
+        ),
+        c(
+            "auto.create.topics.enable",
+            Some(agent.cfg.auto_create_topics.to_string()),
+            Kind::Boolean,
+            "--auto-create-topics",
+        ),
+        c(
+            "num.partitions",
+            Some(agent.cfg.default_partitions.to_string()),
+            Kind::Int,
+            "--default-partitions",
+        ),
+        c(
+            "default.replication.factor",
+            Some("1".into()),
+            Kind::Int,
+            "records live in the object store, whose durability is its own; topics report factor 1",
+        ),
+        c(
+            "transaction.max.timeout.ms",
+            Some(agent.cfg.transaction_max_timeout_ms.to_string()),
+            Kind::Int,
+            "--transaction-max-timeout-ms",
+        ),
+        c(
+            "transactional.id.expiration.ms",
+            Some(agent.cfg.transactional_id_expiration_ms.to_string()),
+            Kind::Int,
+            "--transactional-id-expiration-ms",
+        ),
+        c(
+            "listeners",
+            Some(join(&|l| format!("{}://{}", l.name, l.bind))),
+            Kind::String,
+            "--listeners",
+        ),
+        c(
+            "advertised.listeners",
+            Some(join(&|l| {
+                format!("{}://{}:{}", l.name, l.advertised_host, l.advertised_port)
+            })),
+            Kind::String,
+            "--advertised-listeners",
+        ),
+        c(
+            "listener.security.protocol.map",
+            Some(join(&|l| format!("{}:{}", l.name, l.protocol.name()))),
+            Kind::String,
+            "--listener-security-protocol-map",
+        ),
+        c(
+            "sasl.enabled.mechanisms",
+            Some(
+                sec.sasl_mechanisms
+                    .iter()
+                    .map(|m| m.name())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+            Kind::List,
+            "--sasl-enabled-mechanisms",
+        ),
+        c(
+            "connections.max.reauth.ms",
+            Some(sec.reauth.map_or(0, |d| d.as_millis() as u64).to_string()),
+            Kind::Long,
+            "--connections-max-reauth-ms",
+        ),
+        c(
+            "super.users",
+            auth.map(|a| a.super_users.join(";")),
+            Kind::String,
+            "--super-users",
+        ),
+        c(
+            "allow.everyone.if.no.acl.found",
+            auth.map(|a| a.allow_if_no_acl.to_string()),
+            Kind::Boolean,
+            "--allow-everyone-if-no-acl-found",
+        ),
+    ]
+}
 
 /// A resource's outcome: the error code and message of its response entry.
 pub type Outcome = (ErrorCode, Option<String>);

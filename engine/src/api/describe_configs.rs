@@ -1,4 +1,4 @@
-//! DescribeConfigs (key 32) for topics; broker configs are not served.
+//! DescribeConfigs (key 32) for topics and for the agent itself (BROKER).
 
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -6,10 +6,12 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
 
 use super::access::allowed;
-use super::config_support::RESOURCE_TOPIC;
+use super::config_support::{
+    broker_configs, RESOURCE_BROKER, RESOURCE_TOPIC, SOURCE_STATIC_BROKER,
+};
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
-use crate::security::acl::{op, resource};
+use crate::security::acl::{op, resource, CLUSTER_NAME};
 use crate::shard::Shard;
 use crate::topics::{self, Effect, SOURCE_DEFAULT, SOURCE_TOPIC, TOPIC_CONFIGS};
 
@@ -26,11 +28,24 @@ pub async fn handle(
         let result = DescribeConfigsResult::default()
             .with_resource_type(r.resource_type)
             .with_resource_name(r.resource_name.clone());
+        let wanted = |k: &str| {
+            r.configuration_keys
+                .as_ref()
+                .is_none_or(|keys| keys.iter().any(|w| w.as_str() == k))
+        };
+        if r.resource_type == RESOURCE_BROKER {
+            let asked = (body.include_synonyms, body.include_documentation);
+            results.push(broker(shard, req, result, asked, wanted));
+            continue;
+        }
         if r.resource_type != RESOURCE_TOPIC {
+            let msg = format!("rutomq describes no configs of resource type {} yet", r.resource_type);
+            tracing::info!(client = %req.client_id(), resource_type = r.resource_type,
+                "DescribeConfigs refused: {msg}");
             results.push(
                 result
                     .with_error_code(ErrorCode::InvalidRequest.code())
-                    .with_error_message(Some(str_bytes("only topic configs can be described"))),
+                    .with_error_message(Some(str_bytes(&msg))),
             );
             continue;
         }
@@ -53,11 +68,6 @@ pub async fn handle(
                 results.push(result.with_error_code(code.code()));
                 continue;
             }
-        };
-        let wanted = |k: &str| {
-            r.configuration_keys
-                .as_ref()
-                .is_none_or(|keys| keys.iter().any(|w| w.as_str() == k))
         };
         let configs = TOPIC_CONFIGS
             .iter()
@@ -91,6 +101,75 @@ pub async fn handle(
         results.push(result.with_configs(configs));
     }
     DescribeConfigsResponse::default().with_results(results)
+}
+
+/// A BROKER resource: the agent's own id is its settings (read-only, as
+/// set by its flags); an empty name the cluster-wide dynamic defaults
+/// (none: no broker config is dynamic yet); another id is refused, as Kafka
+/// refuses it (each agent describes itself).
+fn broker(
+    shard: &Shard,
+    req: &Req,
+    result: DescribeConfigsResult,
+    (with_synonyms, with_documentation): (bool, bool),
+    wanted: impl Fn(&str) -> bool,
+) -> DescribeConfigsResult {
+    let fail = |r: DescribeConfigsResult, code: ErrorCode, msg: String| {
+        r.with_error_code(code.code())
+            .with_error_message(Some(str_bytes(&msg)))
+    };
+    // Kafka: DESCRIBE_CONFIGS on the cluster.
+    if !allowed(shard, req, op::DESCRIBE_CONFIGS, resource::CLUSTER, CLUSTER_NAME) {
+        return fail(
+            result,
+            ErrorCode::ClusterAuthorizationFailed,
+            "Authorization failed.".into(),
+        );
+    }
+    let name = result.resource_name.to_string();
+    if name.is_empty() {
+        return result;
+    }
+    let me = shard.agent.agent_id;
+    match name.parse::<i32>() {
+        Err(_) => {
+            return fail(
+                result,
+                ErrorCode::InvalidRequest,
+                format!("broker id must be an integer, not {name:?}"),
+            )
+        }
+        Ok(id) if id != me => {
+            return fail(
+                result,
+                ErrorCode::InvalidRequest,
+                format!("this is agent {me}, not {id}: each agent describes its own configs"),
+            )
+        }
+        Ok(_) => {}
+    }
+    let configs = broker_configs(&shard.agent)
+        .into_iter()
+        .filter(|c| wanted(c.name))
+        .map(|c| {
+            let synonyms = match (&c.value, with_synonyms) {
+                (Some(v), true) => vec![synonym(c.name, v, SOURCE_STATIC_BROKER)],
+                _ => Vec::new(),
+            };
+            DescribeConfigsResourceResult::default()
+                .with_name(str_bytes(c.name))
+                .with_value(c.value.as_deref().map(str_bytes))
+                .with_read_only(true)
+                .with_config_source(SOURCE_STATIC_BROKER)
+                .with_synonyms(synonyms)
+                .with_config_type(c.kind.code())
+                .with_documentation(
+                    with_documentation
+                        .then(|| str_bytes(&format!("{}: on rutomq, {}.", c.name, c.doc))),
+                )
+        })
+        .collect();
+    result.with_configs(configs)
 }
 
 fn synonym(name: &str, value: &str, source: i8) -> DescribeConfigsSynonym {
