@@ -403,6 +403,38 @@ async fn broker_described(c: &Connection, name: &str) -> String {
     )
 }
 
+/// The config requests of the script, one line per answer.
+#[rustfmt::skip]
+async fn config_script(c: &Connection, t: &str, u: &str) -> Vec<String> {
+    let keys = ["retention.ms", "cleanup.policy", "max.message.bytes"];
+    let (set, del, app, sub) = (0i8, 1i8, 2i8, 3i8);
+    let mut out = Vec::new();
+    out.push(incremental(c, &[(t, &[("retention.ms", set, Some("1234")), ("cleanup.policy", app, Some("compact"))])], false).await);
+    out.push(described(c, t, &keys).await);
+    out.push(incremental(c, &[(t, &[("cleanup.policy", sub, Some("delete"))])], false).await);
+    out.push(described(c, t, &keys).await);
+    out.push(incremental(c, &[(t, &[("retention.ms", del, None), ("max.message.bytes", set, Some("5000"))])], true).await);
+    out.push(described(c, t, &keys).await);
+    out.push(incremental(c, &[(t, &[("retention.ms", del, None), ("flush.ms", del, None)])], false).await);
+    out.push(described(c, t, &keys).await);
+    // Refusals: a bad value, APPEND to a non-list, an unknown name, a
+    // config named twice, an unknown topic, a resource named twice.
+    out.push(incremental(c, &[(t, &[("retention.ms", set, Some("-5"))])], false).await);
+    out.push(incremental(c, &[(t, &[("retention.ms", app, Some("5"))])], false).await);
+    out.push(incremental(c, &[(t, &[("no.such.config", set, Some("5"))])], false).await);
+    out.push(incremental(c, &[(t, &[("retention.ms", set, Some("5")), ("retention.ms", del, None)])], false).await);
+    out.push(incremental(c, &[("absent-topic", &[("retention.ms", set, Some("5"))])], false).await);
+    out.push(incremental(c, &[(t, &[("retention.ms", set, Some("6"))]), (u, &[("retention.ms", set, Some("7"))]), (t, &[("retention.ms", set, Some("8"))])], false).await);
+    out.push(described(c, t, &keys).await);
+    out.push(described(c, u, &keys).await);
+    // AlterConfigs: the configs given become all of the topic's own.
+    out.push(alter_legacy(c, t, &[("retention.ms", "99000")]).await);
+    out.push(described(c, t, &keys).await);
+    out.push(alter_legacy(c, t, &[("retention.ms", "-7")]).await);
+    out.push(alter_legacy(c, "absent-topic", &[("retention.ms", "1")]).await);
+    out
+}
+
 /// The requests both brokers get, one line per answer.
 async fn script(bootstrap: &str, run: &str) -> Vec<String> {
     let c = admin(bootstrap).await;
@@ -417,103 +449,7 @@ async fn script(bootstrap: &str, run: &str) -> Vec<String> {
         "{created:?}"
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let keys = ["retention.ms", "cleanup.policy", "max.message.bytes"];
-    let mut out = Vec::new();
-    let (set, del, app, sub) = (0i8, 1i8, 2i8, 3i8);
-    out.push(
-        incremental(
-            &c,
-            &[(
-                t,
-                &[
-                    ("retention.ms", set, Some("1234")),
-                    ("cleanup.policy", app, Some("compact")),
-                ],
-            )],
-            false,
-        )
-        .await,
-    );
-    out.push(described(&c, t, &keys).await);
-    out.push(
-        incremental(
-            &c,
-            &[(t, &[("cleanup.policy", sub, Some("delete"))])],
-            false,
-        )
-        .await,
-    );
-    out.push(described(&c, t, &keys).await);
-    out.push(
-        incremental(
-            &c,
-            &[(
-                t,
-                &[
-                    ("retention.ms", del, None),
-                    ("max.message.bytes", set, Some("5000")),
-                ],
-            )],
-            true,
-        )
-        .await,
-    );
-    out.push(described(&c, t, &keys).await);
-    out.push(
-        incremental(
-            &c,
-            &[(t, &[("retention.ms", del, None), ("flush.ms", del, None)])],
-            false,
-        )
-        .await,
-    );
-    out.push(described(&c, t, &keys).await);
-    // Refusals: a bad value, APPEND to a non-list, an unknown name, a
-    // config named twice, an unknown topic, a resource named twice.
-    out.push(incremental(&c, &[(t, &[("retention.ms", set, Some("-5"))])], false).await);
-    out.push(incremental(&c, &[(t, &[("retention.ms", app, Some("5"))])], false).await);
-    out.push(incremental(&c, &[(t, &[("no.such.config", set, Some("5"))])], false).await);
-    out.push(
-        incremental(
-            &c,
-            &[(
-                t,
-                &[
-                    ("retention.ms", set, Some("5")),
-                    ("retention.ms", del, None),
-                ],
-            )],
-            false,
-        )
-        .await,
-    );
-    out.push(
-        incremental(
-            &c,
-            &[("absent-topic", &[("retention.ms", set, Some("5"))])],
-            false,
-        )
-        .await,
-    );
-    out.push(
-        incremental(
-            &c,
-            &[
-                (t, &[("retention.ms", set, Some("6"))]),
-                (u, &[("retention.ms", set, Some("7"))]),
-                (t, &[("retention.ms", set, Some("8"))]),
-            ],
-            false,
-        )
-        .await,
-    );
-    out.push(described(&c, t, &keys).await);
-    out.push(described(&c, u, &keys).await);
-    // AlterConfigs: the configs given become all of the topic's own.
-    out.push(alter_legacy(&c, t, &[("retention.ms", "99000")]).await);
-    out.push(described(&c, t, &keys).await);
-    out.push(alter_legacy(&c, t, &[("retention.ms", "-7")]).await);
-    out.push(alter_legacy(&c, "absent-topic", &[("retention.ms", "1")]).await);
+    let mut out = config_script(&c, t, u).await;
 
     // Manual replica assignments: the one broker (id 1 on both) for each
     // partition; each way Kafka refuses one.

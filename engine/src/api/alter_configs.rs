@@ -4,9 +4,10 @@
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ApiKey};
 
-use super::config_support::{alter_topic, repeated, unserved, Outcome, RESOURCE_TOPIC};
+use super::config_support::{
+    alter_topic, config_twice, named_twice, repeated, unserved, Outcome, RESOURCE_TOPIC,
+};
 use super::{str_bytes, Api, Req};
-use crate::error::ErrorCode;
 use crate::shard::Shard;
 use crate::topics;
 
@@ -24,17 +25,11 @@ pub async fn handle(shard: &Shard, req: &Req, body: AlterConfigsRequest) -> Alte
             .map(|c| (c.name.as_str().to_owned(), c.value.as_ref().map(|v| v.as_str().to_owned())))
             .collect();
         let (code, msg): Outcome = if twice.contains(&(r.resource_type, &r.resource_name)) {
-            (
-                ErrorCode::InvalidRequest,
-                Some(format!("resource {name:?} is named twice in the request")),
-            )
+            named_twice(name)
         } else if r.resource_type != RESOURCE_TOPIC {
             unserved(req, r.resource_type, name)
         } else if let Some(n) = repeated(configs.iter().map(|(n, _)| n)).first() {
-            (
-                ErrorCode::InvalidRequest,
-                Some(format!("config {n:?} is named twice for one resource")),
-            )
+            config_twice(n)
         } else {
             alter_topic(shard, req, name, body.validate_only, move |_| replace(configs)).await
         };

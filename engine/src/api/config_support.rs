@@ -198,6 +198,22 @@ where
     }
 }
 
+/// The outcome of a resource the request names twice.
+pub fn named_twice(name: &str) -> Outcome {
+    (
+        ErrorCode::InvalidRequest,
+        Some(format!("resource {name:?} is named twice in the request")),
+    )
+}
+
+/// The outcome of a config one resource names twice.
+pub fn config_twice(name: &str) -> Outcome {
+    (
+        ErrorCode::InvalidRequest,
+        Some(format!("config {name:?} is named twice for one resource")),
+    )
+}
+
 /// The names that occur more than once among `names` (Kafka refuses a
 /// request naming a resource, or a config of one resource, twice).
 pub fn repeated<T: PartialEq>(names: impl Iterator<Item = T> + Clone) -> Vec<T> {

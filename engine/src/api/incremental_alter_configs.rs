@@ -6,7 +6,9 @@ use kafka_protocol::messages::{
     ApiKey, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 
-use super::config_support::{alter_topic, repeated, unserved, Outcome, RESOURCE_TOPIC};
+use super::config_support::{
+    alter_topic, config_twice, named_twice, repeated, unserved, Outcome, RESOURCE_TOPIC,
+};
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
@@ -26,15 +28,12 @@ pub async fn handle(
     for r in &body.resources {
         let name = r.resource_name.as_str();
         let (code, msg): Outcome = if twice.contains(&(r.resource_type, &r.resource_name)) {
-            (
-                ErrorCode::InvalidRequest,
-                Some(format!("resource {name:?} is named twice in the request")),
-            )
+            named_twice(name)
         } else if r.resource_type != RESOURCE_TOPIC {
             unserved(req, r.resource_type, name)
         } else {
             match ops(r) {
-                Err(msg) => (ErrorCode::InvalidRequest, Some(msg)),
+                Err(outcome) => outcome,
                 Ok(ops) => {
                     alter_topic(shard, req, name, body.validate_only, move |configs| {
                         let ops: Vec<_> = ops
@@ -64,16 +63,21 @@ type Op = (String, AlterOp, Option<String>);
 /// named twice, an unknown operation code).
 fn ops(
     r: &kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource,
-) -> Result<Vec<Op>, String> {
+) -> Result<Vec<Op>, Outcome> {
     let twice = repeated(r.configs.iter().map(|c| c.name.as_str()));
     if let Some(n) = twice.first() {
-        return Err(format!("config {n:?} is named twice for one resource"));
+        return Err(config_twice(n));
     }
     r.configs
         .iter()
         .map(|c| {
             let op = AlterOp::from_code(c.config_operation).ok_or_else(|| {
-                format!("unknown config operation {} for {:?}", c.config_operation, c.name.as_str())
+                let msg = format!(
+                    "unknown config operation {} for {:?}",
+                    c.config_operation,
+                    c.name.as_str()
+                );
+                (ErrorCode::InvalidRequest, Some(msg))
             })?;
             Ok((c.name.as_str().to_owned(), op, c.value.as_ref().map(|v| v.as_str().to_owned())))
         })

@@ -126,6 +126,27 @@ where
         .build()
         .unwrap();
     let url = pg.url.clone();
+    // The notice listener connects in the background (the agent reloads
+    // its copies periodically for what it misses meanwhile); a test waits
+    // until it hears a probe, so no notice the test causes is sent before
+    // it listens.
+    rt.block_on(async {
+        let probe = rutomq_meta::connect(&url)
+            .await
+            .expect("a probe connection");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !heard.lock().unwrap().iter().any(|h| h.0 == Kind::Quotas) {
+            assert!(
+                Instant::now() < deadline,
+                "the notice listener never listened"
+            );
+            probe.batch_execute("NOTIFY rutomq_quotas").await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // Probes still on their way are heard before the test starts.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        heard.lock().unwrap().clear();
+    });
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         rt.block_on(body(Pg { meta, url, heard }))
     }));
