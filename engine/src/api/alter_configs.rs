@@ -24,7 +24,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: AlterConfigsRequest) -> Alte
             .iter()
             .map(|c| (c.name.as_str().to_owned(), c.value.as_ref().map(|v| v.as_str().to_owned())))
             .collect();
-        let (code, msg): Outcome = if twice.contains(&(r.resource_type, &r.resource_name)) {
+        let (code, msg): Outcome = if twice.binary_search(&(r.resource_type, &r.resource_name)).is_ok() {
             named_twice(name)
         } else if r.resource_type != RESOURCE_TOPIC {
             unserved(req, r.resource_type, name)

@@ -27,7 +27,7 @@ pub async fn handle(
     let mut responses = Vec::with_capacity(body.resources.len());
     for r in &body.resources {
         let name = r.resource_name.as_str();
-        let (code, msg): Outcome = if twice.contains(&(r.resource_type, &r.resource_name)) {
+        let (code, msg): Outcome = if twice.binary_search(&(r.resource_type, &r.resource_name)).is_ok() {
             named_twice(name)
         } else if r.resource_type != RESOURCE_TOPIC {
             unserved(req, r.resource_type, name)
