@@ -47,17 +47,18 @@ pub async fn handle(
             .map(|all| all.into_iter().map(|t| (t, None)).collect())
             .map_err(code),
         Some(list) => {
-            let names: Vec<String> = list.iter().map(|t| t.topic.0.to_string()).collect();
+            // The partitions asked for, by topic (a topic may be named twice).
+            let mut parts: HashMap<String, Vec<i32>> = HashMap::new();
+            for l in list {
+                parts.entry(l.topic.0.to_string()).or_default().extend(l.partitions);
+            }
+            let names: Vec<String> = parts.keys().cloned().collect();
             shard.agent.meta.load_topics(Some(names)).await.map_err(code).map(|found| {
                 found
                     .into_iter()
                     .map(|t| {
-                        let parts = list
-                            .iter()
-                            .filter(|l| l.topic.as_str() == t.name)
-                            .flat_map(|l| l.partitions.iter().copied())
-                            .collect();
-                        (t, Some(parts))
+                        let p = parts.remove(&t.name);
+                        (t, p)
                     })
                     .collect()
             })

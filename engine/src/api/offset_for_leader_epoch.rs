@@ -40,26 +40,31 @@ pub async fn handle(
         } else {
             Err(ErrorCode::TopicAuthorizationFailed)
         };
-        let mut parts = Vec::with_capacity(t.partitions.len());
-        for p in t.partitions {
-            let answer = EpochEndOffset::default()
-                .with_partition(p.partition)
-                .with_leader_epoch(UNDEFINED)
-                .with_end_offset(-1);
-            let outcome = match &topic {
-                Err(code) => Err(*code),
-                Ok(Some(rec)) if (0..rec.partitions).contains(&p.partition) => {
-                    end_of(shard, rec.topic_id, p.partition, p.current_leader_epoch, p.leader_epoch)
-                        .await
+        // The partitions' lookups go to PostgreSQL together (the metadata
+        // thread pipelines them), not one round trip after another.
+        let parts = futures::future::join_all(t.partitions.iter().map(|p| {
+            let topic = &topic;
+            async move {
+                let answer = EpochEndOffset::default()
+                    .with_partition(p.partition)
+                    .with_leader_epoch(UNDEFINED)
+                    .with_end_offset(-1);
+                let outcome = match topic {
+                    Err(code) => Err(*code),
+                    Ok(Some(rec)) if (0..rec.partitions).contains(&p.partition) => {
+                        let (current, epoch) = (p.current_leader_epoch, p.leader_epoch);
+                        end_of(shard, rec.topic_id, p.partition, current, epoch).await
+                    }
+                    Ok(_) => Err(ErrorCode::UnknownTopicOrPartition),
+                };
+                match outcome {
+                    Ok(Some(end)) => answer.with_leader_epoch(LEADER_EPOCH).with_end_offset(end),
+                    Ok(None) => answer,
+                    Err(code) => answer.with_error_code(code.code()),
                 }
-                Ok(_) => Err(ErrorCode::UnknownTopicOrPartition),
-            };
-            parts.push(match outcome {
-                Ok(Some(end)) => answer.with_leader_epoch(LEADER_EPOCH).with_end_offset(end),
-                Ok(None) => answer,
-                Err(code) => answer.with_error_code(code.code()),
-            });
-        }
+            }
+        }))
+        .await;
         topics.push(
             OffsetForLeaderTopicResult::default()
                 .with_topic(t.topic)
