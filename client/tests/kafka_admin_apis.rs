@@ -82,8 +82,16 @@ async fn incremental(
     format!("incremental {}", codes.join(" "))
 }
 
+/// Kafka's broker applies a config change once its controller's record
+/// reaches it, a moment after answering: a describe at once may show the
+/// state before (rutomq's shows the change at once).
+async fn settle() {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
 /// DescribeConfigs of a topic's `keys`: value and source of each.
 async fn described(c: &Connection, topic: &str, keys: &[&str]) -> String {
+    settle().await;
     use describe_configs_request::DescribeConfigsResource;
     let req =
         DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
@@ -435,6 +443,169 @@ async fn config_script(c: &Connection, t: &str, u: &str) -> Vec<String> {
     out
 }
 
+/// IncrementalAlterConfigs of one resource of any type.
+async fn incremental_of(c: &Connection, ty: i8, name: &str, ops: &[ConfigOp<'_>]) -> String {
+    use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+        AlterConfigsResource::default()
+            .with_resource_type(ty)
+            .with_resource_name(s(name))
+            .with_configs(
+                ops.iter()
+                    .map(|(n, op, v)| {
+                        AlterableConfig::default()
+                            .with_name(s(n))
+                            .with_config_operation(*op)
+                            .with_value(v.map(s))
+                    })
+                    .collect(),
+            ),
+    ]);
+    let resp = c.call_version(&req, 1).await.unwrap();
+    format!(
+        "incremental {ty}/{name:?} {:?}: {}",
+        ops.iter().map(|o| o.0).collect::<Vec<_>>(),
+        resp.responses[0].error_code
+    )
+}
+
+/// AlterConfigs (legacy) of one resource of any type.
+async fn legacy_of(c: &Connection, ty: i8, name: &str, configs: &[(&str, &str)]) -> String {
+    use alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let req = AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+        .with_resource_type(ty)
+        .with_resource_name(s(name))
+        .with_configs(
+            configs
+                .iter()
+                .map(|(n, v)| {
+                    AlterableConfig::default()
+                        .with_name(s(n))
+                        .with_value(Some(s(v)))
+                })
+                .collect(),
+        )]);
+    let resp = c.call_version(&req, 2).await.unwrap();
+    format!("legacy {ty}/{name:?}: {}", resp.responses[0].error_code)
+}
+
+/// DescribeConfigs of one resource of any type with synonyms: each
+/// config's value, source, sensitivity and synonyms (`keys` or all).
+async fn described_of(c: &Connection, ty: i8, name: &str, keys: Option<&[&str]>) -> String {
+    settle().await;
+    use describe_configs_request::DescribeConfigsResource;
+    let req = DescribeConfigsRequest::default()
+        .with_include_synonyms(true)
+        .with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(ty)
+            .with_resource_name(s(name))
+            .with_configuration_keys(
+                keys.map(|k| k.iter().map(|k| s(k)).collect()),
+            )]);
+    let resp = c.call_version(&req, 4).await.unwrap();
+    let r = &resp.results[0];
+    let mut v: Vec<String> = r
+        .configs
+        .iter()
+        .map(|e| {
+            let syn: Vec<String> = e
+                .synonyms
+                .iter()
+                .map(|y| {
+                    format!(
+                        "{}:{}={}",
+                        y.source,
+                        y.name.as_str(),
+                        y.value.as_deref().map_or("null", |v| v)
+                    )
+                })
+                .collect();
+            format!(
+                "{}={} ({}{}{}) [{}]",
+                e.name.as_str(),
+                e.value.as_deref().map_or("null", |v| v),
+                e.config_source,
+                if e.is_sensitive { " sensitive" } else { "" },
+                if e.read_only { " read-only" } else { "" },
+                syn.join(", ")
+            )
+        })
+        .collect();
+    v.sort();
+    format!("describe {ty}/{name:?} {} {}", r.error_code, v.join(" "))
+}
+
+/// ListConfigResources at `version` of `types`.
+async fn listed_of(c: &Connection, version: i16, types: &[i8]) -> String {
+    settle().await;
+    let req = ListConfigResourcesRequest::default().with_resource_types(types.to_vec());
+    let resp = c.call_version(&req, version).await.unwrap();
+    let mut v: Vec<String> = resp
+        .config_resources
+        .iter()
+        .map(|r| format!("{}/{}", r.resource_type, r.resource_name.as_str()))
+        .collect();
+    v.sort();
+    format!(
+        "list v{version} {types:?}: {} [{}]",
+        resp.error_code,
+        v.join(" ")
+    )
+}
+
+/// Dynamic configs of brokers (one agent's and the cluster default),
+/// groups and client-metrics subscriptions, one line per answer; `t` is a
+/// topic that sets no configs of its own.
+#[rustfmt::skip]
+async fn dynamic_script(c: &Connection, t: &str, g: &str) -> Vec<String> {
+    const BROKER: i8 = 4;
+    const METRICS: i8 = 16;
+    const GROUP: i8 = 32;
+    let (set, del) = (0i8, 1i8);
+    let mut out = Vec::new();
+    out.push(incremental_of(c, BROKER, "1", &[("sasl.kerberos.min.time.before.relogin", set, Some("58000"))]).await);
+    out.push(incremental_of(c, BROKER, "", &[("log.retention.ms", set, Some("1000000")), ("foo.bar", set, Some("1"))]).await);
+    out.push(incremental_of(c, BROKER, "1", &[("num.partitions", set, Some("3"))]).await);
+    out.push(incremental_of(c, BROKER, "", &[("log.retention.ms", set, Some("abc"))]).await);
+    out.push(incremental_of(c, BROKER, "", &[("sasl.kerberos.min.time.before.relogin", set, Some("1"))]).await);
+    out.push(incremental_of(c, BROKER, "", &[("message.max.bytes", set, Some("-1"))]).await);
+    out.push(described_of(c, BROKER, "", Some(&["log.retention.ms", "foo.bar"])).await);
+    out.push(described_of(c, BROKER, "1", Some(&["sasl.kerberos.min.time.before.relogin", "log.retention.ms", "foo.bar"])).await);
+    out.push(described_of(c, 2, t, Some(&["retention.ms", "retention.bytes"])).await);
+    out.push(legacy_of(c, BROKER, "1", &[("sasl.kerberos.min.time.before.relogin", "59000")]).await);
+    out.push(described_of(c, BROKER, "1", Some(&["sasl.kerberos.min.time.before.relogin"])).await);
+    out.push(incremental_of(c, BROKER, "", &[("log.retention.ms", del, None), ("foo.bar", del, None)]).await);
+    out.push(incremental_of(c, BROKER, "1", &[("sasl.kerberos.min.time.before.relogin", del, None)]).await);
+    out.push(described_of(c, BROKER, "", Some(&["log.retention.ms", "foo.bar"])).await);
+    // (Kafka's synonyms of a topic config vary with its broker's history.)
+    out.push(described(c, t, &["retention.ms"]).await);
+
+    out.push(incremental_of(c, GROUP, g, &[("consumer.session.timeout.ms", set, Some("50000"))]).await);
+    out.push(incremental_of(c, GROUP, g, &[("consumer.session.timeout.ms", set, Some("5000"))]).await);
+    out.push(incremental_of(c, GROUP, g, &[("foo", set, Some("1"))]).await);
+    out.push(incremental_of(c, GROUP, g, &[("consumer.heartbeat.interval.ms", set, Some("abc"))]).await);
+    out.push(incremental_of(c, GROUP, g, &[("share.auto.offset.reset", set, Some("by_duration:PT1H"))]).await);
+    let group_keys = ["consumer.heartbeat.interval.ms", "consumer.session.timeout.ms", "share.auto.offset.reset", "share.record.lock.duration.ms", "streams.session.timeout.ms"];
+    out.push(described_of(c, GROUP, g, Some(&group_keys)).await);
+    out.push(described_of(c, GROUP, "no-such-group", Some(&["consumer.session.timeout.ms"])).await);
+    out.push(legacy_of(c, GROUP, g, &[("consumer.heartbeat.interval.ms", "6000")]).await);
+    out.push(described_of(c, GROUP, g, Some(&group_keys)).await);
+
+    out.push(incremental_of(c, METRICS, "cm1", &[("metrics", set, Some("org.apache.kafka.producer.")), ("interval.ms", set, Some("1000")), ("match", set, Some("client_id=a.*"))]).await);
+    out.push(incremental_of(c, METRICS, "cm2", &[("interval.ms", set, Some("10"))]).await);
+    out.push(incremental_of(c, METRICS, "cm2", &[("match", set, Some("foo=a"))]).await);
+    out.push(incremental_of(c, METRICS, "cm2", &[("match", set, Some("client_id=("))]).await);
+    out.push(incremental_of(c, METRICS, "cm2", &[("bar", set, Some("1"))]).await);
+    out.push(described_of(c, METRICS, "cm1", None).await);
+    out.push(listed_of(c, 0, &[]).await);
+    out.push(listed_of(c, 1, &[METRICS]).await);
+    out.push(listed_of(c, 1, &[GROUP]).await);
+    out.push(listed_of(c, 1, &[BROKER, 8]).await);
+    out.push(incremental_of(c, METRICS, "cm1", &[("metrics", del, None), ("interval.ms", del, None), ("match", del, None)]).await);
+    out.push(listed_of(c, 1, &[METRICS]).await);
+    out
+}
+
 /// The requests both brokers get, one line per answer.
 async fn script(bootstrap: &str, run: &str) -> Vec<String> {
     let c = admin(bootstrap).await;
@@ -450,6 +621,18 @@ async fn script(bootstrap: &str, run: &str) -> Vec<String> {
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
     let mut out = config_script(&c, t, u).await;
+    let (plain, g) = (format!("plain-{run}"), format!("grp-{run}"));
+    let made = c
+        .call_version(&common::create_topics_request(&[(&plain, 1)]), 7)
+        .await
+        .unwrap();
+    assert_eq!(made.topics[0].error_code, 0);
+    out.extend(
+        dynamic_script(&c, &plain, &g)
+            .await
+            .into_iter()
+            .map(|l| l.replace(run, "run")),
+    );
 
     // Manual replica assignments: the one broker (id 1 on both) for each
     // partition; each way Kafka refuses one.

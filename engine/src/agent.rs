@@ -62,6 +62,8 @@ pub struct Agent {
     pub authorizer: Option<Arc<crate::security::authorizer::Authorizer>>,
     /// The client quotas and the sensors enforcing them.
     pub quotas: Arc<crate::quota::Quotas>,
+    /// Broker, group and client-metrics configs set at runtime.
+    pub dynamic: Arc<crate::dynamic::Dynamic>,
 }
 
 impl Agent {

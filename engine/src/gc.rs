@@ -33,7 +33,7 @@ use crate::limits::{
     GC_DELETE_CHUNK_OBJECTS, GC_DELETE_CHUNK_PACE_MAX, GC_DELETE_SPREAD_FRACTION,
     GC_OBJECTS_PER_ROUND_MAX, GC_STEP_REPEATS_MAX, RETIRED_SPANS_PER_TX_MAX,
 };
-use crate::topics::{config_i64, is_deleting, RETENTION_BYTES, RETENTION_MS};
+use crate::topics::{config_i64, is_deleting, TopicDefaults, RETENTION_BYTES, RETENTION_MS};
 
 #[derive(Clone, Copy, Debug)]
 pub struct GcConfig {
@@ -79,7 +79,13 @@ impl GcConfig {
 /// Whether this agent applies retention to a topic.
 pub type RetentionOwner = Box<dyn Fn(uuid::Uuid) -> bool + Send + Sync>;
 
-pub async fn run(meta: Meta, storage: Storage, cfg: GcConfig, owns: RetentionOwner) {
+pub async fn run(
+    meta: Meta,
+    storage: Storage,
+    cfg: GcConfig,
+    owns: RetentionOwner,
+    dynamic: std::sync::Arc<crate::dynamic::Dynamic>,
+) {
     let mut tick = tokio::time::interval(cfg.interval);
     // A long round is followed by one interval of rest, not by a burst of
     // rounds making up for the ticks it missed.
@@ -97,11 +103,13 @@ pub async fn run(meta: Meta, storage: Storage, cfg: GcConfig, owns: RetentionOwn
         // A round that panics (a bug) must not end the collector: retention
         // and deletions would stop silently. It is logged and the next round
         // starts its listing afresh.
+        let configs = dynamic.copy.get();
         let outcome = std::panic::AssertUnwindSafe(round(
             &meta,
             &storage,
             &cfg,
             retention.then_some(&*owns),
+            configs.topic_defaults(),
             orphans,
             &mut cursor,
         ))
@@ -135,19 +143,20 @@ pub struct Collected {
     pub uncommitted: usize,
 }
 
-/// One round; `retention` adds step 1 for the topics it says yes to,
-/// `orphans` the orphan scans.
+/// One round; `retention` adds step 1 for the topics it says yes to (with
+/// the cluster's topic config `defaults`), `orphans` the orphan scans.
 pub async fn round(
     meta: &Meta,
     storage: &Storage,
     cfg: &GcConfig,
     retention: Option<&(dyn Fn(uuid::Uuid) -> bool + Send + Sync)>,
+    defaults: &TopicDefaults,
     orphans: bool,
     cursor: &mut Option<String>,
 ) -> anyhow::Result<Collected> {
     let mut done = Collected::default();
     if let Some(owns) = retention {
-        done.log_starts_moved = apply_retention(meta, owns).await?;
+        done.log_starts_moved = apply_retention(meta, owns, defaults).await?;
     }
     for _ in 0..GC_STEP_REPEATS_MAX {
         let Some((dropped, _marked)) = meta
@@ -217,17 +226,18 @@ pub async fn round(
 pub async fn apply_retention(
     meta: &Meta,
     owns: &(dyn Fn(uuid::Uuid) -> bool + Send + Sync),
+    defaults: &TopicDefaults,
 ) -> anyhow::Result<usize> {
     let now_ms = crate::wall::now_ms();
     let mut moved = 0;
     for topic in meta.load_topics(None).await? {
         // Time and size retention belong to cleanup.policy `delete` (alone
         // or with `compact`); a compact-only topic keeps its history.
-        if !owns(topic.topic_id) || !is_deleting(&topic) {
+        if !owns(topic.topic_id) || !is_deleting(&topic, defaults) {
             continue;
         }
-        let ms = config_i64(&topic, RETENTION_MS).filter(|&v| v >= 0);
-        let bytes = config_i64(&topic, RETENTION_BYTES).filter(|&v| v >= 0);
+        let ms = config_i64(&topic, defaults, RETENTION_MS).filter(|&v| v >= 0);
+        let bytes = config_i64(&topic, defaults, RETENTION_BYTES).filter(|&v| v >= 0);
         if ms.is_none() && bytes.is_none() {
             continue;
         }

@@ -243,6 +243,13 @@ pub const ACLS_REFRESH: Duration = Duration::from_secs(30);
 /// without a `rutomq_quotas` notice, and at once on one: no agent enforces
 /// quotas older than this.
 pub const QUOTAS_REFRESH: Duration = Duration::from_secs(30);
+/// The agent's copy of the dynamic configs (broker, group, client-metrics)
+/// is reloaded this often even without a `rutomq_configs` notice, and at
+/// once on one.
+pub const CONFIGS_REFRESH: Duration = Duration::from_secs(30);
+/// Compiled size a client-metrics `match` pattern may take (regex crate's
+/// size limit): every agent holds every subscription's patterns.
+pub const CLIENT_MATCH_REGEX_BYTES: usize = 64 << 10;
 /// A quota's rate is measured over this many samples (Kafka's
 /// `quota.window.num`) ...
 pub const QUOTA_WINDOW_SAMPLES: usize = 11;

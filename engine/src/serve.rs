@@ -77,6 +77,8 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     let on_acls = acls_changed.clone();
     let quotas_changed = Arc::new(tokio::sync::Notify::new());
     let on_quotas = quotas_changed.clone();
+    let configs_changed = Arc::new(tokio::sync::Notify::new());
+    let on_configs = configs_changed.clone();
     let (meta, meta_join) = Meta::start(
         url,
         Box::new(move |notice| match notice {
@@ -87,6 +89,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             Notice::CredentialsChanged(_) => on_credentials.notify_one(),
             Notice::AclsChanged => on_acls.notify_one(),
             Notice::QuotasChanged => on_quotas.notify_one(),
+            Notice::ConfigsChanged => on_configs.notify_one(),
         }),
     )
     .context("cannot reach PostgreSQL")?;
@@ -130,6 +133,10 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     let quotas = Arc::new(crate::quota::Quotas::default());
     rt.block_on(quotas.reload(&meta))
         .context("cannot load the client quotas")?;
+    // Topic defaults and group configs apply from the first request too.
+    let dynamic = Arc::new(crate::dynamic::Dynamic::default());
+    rt.block_on(dynamic.reload(&meta))
+        .context("cannot load the dynamic configs")?;
     tracing::info!(agent_id, %object_store_url, shards = shards_n, flush_interval_ms = flush_interval.as_millis() as u64, "agent registered");
 
     let flush = Flush::new(flush_interval, args.flush_bytes);
@@ -185,6 +192,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         tls: tls.clone(),
         authorizer: authorizer.clone(),
         quotas: quotas.clone(),
+        dynamic: dynamic.clone(),
     });
     refresh_cluster(&rt, &agent);
     let weak = Arc::downgrade(&agent);
@@ -220,6 +228,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             Duration::from_millis(args.file_delete_delay_ms),
         ),
         Box::new(move |topic_id| owner.retains(topic_id)),
+        dynamic.clone(),
     ));
     // Compacted topics, by the agents leading their partitions.
     let owner = agent.clone();
@@ -236,6 +245,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         },
         Box::new(move |topic_id, partition| owner.compacts(topic_id, partition)),
         agent.compaction_stats.clone(),
+        dynamic.clone(),
     )
     .context("cannot start the compactor thread")?;
     // Open transactions past their timeout are aborted by their coordinator.
@@ -260,6 +270,16 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             let every = crate::limits::QUOTAS_REFRESH;
             crate::control::keep("client quotas", every, quotas_changed, || {
                 quotas.reload(&meta)
+            })
+            .await
+        });
+    }
+    {
+        let (meta, dynamic) = (meta.clone(), dynamic.clone());
+        storage.spawn(async move {
+            let every = crate::limits::CONFIGS_REFRESH;
+            crate::control::keep("dynamic configs", every, configs_changed, || {
+                dynamic.reload(&meta)
             })
             .await
         });

@@ -11,6 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::{commit, object_of, wait_heard, with_meta, Kind, Pg};
 use rutomq::gc::{self, GcConfig};
+use rutomq::topics::TopicDefaults;
 use rutomq_meta::{LogStartOutcome, Meta};
 use uuid::Uuid;
 
@@ -71,9 +72,16 @@ fn retention_bytes_keeps_the_newest_spans_over_the_limit() {
         }
         assert_eq!(state(&pg, t, 0).await, (0, 50, 500));
         // Another agent's topic: left alone.
-        assert_eq!(gc::apply_retention(meta, &|_| false).await.unwrap(), 0);
+        assert_eq!(
+            gc::apply_retention(meta, &|_| false, &TopicDefaults::NONE)
+                .await
+                .unwrap(),
+            0
+        );
         assert_eq!(state(&pg, t, 0).await, (0, 50, 500));
-        let moved = gc::apply_retention(meta, &|_| true).await.unwrap();
+        let moved = gc::apply_retention(meta, &|_| true, &TopicDefaults::NONE)
+            .await
+            .unwrap();
         assert_eq!(moved, 1);
         // As Kafka: retire the oldest while what is left stays >= 250.
         assert_eq!(state(&pg, t, 0).await, (20, 50, 300));
@@ -82,7 +90,12 @@ fn retention_bytes_keeps_the_newest_spans_over_the_limit() {
         })
         .await;
         // Nothing more to retire: a second round is a no-op.
-        assert_eq!(gc::apply_retention(meta, &|_| true).await.unwrap(), 0);
+        assert_eq!(
+            gc::apply_retention(meta, &|_| true, &TopicDefaults::NONE)
+                .await
+                .unwrap(),
+            0
+        );
 
         // The retired spans go, their objects become due (no delay here).
         let dropped = meta
@@ -130,7 +143,12 @@ fn retention_ms_retires_old_spans_and_a_shared_object_waits_for_all() {
         )
         .await
         .unwrap();
-        assert_eq!(gc::apply_retention(meta, &|_| true).await.unwrap(), 1);
+        assert_eq!(
+            gc::apply_retention(meta, &|_| true, &TopicDefaults::NONE)
+                .await
+                .unwrap(),
+            1
+        );
         assert_eq!(state(&pg, t, 0).await, (10, 15, 100));
         assert_eq!(state(&pg, t, 1).await, (0, 5, 100));
 
@@ -197,7 +215,12 @@ fn delete_records_moves_log_starts_like_kafka() {
         let out = meta.advance_log_starts(t, vec![(0, 31)]).await.unwrap();
         assert_eq!(out, vec![(0, LogStartOutcome::OffsetOutOfRange)]);
         // retention.ms=-1 (and no retention.bytes): retention leaves it.
-        assert_eq!(gc::apply_retention(meta, &|_| true).await.unwrap(), 0);
+        assert_eq!(
+            gc::apply_retention(meta, &|_| true, &TopicDefaults::NONE)
+                .await
+                .unwrap(),
+            0
+        );
         let out = meta.advance_log_starts(t, vec![(0, 20)]).await.unwrap();
         assert_eq!(out, vec![(0, LogStartOutcome::Moved { low_watermark: 20 })]);
         assert_eq!(state(&pg, t, 0).await, (20, 30, 100));
@@ -283,9 +306,17 @@ fn a_collector_round_deletes_retired_objects() {
             Duration::ZERO,
         );
         assert_eq!((cfg.retention_every, cfg.orphan_every), (1, 60));
-        let done = gc::round(meta, &storage, &cfg, Some(&|_| true), true, &mut None)
-            .await
-            .unwrap();
+        let done = gc::round(
+            meta,
+            &storage,
+            &cfg,
+            Some(&|_| true),
+            &TopicDefaults::NONE,
+            true,
+            &mut None,
+        )
+        .await
+        .unwrap();
         // retention.bytes=0 retires everything: the log is empty, at 3.
         assert_eq!(
             (

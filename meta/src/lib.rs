@@ -15,6 +15,7 @@
 pub mod acl;
 pub mod commit;
 pub mod compact;
+pub mod dynamic;
 pub mod groups;
 pub mod limits;
 mod notify;
@@ -174,6 +175,8 @@ pub enum Notice {
     AclsChanged,
     /// Client quotas were altered (migration 9).
     QuotasChanged,
+    /// Dynamic configs were altered (migration 10).
+    ConfigsChanged,
 }
 
 /// Called with every notification.
@@ -331,6 +334,7 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaErro
         (7, include_str!("../sql/0007_security.sql")),
         (8, include_str!("../sql/0008_acls.sql")),
         (9, include_str!("../sql/0009_quotas.sql")),
+        (10, include_str!("../sql/0010_dynamic_configs.sql")),
     ];
     client
         .batch_execute(

@@ -44,3 +44,7 @@ pub const ACLS_MAX: i64 = 100_000;
 /// Client quota values an agent loads (and AlterClientQuotas allows in
 /// all): each agent holds them all for its throttling.
 pub const QUOTAS_MAX: i64 = 100_000;
+/// Dynamic configs (broker, group and client-metrics values) an agent
+/// loads, and IncrementalAlterConfigs and AlterConfigs allow in all: each
+/// agent holds them all.
+pub const DYNAMIC_CONFIGS_MAX: i64 = 100_000;

@@ -48,6 +48,8 @@ pub(crate) const CREDENTIALS: &str = "rutomq_credentials";
 pub(crate) const ACLS: &str = "rutomq_acls";
 /// Client quotas were altered, by a trigger (migration 9).
 pub(crate) const QUOTAS: &str = "rutomq_quotas";
+/// Dynamic configs were altered, by a trigger (migration 10).
+pub(crate) const CONFIGS: &str = "rutomq_configs";
 
 struct Announcement {
     channel: &'static str,
@@ -203,7 +205,7 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
     client
         .batch_execute(&format!(
             "LISTEN {WATERMARKS}; LISTEN {LOG_STARTS}; LISTEN {COMPACTED}; LISTEN {TOPICS}; \
-             LISTEN {CREDENTIALS}; LISTEN {ACLS}; LISTEN {QUOTAS}"
+             LISTEN {CREDENTIALS}; LISTEN {ACLS}; LISTEN {QUOTAS}; LISTEN {CONFIGS}"
         ))
         .await?;
     while let Some(m) = nrx.recv().await {
@@ -215,6 +217,7 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
             CREDENTIALS => Notice::CredentialsChanged(payload),
             ACLS => Notice::AclsChanged,
             QUOTAS => Notice::QuotasChanged,
+            CONFIGS => Notice::ConfigsChanged,
             _ => Notice::Watermarks(commit::parse_marks_payload(&payload)),
         });
     }

@@ -99,6 +99,11 @@ statements! {
     QUOTA_LOAD => "quota_load.sql",
     QUOTA_UPSERT => "quota_upsert.sql",
     QUOTA_DELETE => "quota_delete.sql",
+    DYNAMIC_LOAD => "dynamic_load.sql",
+    DYNAMIC_RESOURCE => "dynamic_resource.sql",
+    DYNAMIC_LOCK => "dynamic_lock.sql",
+    DYNAMIC_CLEAR => "dynamic_clear.sql",
+    DYNAMIC_REPLACE => "dynamic_replace.sql",
 }
 
 /// A transactional id's row, locked for the coordinator's one transaction:

@@ -1,12 +1,17 @@
 //! AlterConfigs (key 33), the legacy form: the configs given replace all
-//! of the topic's own, validated as CreateTopics validates them.
+//! of a topic's own (validated as CreateTopics validates them) or of a
+//! broker's (one agent's, or the cluster default's), a group's or a
+//! client-metrics subscription's.
 
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ApiKey};
 
 use super::config_support::{
-    alter_topic, config_twice, named_twice, repeated, unserved, Outcome, RESOURCE_TOPIC,
+    alter_dynamic, alter_topic, config_twice, named_twice, repeated, unserved, Outcome,
+    RESOURCE_TOPIC,
 };
+use crate::dynamic::{self, RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP};
+use crate::topics::AlterOp;
 use super::{str_bytes, Api, Req};
 use crate::shard::Shard;
 use crate::topics;
@@ -26,10 +31,26 @@ pub async fn handle(shard: &Shard, req: &Req, body: AlterConfigsRequest) -> Alte
             .collect();
         let (code, msg): Outcome = if twice.binary_search(&(r.resource_type, &r.resource_name)).is_ok() {
             named_twice(name)
-        } else if r.resource_type != RESOURCE_TOPIC {
+        } else if ![RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_CLIENT_METRICS]
+            .contains(&r.resource_type)
+        {
             unserved(req, r.resource_type, name)
         } else if let Some(n) = repeated(configs.iter().map(|(n, _)| n)).first() {
             config_twice(n)
+        } else if r.resource_type != RESOURCE_TOPIC {
+            let (ty, default) = (r.resource_type, name.is_empty());
+            alter_dynamic(shard, req, ty, name, body.validate_only, move |_| {
+                let ops: Vec<dynamic::Op> = configs
+                    .iter()
+                    .filter_map(|(n, v)| Some((n.as_str(), AlterOp::Set, Some(v.as_deref()?))))
+                    .collect();
+                match ty {
+                    RESOURCE_BROKER => dynamic::alter_broker(Vec::new(), &ops, default),
+                    RESOURCE_GROUP => dynamic::alter_group(Vec::new(), &ops),
+                    _ => dynamic::alter_client_metrics(Vec::new(), &ops),
+                }
+            })
+            .await
         } else {
             alter_topic(shard, req, name, body.validate_only, move |_| replace(configs)).await
         };

@@ -1,19 +1,19 @@
 //! What AlterConfigs and IncrementalAlterConfigs (and DescribeConfigs)
-//! share: Kafka's config resource types and altering a topic's configs.
+//! share: altering a topic's configs and a dynamic resource's (broker,
+//! group, client-metrics), the agent's settings under Kafka's names.
+
+use rutomq_meta::dynamic::DynamicAlterError;
 
 use super::access::allowed;
 use super::Req;
+use crate::dynamic::{
+    Refusal, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP,
+};
 use crate::error::ErrorCode;
-use crate::security::acl::{op, resource};
+use crate::security::acl::{op, resource, CLUSTER_NAME};
 use crate::shard::Shard;
 
-/// `ConfigResource.Type` codes.
-pub const RESOURCE_TOPIC: i8 = 2;
-pub const RESOURCE_BROKER: i8 = 4;
-
-/// `config_source` of an agent's setting from its command line or
-/// environment (Kafka's STATIC_BROKER_CONFIG).
-pub const SOURCE_STATIC_BROKER: i8 = 4;
+pub use crate::dynamic::RESOURCE_TOPIC;
 
 /// One of an agent's settings under its Kafka broker config name.
 pub struct BrokerConfig {
@@ -25,8 +25,8 @@ pub struct BrokerConfig {
 }
 
 /// The agent's settings that Kafka names as broker configs, as
-/// DescribeConfigs of the agent's own id shows them: all read-only (set
-/// by `rutomq serve`'s flags; no broker config is dynamic yet).
+/// DescribeConfigs of the agent's own id shows them: read-only (set by
+/// `rutomq serve`'s flags).
 pub fn broker_configs(agent: &crate::agent::Agent) -> Vec<BrokerConfig> {
     use crate::topics::Kind;
     let sec = &agent.security;
@@ -145,12 +145,131 @@ pub fn broker_configs(agent: &crate::agent::Agent) -> Vec<BrokerConfig> {
 /// A resource's outcome: the error code and message of its response entry.
 pub type Outcome = (ErrorCode, Option<String>);
 
-/// The outcome of a resource type rutomq alters no configs of yet.
+/// The outcome of a resource type the request cannot alter.
 pub fn unserved(req: &Req, resource_type: i8, name: &str) -> Outcome {
-    let msg = format!("rutomq does not alter configs of resource type {resource_type} yet");
+    let msg = format!(
+        "{:?} does not alter configs of resource type {resource_type}",
+        req.key
+    );
     tracing::info!(client = %req.client_id(), api = ?req.key, resource_type, resource = %name,
         "config alteration refused: {msg}");
     (ErrorCode::InvalidRequest, Some(msg))
+}
+
+/// Whether the request may alter (`operation` ALTER_CONFIGS) or describe
+/// (DESCRIBE_CONFIGS) the configs of a dynamic resource, as Kafka decides:
+/// groups by the group, the rest by the cluster. The refusal's outcome
+/// otherwise.
+pub fn dynamic_allowed(
+    shard: &Shard,
+    req: &Req,
+    operation: i8,
+    resource_type: i8,
+    name: &str,
+) -> Result<(), Outcome> {
+    let (ok, code) = if resource_type == RESOURCE_GROUP {
+        (
+            allowed(shard, req, operation, resource::GROUP, name),
+            ErrorCode::GroupAuthorizationFailed,
+        )
+    } else {
+        (
+            allowed(shard, req, operation, resource::CLUSTER, CLUSTER_NAME),
+            ErrorCode::ClusterAuthorizationFailed,
+        )
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err((code, Some("Authorization failed.".into())))
+    }
+}
+
+/// Whether `name` names a resource of `resource_type` this agent keeps
+/// configs for: a broker is the cluster default ('') or a registered
+/// agent's id (each BROKER_LOGGER this agent alone); groups and
+/// subscriptions need a name.
+pub fn dynamic_resource(shard: &Shard, resource_type: i8, name: &str) -> Result<(), Outcome> {
+    let invalid = |msg: String| Err((ErrorCode::InvalidRequest, Some(msg)));
+    match resource_type {
+        RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => {
+            if name.is_empty() && resource_type == RESOURCE_BROKER {
+                return Ok(());
+            }
+            let Ok(id) = name.parse::<i32>() else {
+                return invalid(format!("broker id must be an integer, not {name:?}"));
+            };
+            let me = shard.agent.agent_id;
+            if resource_type == RESOURCE_BROKER_LOGGER && id != me {
+                return invalid(format!(
+                    "this is agent {me}, not {id}: each agent's loggers are its own"
+                ));
+            }
+            let known = id == me
+                || shard
+                    .agent
+                    .cluster
+                    .read()
+                    .is_ok_and(|c| c.iter().any(|a| a.agent_id == id));
+            if known {
+                Ok(())
+            } else {
+                invalid(format!("no agent has id {id}"))
+            }
+        }
+        RESOURCE_GROUP if name.is_empty() => invalid("group name must not be empty".into()),
+        RESOURCE_CLIENT_METRICS if name.is_empty() => {
+            invalid("client metrics subscription name must not be empty".into())
+        }
+        RESOURCE_GROUP | RESOURCE_CLIENT_METRICS => Ok(()),
+        _ => invalid(format!(
+            "resource type {resource_type} has no dynamic configs"
+        )),
+    }
+}
+
+/// Alters the configs of dynamic resource `name` of `resource_type` to
+/// what `edit` makes of them, after the ACL check: written to PostgreSQL
+/// unless `validate_only`, then this agent's copy reloaded (its next
+/// request sees the change; the others reload on `rutomq_configs`).
+pub async fn alter_dynamic<F>(
+    shard: &Shard,
+    req: &Req,
+    resource_type: i8,
+    name: &str,
+    validate_only: bool,
+    edit: F,
+) -> Outcome
+where
+    F: FnOnce(Vec<(String, String)>) -> Result<Vec<(String, String)>, Refusal> + Send + 'static,
+{
+    if let Err(refused) = dynamic_allowed(shard, req, op::ALTER_CONFIGS, resource_type, name)
+        .and_then(|()| dynamic_resource(shard, resource_type, name))
+    {
+        return refused;
+    }
+    let meta = &shard.agent.meta;
+    match meta
+        .dynamic_alter(resource_type, name.to_owned(), validate_only, edit)
+        .await
+    {
+        Ok(Ok(())) => {
+            if !validate_only {
+                tracing::info!(resource_type, resource = %name, client = %req.client_id(), "altered dynamic configs");
+                if let Err(e) = shard.agent.dynamic.reload(meta).await {
+                    tracing::warn!(error = %e, "configs stored, but cannot reload them (the refresher will)");
+                }
+            }
+            (ErrorCode::None, None)
+        }
+        Ok(Err(r)) => {
+            tracing::info!(resource_type, resource = %name, reason = %r.message, api = ?req.key,
+                "config alteration refused");
+            (r.code, Some(r.message))
+        }
+        Err(e @ DynamicAlterError::TooMany) => (ErrorCode::InvalidRequest, Some(e.to_string())),
+        Err(DynamicAlterError::Meta(e)) => (ErrorCode::from(&e), Some(e.to_string())),
+    }
 }
 
 /// Alters topic `name`'s configs to what `edit` makes of them (refusing

@@ -1,5 +1,8 @@
 //! IncrementalAlterConfigs (key 44): SET, DELETE, APPEND and SUBTRACT of
-//! topic configs, validated as CreateTopics validates them.
+//! topic configs (validated as CreateTopics validates them), broker
+//! configs (per agent and the cluster default), group configs and
+//! client-metrics subscriptions (`crate::dynamic`), and the agent's log
+//! levels (BROKER_LOGGER).
 
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{
@@ -7,7 +10,11 @@ use kafka_protocol::messages::{
 };
 
 use super::config_support::{
-    alter_topic, config_twice, named_twice, repeated, unserved, Outcome, RESOURCE_TOPIC,
+    alter_dynamic, alter_topic, config_twice, named_twice, repeated, unserved, Outcome,
+    RESOURCE_TOPIC,
+};
+use crate::dynamic::{
+    self, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP,
 };
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
@@ -29,21 +36,10 @@ pub async fn handle(
         let name = r.resource_name.as_str();
         let (code, msg): Outcome = if twice.binary_search(&(r.resource_type, &r.resource_name)).is_ok() {
             named_twice(name)
-        } else if r.resource_type != RESOURCE_TOPIC {
-            unserved(req, r.resource_type, name)
         } else {
             match ops(r) {
                 Err(outcome) => outcome,
-                Ok(ops) => {
-                    alter_topic(shard, req, name, body.validate_only, move |configs| {
-                        let ops: Vec<_> = ops
-                            .iter()
-                            .map(|(n, o, v)| (n.as_str(), *o, v.as_deref()))
-                            .collect();
-                        topics::apply_ops(configs, &ops)
-                    })
-                    .await
-                }
+                Ok(ops) => alter(shard, req, r.resource_type, name, body.validate_only, ops).await,
             }
         };
         responses.push(
@@ -58,6 +54,50 @@ pub async fn handle(
 }
 
 type Op = (String, AlterOp, Option<String>);
+
+fn borrowed(ops: &[Op]) -> Vec<dynamic::Op<'_>> {
+    ops.iter().map(|(n, o, v)| (n.as_str(), *o, v.as_deref())).collect()
+}
+
+/// One resource's operations, applied as its type wants.
+async fn alter(
+    shard: &Shard,
+    req: &Req,
+    resource_type: i8,
+    name: &str,
+    validate_only: bool,
+    ops: Vec<Op>,
+) -> Outcome {
+    match resource_type {
+        RESOURCE_TOPIC => {
+            alter_topic(shard, req, name, validate_only, move |configs| {
+                topics::apply_ops(configs, &borrowed(&ops))
+            })
+            .await
+        }
+        RESOURCE_BROKER => {
+            let default = name.is_empty();
+            alter_dynamic(shard, req, resource_type, name, validate_only, move |configs| {
+                dynamic::alter_broker(configs, &borrowed(&ops), default)
+            })
+            .await
+        }
+        RESOURCE_GROUP => {
+            alter_dynamic(shard, req, resource_type, name, validate_only, move |configs| {
+                dynamic::alter_group(configs, &borrowed(&ops))
+            })
+            .await
+        }
+        RESOURCE_CLIENT_METRICS => {
+            alter_dynamic(shard, req, resource_type, name, validate_only, move |configs| {
+                dynamic::alter_client_metrics(configs, &borrowed(&ops))
+            })
+            .await
+        }
+        RESOURCE_BROKER_LOGGER => unserved(req, resource_type, name),
+        _ => unserved(req, resource_type, name),
+    }
+}
 
 /// The resource's operations, or why the request is malformed (a config
 /// named twice, an unknown operation code).

@@ -109,6 +109,7 @@ apis! {
     describe_configs,
     incremental_alter_configs,
     alter_configs,
+    list_config_resources,
     describe_log_dirs,
     alter_replica_log_dirs,
     elect_leaders,

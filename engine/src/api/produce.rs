@@ -120,8 +120,11 @@ pub async fn handle(
             }
         }
         // Once per topic: its configs' demands on the records.
-        let (rules, stamp) = match &topic {
-            Ok(Some(rec)) => topics::record_rules(rec, now_ms),
+        let ((rules, stamp), max_bytes) = match &topic {
+            Ok(Some(rec)) => shard.configs.with(&shard.agent.dynamic.copy, |c| {
+                let d = c.topic_defaults();
+                (topics::record_rules(rec, d, now_ms), topics::max_message_bytes(rec, d))
+            }),
             _ => Default::default(), // unused: its partitions are refused
         };
         let mut parts = Vec::with_capacity(t.partition_data.len());
@@ -148,7 +151,7 @@ pub async fn handle(
                     Some(records) => {
                         match validate_produce_records(
                             &records,
-                            topics::max_message_bytes(rec),
+                            max_bytes,
                             rules,
                         ) {
                             Err(invalid) => {

@@ -63,6 +63,7 @@ throttled!(
     DescribeConfigsResponse,
     IncrementalAlterConfigsResponse,
     AlterConfigsResponse,
+    ListConfigResourcesResponse,
     DescribeLogDirsResponse,
     AlterReplicaLogDirsResponse,
     ElectLeadersResponse,

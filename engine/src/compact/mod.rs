@@ -101,6 +101,7 @@ pub fn start(
     cfg: CompactConfig,
     owns: PartitionOwner,
     stats: Arc<CompactionStats>,
+    dynamic: Arc<crate::dynamic::Dynamic>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name("rutomq-compactor".into())
@@ -122,6 +123,7 @@ pub fn start(
                 cfg,
                 owns,
                 stats,
+                dynamic,
                 map: None,
             };
             rt.block_on(c.run());
@@ -135,6 +137,8 @@ struct Compactor {
     cfg: CompactConfig,
     owns: PartitionOwner,
     stats: Arc<CompactionStats>,
+    /// The cluster's topic config defaults come from here.
+    dynamic: Arc<crate::dynamic::Dynamic>,
     /// Allocated at the first pass, kept.
     map: Option<KeyMap>,
 }
@@ -167,11 +171,13 @@ impl Compactor {
         let now = crate::wall::now_ms();
         let mut due = Vec::new();
         let mut gauges = HashMap::new();
+        let configs = self.dynamic.copy.get();
+        let defaults = configs.topic_defaults();
         for topic in self.meta.load_topics(None).await? {
-            if !is_compacted(&topic) {
+            if !is_compacted(&topic, defaults) {
                 continue;
             }
-            let cfg = compaction_config(&topic);
+            let cfg = compaction_config(&topic, defaults);
             for dirt in self
                 .meta
                 .compaction_dirt(topic.topic_id, self.agent_id)

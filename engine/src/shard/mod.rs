@@ -40,6 +40,8 @@ pub struct Shard {
     pub acls: Option<ShardAcls>,
     /// The client quotas.
     pub quotas: ShardQuotas,
+    /// The dynamic configs (broker, group, client-metrics).
+    pub configs: crate::dynamic::ShardConfigs,
     /// Failed logins and requests before authentication, for the log.
     auth_failures: RefCell<FailureLog>,
 }
@@ -60,6 +62,7 @@ impl Shard {
             metrics: Arc::new(ShardMetrics::default()),
             acls: agent.authorizer.clone().map(ShardAcls::new),
             quotas: ShardQuotas::new(&agent.quotas.copy),
+            configs: crate::dynamic::ShardConfigs::new(&agent.dynamic.copy),
             auth_failures: RefCell::new(FailureLog::default()),
         });
         agent

@@ -37,11 +37,16 @@ pub const SOURCE_DEFAULT: i8 = 5;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
     Boolean,
+    Short,
     Int,
     Long,
     Double,
     String,
     List,
+    /// A Java class name (broker configs only).
+    Class,
+    /// A secret: never shown (broker configs only).
+    Password,
 }
 
 impl Kind {
@@ -51,9 +56,12 @@ impl Kind {
             Kind::Boolean => 1,
             Kind::String => 2,
             Kind::Int => 3,
+            Kind::Short => 4,
             Kind::Long => 5,
             Kind::Double => 6,
             Kind::List => 7,
+            Kind::Class => 8,
+            Kind::Password => 9,
         }
     }
 }
@@ -74,6 +82,9 @@ pub enum Check {
     EachOf(&'static [&'static str]),
     /// `*`, or a list of `partition:broker` pairs.
     ThrottledReplicas,
+    /// `latest`, `earliest` or `by_duration:` and an ISO-8601 duration
+    /// that is not negative (`share.auto.offset.reset`).
+    OffsetReset,
 }
 
 /// One topic config Kafka defines.
@@ -157,44 +168,53 @@ pub fn list_items(value: &str) -> Vec<&str> {
 /// broker does: a known name, a value of its type that passes its check.
 /// Values are stored as given.
 pub fn valid_config(name: &str, value: Option<&str>) -> Result<(), String> {
-    let spec = spec(name).ok_or_else(|| {
-        format!("unknown topic config {name:?} (Apache Kafka {KAFKA_VERSION} defines no such name)")
-    })?;
+    let spec = spec(name).ok_or_else(|| unknown_topic_config(name))?;
     let value = value.ok_or_else(|| format!("topic config {name} needs a value (null given)"))?;
+    check_value("topic config", name, spec.kind, spec.check, value)
+}
+
+fn unknown_topic_config(name: &str) -> String {
+    format!("unknown topic config {name:?} (Apache Kafka {KAFKA_VERSION} defines no such name)")
+}
+
+/// Whether `value` is of `kind` and passes `check`, as Kafka's `ConfigDef`
+/// parses and validates it; the refusal names the config as `what name`.
+pub fn check_value(
+    what: &str,
+    name: &str,
+    kind: Kind,
+    check: Check,
+    value: &str,
+) -> Result<(), String> {
     let v = value.trim();
-    let bad = |why: String| {
-        Err(format!(
-            "invalid value {value:?} for topic config {name}: {why}"
-        ))
-    };
+    let bad = |why: String| Err(format!("invalid value {value:?} for {what} {name}: {why}"));
     let int = |v: &str| -> Result<i64, String> {
-        match spec.kind {
+        match kind {
+            Kind::Short => v.parse::<i16>().map(i64::from),
             Kind::Int => v.parse::<i32>().map(i64::from),
             _ => v.parse::<i64>(),
         }
         .map_err(|_| {
-            format!(
-                "not a number of type {}",
-                if spec.kind == Kind::Int {
-                    "int"
-                } else {
-                    "long"
-                }
-            )
+            let ty = match kind {
+                Kind::Short => "short",
+                Kind::Int => "int",
+                _ => "long",
+            };
+            format!("not a number of type {ty}")
         })
     };
-    match spec.kind {
+    match kind {
         Kind::Boolean => {
             if !v.eq_ignore_ascii_case("true") && !v.eq_ignore_ascii_case("false") {
                 return bad("must be true or false".into());
             }
         }
-        Kind::Int | Kind::Long => {
+        Kind::Short | Kind::Int | Kind::Long => {
             let n = match int(v) {
                 Ok(n) => n,
                 Err(why) => return bad(why),
             };
-            match spec.check {
+            match check {
                 Check::AtLeast(min) if n < min => return bad(format!("must be at least {min}")),
                 Check::Between(lo, hi) if n < lo || n > hi => {
                     return bad(format!("must be between {lo} and {hi}"))
@@ -210,22 +230,24 @@ pub fn valid_config(name: &str, value: Option<&str>) -> Result<(), String> {
                 return bad("not a number of type double".into());
             };
             // Written as Kafka's comparisons are: NaN passes them.
-            if let Check::Ratio(lo, hi) = spec.check {
+            if let Check::Ratio(lo, hi) = check {
                 if x < lo || x > hi {
                     return bad(format!("must be between {lo} and {hi}"));
                 }
             }
         }
-        Kind::String => {
-            if let Check::OneOf(allowed) = spec.check {
-                if !allowed.contains(&v) {
-                    return bad(format!("must be one of {}", allowed.join(", ")));
-                }
+        Kind::String => match check {
+            Check::OneOf(allowed) if !allowed.contains(&v) => {
+                return bad(format!("must be one of {}", allowed.join(", ")));
             }
-        }
+            Check::OffsetReset if !valid_offset_reset(v) => {
+                return bad("must be latest, earliest or by_duration:<ISO-8601 duration>".into());
+            }
+            _ => {}
+        },
         Kind::List => {
             let items = list_items(v);
-            match spec.check {
+            match check {
                 Check::EachOf(allowed) => {
                     if let Some(i) = items.iter().find(|i| !allowed.contains(i)) {
                         return bad(format!("{i:?} is not one of {}", allowed.join(", ")));
@@ -253,8 +275,65 @@ pub fn valid_config(name: &str, value: Option<&str>) -> Result<(), String> {
                 _ => {}
             }
         }
+        Kind::Class | Kind::Password => {}
     }
     Ok(())
+}
+
+/// `latest`, `earliest`, or `by_duration:` with a non-negative ISO-8601
+/// duration (`PnDTnHnMn.nS`, Java's `Duration.parse`).
+fn valid_offset_reset(v: &str) -> bool {
+    if v == "latest" || v == "earliest" {
+        return true;
+    }
+    let Some(d) = v.strip_prefix("by_duration:") else {
+        return false;
+    };
+    let Some(rest) = d.strip_prefix('P').or_else(|| d.strip_prefix('p')) else {
+        return false;
+    };
+    let (days, time) = match rest.split_once(['T', 't']) {
+        Some((days, time)) => (days, Some(time)),
+        None => (rest, None),
+    };
+    // Each part: digits (seconds may have a fraction) and its unit letter.
+    let parts = |s: &str, units: &[char]| -> Option<usize> {
+        let mut n = 0;
+        let mut from = 0;
+        for (i, c) in s.char_indices() {
+            if c.is_ascii_alphabetic() {
+                let u = c.to_ascii_uppercase();
+                let num = &s[from..i];
+                let ok_num = !num.is_empty()
+                    && num.split_once('.').map_or(
+                        num.bytes().all(|b| b.is_ascii_digit()),
+                        |(a, b)| {
+                            u == 'S'
+                                && !a.is_empty()
+                                && !b.is_empty()
+                                && a.bytes().chain(b.bytes()).all(|b| b.is_ascii_digit())
+                        },
+                    );
+                if !units.contains(&u) || !ok_num {
+                    return None;
+                }
+                n += 1;
+                from = i + 1;
+            }
+        }
+        (from == s.len()).then_some(n)
+    };
+    let (Some(d), t) = (
+        parts(days, &['D']),
+        time.map(|t| parts(t, &['H', 'M', 'S'])),
+    ) else {
+        return false;
+    };
+    match t {
+        None => d == 1,
+        Some(Some(t)) => t > 0,
+        Some(None) => false,
+    }
 }
 
 /// An IncrementalAlterConfigs operation (Kafka's `AlterConfigOp.OpType`).
@@ -285,30 +364,55 @@ impl AlterOp {
 /// sets none), each result validated as CreateTopics validates. Deleting a
 /// config the topic does not set is no change.
 pub fn apply_ops(
-    mut configs: Vec<(String, String)>,
+    configs: Vec<(String, String)>,
     ops: &[(&str, AlterOp, Option<&str>)],
 ) -> Result<Vec<(String, String)>, String> {
+    let lookup = |name: &str| {
+        spec(name)
+            .map(|s| (s.kind, s.default))
+            .ok_or_else(|| unknown_topic_config(name))
+    };
+    let configs = apply_ops_with(configs, ops, "topic config", lookup, valid_config)?;
+    valid_together(&configs)?;
+    Ok(configs)
+}
+
+/// A resource's configs after `ops`, for any kind of resource: `lookup`
+/// gives a config's kind and default (APPEND and SUBTRACT start from the
+/// default when the resource sets none) or refuses its name; `valid`
+/// checks each value set.
+pub fn apply_ops_with<E: From<String>>(
+    mut configs: Vec<(String, String)>,
+    ops: &[(&str, AlterOp, Option<&str>)],
+    what: &str,
+    lookup: impl Fn(&str) -> Result<(Kind, &'static str), E>,
+    valid: impl Fn(&str, Option<&str>) -> Result<(), E>,
+) -> Result<Vec<(String, String)>, E> {
     for &(name, op, value) in ops {
         let next = match op {
             AlterOp::Delete => None,
             AlterOp::Set => {
-                valid_config(name, value)?;
+                valid(name, value)?;
                 value.map(str::to_owned)
             }
             AlterOp::Append | AlterOp::Subtract => {
-                let spec = spec(name).ok_or_else(|| {
-                    format!("unknown topic config {name:?} (Apache Kafka {KAFKA_VERSION} defines no such name)")
-                })?;
-                if spec.kind != Kind::List {
-                    return Err(format!(
-                        "{op:?} applies to list configs only; topic config {name} is not a list"
-                    ));
+                let (kind, default) = lookup(name)?;
+                if kind != Kind::List {
+                    return Err(E::from(format!(
+                        "{op:?} applies to list configs only; {what} {name} is not a list"
+                    )));
                 }
                 let given = value.ok_or_else(|| {
-                    format!("{op:?} of topic config {name} needs a value (null given)")
+                    E::from(format!(
+                        "{op:?} of {what} {name} needs a value (null given)"
+                    ))
                 })?;
                 let given = list_items(given);
-                let mut items: Vec<&str> = list_items(value_in(&configs, name).unwrap_or(""));
+                let own = configs
+                    .iter()
+                    .find(|(k, _)| k == name)
+                    .map(|(_, v)| v.as_str());
+                let mut items: Vec<&str> = list_items(own.unwrap_or(default));
                 if op == AlterOp::Append {
                     for g in given {
                         if !items.contains(&g) {
@@ -319,14 +423,13 @@ pub fn apply_ops(
                     items.retain(|i| !given.contains(i));
                 }
                 let joined = items.join(",");
-                valid_config(name, Some(&joined))?;
+                valid(name, Some(&joined))?;
                 Some(joined)
             }
         };
         configs.retain(|(k, _)| k != name);
         configs.extend(next.map(|v| (name.to_owned(), v)));
     }
-    valid_together(&configs)?;
     Ok(configs)
 }
 
@@ -334,7 +437,12 @@ pub fn apply_ops(
 /// part that applies here): `configs` are the topic's own, validated one by
 /// one already.
 pub fn valid_together(configs: &[(String, String)]) -> Result<(), String> {
-    let get = |n: &str| value_in(configs, n)?.trim().parse::<i64>().ok();
+    let get = |n: &str| {
+        value_in(configs, &TopicDefaults::NONE, n)?
+            .trim()
+            .parse::<i64>()
+            .ok()
+    };
     if let (Some(min), Some(max)) = (get("min.compaction.lag.ms"), get("max.compaction.lag.ms")) {
         if min > max {
             return Err(format!(
@@ -345,26 +453,50 @@ pub fn valid_together(configs: &[(String, String)]) -> Result<(), String> {
     Ok(())
 }
 
-/// The topic's value of config `name`: its own or the default.
-pub fn config_value<'a>(t: &'a TopicRecord, name: &str) -> Option<&'a str> {
-    value_in(&t.configs, name)
+/// Topic configs' defaults set for the whole cluster at runtime (the
+/// dynamic broker configs of the cluster default that Kafka takes as
+/// topic defaults: `log.retention.ms` for `retention.ms`, ...), by topic
+/// config name, values in the topic config's unit.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TopicDefaults(pub Vec<(&'static str, String)>);
+
+impl TopicDefaults {
+    /// No defaults set: Kafka's own apply.
+    pub const NONE: TopicDefaults = TopicDefaults(Vec::new());
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The topic's value of config `name`: its own, the cluster's default or
+/// Kafka's.
+pub fn config_value<'a>(t: &'a TopicRecord, d: &'a TopicDefaults, name: &str) -> Option<&'a str> {
+    value_in(&t.configs, d, name)
 }
 
 /// Config `name` among `configs`, or its default.
-fn value_in<'a>(configs: &'a [(String, String)], name: &str) -> Option<&'a str> {
+fn value_in<'a>(
+    configs: &'a [(String, String)],
+    d: &'a TopicDefaults,
+    name: &str,
+) -> Option<&'a str> {
     match configs.iter().find(|(k, _)| k == name) {
         Some((_, v)) => Some(v.as_str()),
-        None => spec(name).map(|s| s.default),
+        None => d.get(name).or_else(|| spec(name).map(|s| s.default)),
     }
 }
 
 /// What the topic asks of records produced at `now_ms`, and whether they
 /// are stamped with the broker's time (`message.timestamp.type` =
 /// LogAppendTime, whose topics check no client timestamps).
-pub fn record_rules(t: &TopicRecord, now_ms: i64) -> (RecordRules, bool) {
+pub fn record_rules(t: &TopicRecord, d: &TopicDefaults, now_ms: i64) -> (RecordRules, bool) {
     let stamp =
-        config_value(t, "message.timestamp.type").is_some_and(|v| v.trim() == "LogAppendTime");
-    let bound = |name| config_i64(t, name).unwrap_or(i64::MAX);
+        config_value(t, d, "message.timestamp.type").is_some_and(|v| v.trim() == "LogAppendTime");
+    let bound = |name| config_i64(t, d, name).unwrap_or(i64::MAX);
     let timestamps = (!stamp).then(|| {
         (
             now_ms.saturating_sub(bound("message.timestamp.before.max.ms")),
@@ -372,7 +504,7 @@ pub fn record_rules(t: &TopicRecord, now_ms: i64) -> (RecordRules, bool) {
         )
     });
     let rules = RecordRules {
-        keys_required: is_compacted(t),
+        keys_required: is_compacted(t, d),
         timestamps,
     };
     (rules, stamp)
@@ -380,17 +512,17 @@ pub fn record_rules(t: &TopicRecord, now_ms: i64) -> (RecordRules, bool) {
 
 /// Whether the topic's `cleanup.policy` includes compaction (on the
 /// produce path: no allocation).
-pub fn is_compacted(t: &TopicRecord) -> bool {
-    has_policy(t, "compact")
+pub fn is_compacted(t: &TopicRecord, d: &TopicDefaults) -> bool {
+    has_policy(t, d, "compact")
 }
 
 /// Whether the topic's `cleanup.policy` includes time and size retention.
-pub fn is_deleting(t: &TopicRecord) -> bool {
-    has_policy(t, "delete")
+pub fn is_deleting(t: &TopicRecord, d: &TopicDefaults) -> bool {
+    has_policy(t, d, "delete")
 }
 
-fn has_policy(t: &TopicRecord, policy: &str) -> bool {
-    config_value(t, CLEANUP_POLICY).is_some_and(|v| v.split(',').any(|i| i.trim() == policy))
+fn has_policy(t: &TopicRecord, d: &TopicDefaults, policy: &str) -> bool {
+    config_value(t, d, CLEANUP_POLICY).is_some_and(|v| v.split(',').any(|i| i.trim() == policy))
 }
 
 /// Kafka's topic name rule: 1–249 of `[a-zA-Z0-9._-]`, not `.` or `..`.
@@ -430,26 +562,30 @@ pub struct CompactionConfig {
     pub min_dirty_ratio: f64,
 }
 
-pub fn compaction_config(t: &TopicRecord) -> CompactionConfig {
-    let ms = |name, default| config_i64(t, name).filter(|&v| v >= 0).unwrap_or(default);
+pub fn compaction_config(t: &TopicRecord, d: &TopicDefaults) -> CompactionConfig {
+    let ms = |name, default| {
+        config_i64(t, d, name)
+            .filter(|&v| v >= 0)
+            .unwrap_or(default)
+    };
     CompactionConfig {
         delete_retention_ms: ms("delete.retention.ms", 86_400_000),
         min_lag_ms: ms("min.compaction.lag.ms", 0),
         max_lag_ms: ms("max.compaction.lag.ms", i64::MAX),
-        min_dirty_ratio: config_value(t, "min.cleanable.dirty.ratio")
+        min_dirty_ratio: config_value(t, d, "min.cleanable.dirty.ratio")
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0.5),
     }
 }
 
 /// An integer config of the topic, or its default.
-pub fn config_i64(t: &TopicRecord, name: &str) -> Option<i64> {
-    config_value(t, name)?.trim().parse().ok()
+pub fn config_i64(t: &TopicRecord, d: &TopicDefaults, name: &str) -> Option<i64> {
+    config_value(t, d, name)?.trim().parse().ok()
 }
 
 /// The topic's max.message.bytes.
-pub fn max_message_bytes(t: &TopicRecord) -> usize {
-    config_i64(t, "max.message.bytes")
+pub fn max_message_bytes(t: &TopicRecord, d: &TopicDefaults) -> usize {
+    config_i64(t, d, "max.message.bytes")
         .and_then(|v| usize::try_from(v).ok())
         .unwrap_or(MAX_MESSAGE_BYTES_DEFAULT)
 }

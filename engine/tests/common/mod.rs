@@ -116,7 +116,10 @@ where
                 }
                 Notice::AclsChanged => h.push((Kind::Acls, Uuid::nil(), 0, 0)),
                 Notice::QuotasChanged => h.push((Kind::Quotas, Uuid::nil(), 0, 0)),
-                Notice::Compacted(_) | Notice::TopicChanged(_) | Notice::CredentialsChanged(_) => {}
+                Notice::Compacted(_)
+                | Notice::TopicChanged(_)
+                | Notice::CredentialsChanged(_)
+                | Notice::ConfigsChanged => {}
             }
         }),
     )
