@@ -17,6 +17,13 @@
 #    with each partition's bytes there;
 #  - kafka-features describes group.version 1 and refuses a level change;
 #    kafka-metadata-quorum exits 1 at once with why there is no quorum;
+#  - kafka-configs sets dynamic broker configs: the cluster default
+#    (--entity-default) of a topic config is in force on every topic that
+#    sets none (message.max.bytes lowered: a larger record is refused), one
+#    agent's (entity-name) is stored and described, read-only and per-agent
+#    topic defaults are refused with why; group configs and client-metrics
+#    subscriptions are set, described, checked as Kafka checks them, and
+#    kafka-client-metrics lists and describes them;
 #  - Debian's kcat (librdkafka 2.0.2) sends compressed batches, which it
 #    does only against a broker that lists Produce v0-2 (checked: without
 #    the listing this test fails).
@@ -130,6 +137,81 @@ def test_kafka_admin_tools(agent, request, tmp_path):
     assert set(sizes) == {f"{topic}-{i}" for i in range(5)}, sizes
     assert sizes[f"{topic}-0"] > 0 and sizes[f"{topic}-1"] > 0, sizes
     assert all(sizes[f"{topic}-{i}"] == 0 for i in (2, 3, 4)), sizes
+
+
+def test_dynamic_config_tools(agent, request):
+    run_sh = request.getfixturevalue("roundtrip_clients")
+    boot = agent.bootstrap
+    topic = unique_topic("dyn")
+    configs_cmd = "kafka.admin.ConfigCommand"
+
+    def tool(cls, *args, ok=True):
+        res = kafka_tool(run_sh, cls, "--bootstrap-server", boot, *args, ok=ok)
+        return res.stdout + res.stderr
+
+    tool("org.apache.kafka.tools.TopicCommand", "--create", "--topic", topic, "--partitions", "1")
+    wait_for_topic(boot, topic, partitions=1)
+    me = agent_id(tool("org.apache.kafka.tools.TopicCommand", "--describe", "--topic", topic))
+
+    # The cluster default of a topic config, in force at once.
+    default = ["--entity-type", "brokers", "--entity-default"]
+    p = Producer({"bootstrap.servers": boot, "linger.ms": 0})
+
+    def produced(size):
+        errors = []
+        p.produce(topic, value=b"x" * size, partition=0, on_delivery=lambda e, m: errors.append(e))
+        p.flush(30)
+        return errors[0].code() if errors and errors[0] is not None else 0
+
+    try:
+        out = tool(configs_cmd, "--alter", *default, "--add-config", "message.max.bytes=3000")
+        assert "Completed updating default config for brokers in the cluster." in out, out
+        out = tool(configs_cmd, "--describe", *default)
+        assert "message.max.bytes=3000" in out and "DYNAMIC_DEFAULT_BROKER_CONFIG" in out, out
+        out = tool(configs_cmd, "--describe", "--entity-type", "topics", "--entity-name", topic, "--all")
+        assert "max.message.bytes=3000" in out, out
+        assert produced(5000) == 10  # MSG_SIZE_TOO_LARGE
+        assert produced(100) == 0
+    finally:
+        tool(configs_cmd, "--alter", *default, "--delete-config", "message.max.bytes")
+    assert produced(5000) == 0
+
+    # One agent's: a Kafka dynamic config is stored (no effect here, as
+    # the documentation says); read-only ones and per-agent topic defaults
+    # are refused with why.
+    broker = ["--entity-type", "brokers", "--entity-name", str(me)]
+    tool(configs_cmd, "--alter", *broker, "--add-config", "sasl.kerberos.min.time.before.relogin=58000")
+    out = tool(configs_cmd, "--describe", *broker)
+    assert "sasl.kerberos.min.time.before.relogin=58000" in out and "DYNAMIC_BROKER_CONFIG" in out, out
+    out = tool(configs_cmd, "--alter", *broker, "--add-config", "num.partitions=3", ok=False)
+    assert "Cannot update these configs dynamically: Set(num.partitions)" in out, out
+    out = tool(configs_cmd, "--alter", *broker, "--add-config", "log.retention.ms=1000", ok=False)
+    assert "--entity-default" in out, out
+    tool(configs_cmd, "--alter", *broker, "--delete-config", "sasl.kerberos.min.time.before.relogin")
+    assert "sasl.kerberos" not in tool(configs_cmd, "--describe", *broker)
+
+    # Group configs.
+    group = ["--entity-type", "groups", "--entity-name", unique_topic("grp")]
+    tool(configs_cmd, "--alter", *group, "--add-config", "consumer.session.timeout.ms=50000")
+    out = tool(configs_cmd, "--describe", *group)
+    assert "consumer.session.timeout.ms=50000" in out and "DYNAMIC_GROUP_CONFIG" in out, out
+    out = tool(configs_cmd, "--alter", *group, "--add-config", "consumer.session.timeout.ms=5000", ok=False)
+    assert "must be greater than or equal to group.consumer.min.session.timeout.ms" in out, out
+
+    # Client-metrics subscriptions.
+    name = unique_topic("cm")
+    metrics = ["--entity-type", "client-metrics", "--entity-name", name]
+    tool(configs_cmd, "--alter", *metrics, "--add-config",
+         "metrics=org.apache.kafka.producer.,interval.ms=1000,match=[client_id=a.*]")
+    out = tool(configs_cmd, "--alter", *metrics, "--add-config", "interval.ms=10", ok=False)
+    assert "interval must be between 100 and 3600000" in out, out
+    cm_cmd = "org.apache.kafka.tools.ClientMetricsCommand"
+    assert name in tool(cm_cmd, "--list").split()
+    out = tool(cm_cmd, "--describe", "--name", name)
+    for kv in ["interval.ms=1000", "match=client_id=a.*", "metrics=org.apache.kafka.producer."]:
+        assert kv in out, out
+    tool(configs_cmd, "--alter", *metrics, "--delete-config", "metrics,interval.ms,match")
+    assert name not in tool(cm_cmd, "--list").split()
 
 
 def test_features_and_quorum_tools(agent, request):

@@ -92,6 +92,14 @@ async fn heartbeat(
             }
         }
     }
+    // The group's own timing, when its group configs set it.
+    let group_id = body.group_id.to_string();
+    let ms = |c: &crate::dynamic::Configs, name| {
+        c.group_ms(&group_id, name).map(std::time::Duration::from_millis)
+    };
+    let (session_timeout, heartbeat_interval) = shard.configs.with(&shard.agent.dynamic.copy, |c| {
+        (ms(c, "consumer.session.timeout.ms"), ms(c, "consumer.heartbeat.interval.ms"))
+    });
     let args = HeartbeatArgs {
         group_id: body.group_id.to_string(),
         member_id: body.member_id.to_string(),
@@ -111,6 +119,8 @@ async fn heartbeat(
         client_host: req.client_host(),
         principal: req.with_principal(|p, h| (p.to_owned(), h.to_owned())),
         version: req.version,
+        session_timeout,
+        heartbeat_interval,
     };
     groups.consumer_heartbeat(args, resolved).await
 }

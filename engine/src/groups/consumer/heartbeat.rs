@@ -79,7 +79,9 @@ impl ConsumerGroup {
                 };
             }
             -2 => {
-                let session = self.cfg.consumer_session_timeout;
+                let session = a
+                    .session_timeout
+                    .unwrap_or(self.cfg.consumer_session_timeout);
                 let Some(m) = self.members.get_mut(&a.member_id) else {
                     return HeartbeatResult::error(ErrorCode::UnknownMemberId, None);
                 };
@@ -149,7 +151,9 @@ impl ConsumerGroup {
                 a.member_id.clone()
             }
         };
-        let session = self.cfg.consumer_session_timeout;
+        let session = a
+            .session_timeout
+            .unwrap_or(self.cfg.consumer_session_timeout);
         if let Some(m) = self.members.get_mut(&member_id) {
             m.session_deadline = now + session;
             m.away = false;
@@ -166,7 +170,10 @@ impl ConsumerGroup {
             error_message: None,
             member_id,
             member_epoch: m.epoch,
-            heartbeat_interval_ms: self.cfg.consumer_heartbeat_interval.as_millis() as i32,
+            heartbeat_interval_ms: a
+                .heartbeat_interval
+                .unwrap_or(self.cfg.consumer_heartbeat_interval)
+                .as_millis() as i32,
             assignment: Some(m.assigned.clone()),
         }
     }
@@ -196,7 +203,9 @@ impl ConsumerGroup {
             previous_epoch: -1,
             assigned: Partitions::new(),
             revoking: Partitions::new(),
-            session_deadline: now + self.cfg.consumer_session_timeout,
+            session_deadline: now
+                + a.session_timeout
+                    .unwrap_or(self.cfg.consumer_session_timeout),
             revoke_deadline: None,
             away: false,
         };

@@ -78,6 +78,11 @@ pub struct HeartbeatArgs {
     pub principal: (String, String),
     /// v0 lets the coordinator pick the member id on join.
     pub version: i16,
+    /// The group's own `consumer.session.timeout.ms` and
+    /// `consumer.heartbeat.interval.ms` (group configs), when it sets them;
+    /// the coordinator's otherwise.
+    pub session_timeout: Option<std::time::Duration>,
+    pub heartbeat_interval: Option<std::time::Duration>,
 }
 
 #[derive(Clone, Debug)]

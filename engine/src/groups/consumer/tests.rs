@@ -21,6 +21,8 @@ fn args(member: &str, epoch: i32, owned: Option<Partitions>) -> HeartbeatArgs {
         client_host: "/h".into(),
         principal: ("User:alice".into(), "10.0.0.1".into()),
         version: 1,
+        session_timeout: None,
+        heartbeat_interval: None,
     }
 }
 
@@ -273,4 +275,28 @@ fn assignors_balance() {
         4
     );
     assert_eq!(uniform_assign(&subs, &u), u, "re-running moves nothing");
+}
+
+#[test]
+fn a_group_config_sets_the_members_session_and_heartbeat_interval() {
+    let t = Uuid::from_u128(1);
+    let topics: TopicsView = [("t".to_owned(), (t, 2))].into_iter().collect();
+    let mut g = ConsumerGroup::new("g".into(), GroupsConfig::default());
+    let now = Instant::now();
+    let mut ch = false;
+    let own = |m: &str, epoch| HeartbeatArgs {
+        session_timeout: Some(Duration::from_millis(50_000)),
+        heartbeat_interval: Some(Duration::from_millis(7_000)),
+        ..args(m, epoch, None)
+    };
+    let a = g.heartbeat(own("a", 0), &topics, now, &mut ch);
+    assert_eq!(a.heartbeat_interval_ms, 7_000);
+    // Past the coordinator's 45 s but within the group's 50 s: still in.
+    assert_eq!(g.on_timer(now + Duration::from_millis(46_000), &topics), 0);
+    assert_eq!(g.on_timer(now + Duration::from_millis(50_001), &topics), 1);
+    let b = g.heartbeat(args("b", 0, None), &topics, now, &mut ch);
+    assert_eq!(
+        b.heartbeat_interval_ms, 5_000,
+        "without group configs, the coordinator's"
+    );
 }
