@@ -591,6 +591,15 @@ async fn dynamic_script(c: &Connection, t: &str, g: &str) -> Vec<String> {
     out.push(legacy_of(c, GROUP, g, &[("consumer.heartbeat.interval.ms", "6000")]).await);
     out.push(described_of(c, GROUP, g, Some(&group_keys)).await);
 
+    const LOGGER: i8 = 8;
+    out.push(described_of(c, LOGGER, "1", Some(&["root"])).await);
+    out.push(incremental_of(c, LOGGER, "1", &[("root", set, Some("INFO"))]).await);
+    out.push(incremental_of(c, LOGGER, "1", &[("root", del, None)]).await);
+    out.push(incremental_of(c, LOGGER, "1", &[("root", set, Some("LOUD"))]).await);
+    out.push(incremental_of(c, LOGGER, "1", &[("root", 2, Some("INFO"))]).await);
+    out.push(incremental_of(c, LOGGER, "1", &[("nope.Logger", set, Some("DEBUG"))]).await);
+    out.push(described_of(c, LOGGER, "7", Some(&["root"])).await);
+    out.push(described_of(c, LOGGER, "", Some(&["root"])).await);
     out.push(incremental_of(c, METRICS, "cm1", &[("metrics", set, Some("org.apache.kafka.producer.")), ("interval.ms", set, Some("1000")), ("match", set, Some("client_id=a.*"))]).await);
     out.push(incremental_of(c, METRICS, "cm2", &[("interval.ms", set, Some("10"))]).await);
     out.push(incremental_of(c, METRICS, "cm2", &[("match", set, Some("foo=a"))]).await);

@@ -20,6 +20,7 @@ pub mod groups;
 pub mod http;
 pub mod hub;
 pub mod limits;
+pub mod logging;
 pub mod metrics;
 pub mod quota;
 pub mod read;

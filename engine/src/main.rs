@@ -11,16 +11,27 @@ fn main() {
         Some(Command::User(_)) => "warn",
         _ => "info",
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("RUTOMQ_LOG")
-                .unwrap_or_else(|_| default_level.into()),
-        )
+    let directives = std::env::var("RUTOMQ_LOG")
+        .ok()
+        .filter(|d| tracing_subscriber::EnvFilter::try_new(d).is_ok())
+        .unwrap_or_else(|| default_level.to_owned());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(&directives))
+        .with_filter_reloading()
         // A log line that cannot be written (the disk under the log is
         // full) is dropped. Reporting it would take eprintln!, which panics
         // when stderr fails too, killing the thread that logged.
-        .log_internal_errors(false)
-        .init();
+        .log_internal_errors(false);
+    // Log levels change at runtime (Kafka's BROKER_LOGGER resource).
+    let reload = logs.reload_handle();
+    rutomq::logging::install(
+        &directives,
+        Box::new(move |d| {
+            let filter = tracing_subscriber::EnvFilter::try_new(d).map_err(|e| e.to_string())?;
+            reload.reload(filter).map_err(|e| e.to_string())
+        }),
+    );
+    logs.init();
     let result = match cli.command {
         Some(Command::Migrate { postgres_url }) => migrate(&postgres_url),
         Some(Command::Serve(args)) => rutomq::serve::serve(*args),

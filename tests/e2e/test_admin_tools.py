@@ -24,6 +24,8 @@
 #    topic defaults are refused with why; group configs and client-metrics
 #    subscriptions are set, described, checked as Kafka checks them, and
 #    kafka-client-metrics lists and describes them;
+#  - kafka-configs --entity-type broker-loggers changes the agent's log
+#    level of a module at runtime (its DEBUG lines appear);
 #  - Debian's kcat (librdkafka 2.0.2) sends compressed batches, which it
 #    does only against a broker that lists Produce v0-2 (checked: without
 #    the listing this test fails).
@@ -163,7 +165,15 @@ def test_dynamic_config_tools(agent, request):
         p.flush(30)
         return errors[0].code() if errors and errors[0] is not None else 0
 
+    loggers = ["--entity-type", "broker-loggers", "--entity-name", str(me)]
+    out = tool(configs_cmd, "--describe", *loggers)
+    assert "root=INFO" in out and "rutomq.api=INFO" in out, out
     try:
+        # The agent's log level, changed at runtime: its refusals of
+        # records are logged at DEBUG.
+        tool(configs_cmd, "--alter", *loggers, "--add-config", "rutomq.api=DEBUG")
+        assert "rutomq.api=DEBUG" in tool(configs_cmd, "--describe", *loggers)
+        logged = os.path.getsize(agent.log_path)
         out = tool(configs_cmd, "--alter", *default, "--add-config", "message.max.bytes=3000")
         assert "Completed updating default config for brokers in the cluster." in out, out
         out = tool(configs_cmd, "--describe", *default)
@@ -172,8 +182,12 @@ def test_dynamic_config_tools(agent, request):
         assert "max.message.bytes=3000" in out, out
         assert produced(5000) == 10  # MSG_SIZE_TOO_LARGE
         assert produced(100) == 0
+        with open(agent.log_path, "rb") as f:
+            f.seek(logged)
+            assert b"produce refused records" in f.read()
     finally:
         tool(configs_cmd, "--alter", *default, "--delete-config", "message.max.bytes")
+        tool(configs_cmd, "--alter", *loggers, "--delete-config", "rutomq.api")
     assert produced(5000) == 0
 
     # One agent's: a Kafka dynamic config is stored (no effect here, as

@@ -12,7 +12,8 @@ use super::config_support::{broker_configs, dynamic_allowed, dynamic_resource};
 use super::{str_bytes, Api, Req};
 use crate::dynamic::{
     self, broker_effect, broker_spec, topic_synonyms, BrokerEffect, Configs, CLIENT_METRICS_CONFIGS,
-    GROUP_CONFIGS, RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP, RESOURCE_TOPIC,
+    GROUP_CONFIGS, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP,
+    RESOURCE_TOPIC, SOURCE_DYNAMIC_BROKER_LOGGER,
     SOURCE_CLIENT_METRICS, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_GROUP,
     SOURCE_STATIC_BROKER,
 };
@@ -54,11 +55,12 @@ pub async fn handle(
         let name = r.resource_name.as_str();
         let described = match r.resource_type {
             RESOURCE_TOPIC => topic(shard, req, name, &current, asked).await,
-            RESOURCE_BROKER | RESOURCE_GROUP | RESOURCE_CLIENT_METRICS => {
+            RESOURCE_BROKER | RESOURCE_BROKER_LOGGER | RESOURCE_GROUP | RESOURCE_CLIENT_METRICS => {
                 dynamic_allowed(shard, req, op::DESCRIBE_CONFIGS, r.resource_type, name)
                     .and_then(|()| dynamic_resource(shard, r.resource_type, name))
                     .map(|()| match r.resource_type {
                         RESOURCE_BROKER => broker(shard, name, &current, asked),
+                        RESOURCE_BROKER_LOGGER => loggers(),
                         RESOURCE_GROUP => defined(
                             GROUP_CONFIGS,
                             current.of(RESOURCE_GROUP, name),
@@ -230,6 +232,14 @@ fn broker(shard: &Shard, name: &str, current: &Configs, asked: Asked) -> Vec<Des
     names.dedup();
     out.extend(names.into_iter().map(dynamic_entry));
     out
+}
+
+/// The agent's loggers and their levels now.
+fn loggers() -> Vec<DescribeConfigsResourceResult> {
+    crate::logging::describe()
+        .into_iter()
+        .map(|(name, level)| entry(&name, Some(level), Kind::String, SOURCE_DYNAMIC_BROKER_LOGGER, Vec::new()))
+        .collect()
 }
 
 /// A group's or a subscription's configs: every one its kind defines,

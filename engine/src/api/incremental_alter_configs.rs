@@ -10,7 +10,7 @@ use kafka_protocol::messages::{
 };
 
 use super::config_support::{
-    alter_dynamic, alter_topic, config_twice, named_twice, repeated, unserved, Outcome,
+    alter_dynamic, alter_topic, dynamic_allowed, dynamic_resource, config_twice, named_twice, repeated, unserved, Outcome,
     RESOURCE_TOPIC,
 };
 use crate::dynamic::{
@@ -18,6 +18,7 @@ use crate::dynamic::{
 };
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
+use crate::security::acl::op;
 use crate::shard::Shard;
 use crate::topics::{self, AlterOp};
 
@@ -94,7 +95,20 @@ async fn alter(
             })
             .await
         }
-        RESOURCE_BROKER_LOGGER => unserved(req, resource_type, name),
+        RESOURCE_BROKER_LOGGER => {
+            let checked = dynamic_allowed(shard, req, op::ALTER_CONFIGS, resource_type, name)
+                .and_then(|()| dynamic_resource(shard, resource_type, name));
+            if let Err(refused) = checked {
+                return refused;
+            }
+            match crate::logging::alter(&borrowed(&ops), validate_only) {
+                Ok(()) => (ErrorCode::None, None),
+                Err(r) => {
+                    tracing::info!(reason = %r.message, client = %req.client_id(), "log level change refused");
+                    (r.code, Some(r.message))
+                }
+            }
+        }
         _ => unserved(req, resource_type, name),
     }
 }

@@ -158,10 +158,11 @@ pub async fn handle(
                                 metrics
                                     .produce_batches_rejected
                                     .fetch_add(1, Ordering::Relaxed);
+                                tracing::debug!(topic = %rec.name, partition = p.index, code = ?invalid.code,
+                                    reason = %invalid.message, "produce refused records");
                                 if invalid.records.is_empty() {
                                     Pending::Done(invalid.code, Some(invalid.message))
                                 } else {
-                                    tracing::debug!(topic = %rec.name, partition = p.index, reason = %invalid.message, "produce refused records");
                                     Pending::BadRecords(invalid)
                                 }
                             }
