@@ -233,7 +233,7 @@ pub fn alter(ops: &[(&str, AlterOp, Option<&str>)], validate_only: bool) -> Resu
 fn directives(base: &[String], levels: &BTreeMap<String, &'static str>) -> String {
     let mut out: Vec<String> = base
         .iter()
-        .filter(|d| !(levels.contains_key(ROOT) && !d.contains('=')))
+        .filter(|d| !levels.contains_key(ROOT) || d.contains('='))
         .cloned()
         .collect();
     for (name, level) in levels {
