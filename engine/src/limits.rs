@@ -247,6 +247,19 @@ pub const QUOTAS_REFRESH: Duration = Duration::from_secs(30);
 /// is reloaded this often even without a `rutomq_configs` notice, and at
 /// once on one.
 pub const CONFIGS_REFRESH: Duration = Duration::from_secs(30);
+/// Client instances an agent keeps telemetry state of (KIP-714); past it
+/// the one silent longest is forgotten.
+pub const TELEMETRY_CLIENTS_MAX: usize = 10_000;
+/// Series of pushed client metrics an agent exports on `/metrics`; points
+/// of new series past it are dropped (and counted).
+pub const TELEMETRY_SERIES_MAX: usize = 50_000;
+/// Points one push may add (the rest of it is dropped).
+pub const TELEMETRY_POINTS_MAX: usize = 5_000;
+/// A push's compressed metrics at most (told to clients as
+/// `telemetry_max_bytes`; Kafka's `telemetry.max.bytes` default).
+pub const TELEMETRY_MAX_BYTES: i32 = 1 << 20;
+/// A push's metrics decompressed at most.
+pub const TELEMETRY_DECOMPRESSED_MAX: u64 = 8 << 20;
 /// Compiled size a client-metrics `match` pattern may take (regex crate's
 /// size limit): every agent holds every subscription's patterns.
 pub const CLIENT_MATCH_REGEX_BYTES: usize = 64 << 10;

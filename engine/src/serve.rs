@@ -193,6 +193,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         authorizer: authorizer.clone(),
         quotas: quotas.clone(),
         dynamic: dynamic.clone(),
+        telemetry: Default::default(),
     });
     refresh_cluster(&rt, &agent);
     let weak = Arc::downgrade(&agent);

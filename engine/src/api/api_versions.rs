@@ -93,6 +93,11 @@ pub async fn handle(_shard: &Shard, req: &Req, body: ApiVersionsRequest) -> ApiV
             "ApiVersions refused: client software name or version not of [a-zA-Z0-9][a-zA-Z0-9.-]*[a-zA-Z0-9]");
         return ApiVersionsResponse::default().with_error_code(ErrorCode::InvalidRequest.code());
     }
+    if req.version >= 3 {
+        if let Some(conn) = &req.conn {
+            *conn.software.borrow_mut() = Some((name.to_string(), version.to_string()));
+        }
+    }
     with_features(ApiVersionsResponse::default().with_api_keys(table()), req.version)
 }
 

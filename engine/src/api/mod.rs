@@ -110,6 +110,8 @@ apis! {
     incremental_alter_configs,
     alter_configs,
     list_config_resources,
+    get_telemetry_subscriptions,
+    push_telemetry,
     describe_log_dirs,
     alter_replica_log_dirs,
     elect_leaders,
@@ -333,6 +335,8 @@ pub struct Connection {
     pub quota: RefCell<Option<Rc<ClientQuota>>>,
     /// A throttled client's next request waits until then (KIP-219).
     pub muted_until: std::cell::Cell<Option<std::time::Instant>>,
+    /// The client software's name and version (ApiVersions v3+).
+    pub software: RefCell<Option<(String, String)>>,
 }
 
 impl Connection {
@@ -453,6 +457,7 @@ impl rutomq_shards::Service for Service {
             auth: RefCell::new(Auth::new(l.protocol.sasl(), principal)),
             quota: RefCell::new(None),
             muted_until: std::cell::Cell::new(None),
+            software: RefCell::new(None),
         }))
     }
 

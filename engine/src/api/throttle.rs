@@ -64,6 +64,8 @@ throttled!(
     IncrementalAlterConfigsResponse,
     AlterConfigsResponse,
     ListConfigResourcesResponse,
+    GetTelemetrySubscriptionsResponse,
+    PushTelemetryResponse,
     DescribeLogDirsResponse,
     AlterReplicaLogDirsResponse,
     ElectLeadersResponse,
