@@ -64,6 +64,8 @@ pub struct Agent {
     pub quotas: Arc<crate::quota::Quotas>,
     /// Broker, group and client-metrics configs set at runtime.
     pub dynamic: Arc<crate::dynamic::Dynamic>,
+    /// Delegation tokens in force.
+    pub tokens: Arc<crate::security::tokens::Tokens>,
     /// Client telemetry (KIP-714) pushed to this agent.
     pub telemetry: crate::telemetry::Telemetry,
 }

@@ -140,6 +140,31 @@ pub struct ServeArgs {
     /// open to everyone (instead of closed).
     #[arg(long, env = "RUTOMQ_ALLOW_EVERYONE_IF_NO_ACL_FOUND")]
     pub allow_everyone_if_no_acl_found: bool,
+    /// Kafka's `delegation.token.secret.key`: turns delegation tokens on
+    /// (every agent must have the same); a token's HMAC is HMAC-SHA512 of
+    /// its id under it.
+    #[arg(
+        long,
+        env = "RUTOMQ_DELEGATION_TOKEN_SECRET_KEY",
+        hide_env_values = true
+    )]
+    pub delegation_token_secret_key: Option<String>,
+    /// Kafka's `delegation.token.max.lifetime.ms`: no renewal takes a token
+    /// past this after its creation.
+    #[arg(
+        long,
+        env = "RUTOMQ_DELEGATION_TOKEN_MAX_LIFETIME_MS",
+        default_value_t = 604_800_000
+    )]
+    pub delegation_token_max_lifetime_ms: i64,
+    /// Kafka's `delegation.token.expiry.time.ms`: a token expires this long
+    /// after its creation or renewal unless renewed.
+    #[arg(
+        long,
+        env = "RUTOMQ_DELEGATION_TOKEN_EXPIRY_TIME_MS",
+        default_value_t = 86_400_000
+    )]
+    pub delegation_token_expiry_time_ms: i64,
     /// Health and metrics HTTP listener.
     #[arg(long, env = "RUTOMQ_HTTP", default_value = "127.0.0.1:8080")]
     pub http: SocketAddr,
@@ -423,6 +448,17 @@ impl ServeArgs {
             principal_mapping_rules: self.ssl_principal_mapping_rules.clone(),
             reauth: (self.connections_max_reauth_ms > 0)
                 .then(|| std::time::Duration::from_millis(self.connections_max_reauth_ms)),
+            tokens: match &self.delegation_token_secret_key {
+                Some(key) if key.is_empty() => {
+                    anyhow::bail!("--delegation-token-secret-key must not be empty")
+                }
+                Some(key) => Some(crate::security::tokens::TokenConfig {
+                    secret: key.as_bytes().to_vec(),
+                    max_lifetime_ms: self.delegation_token_max_lifetime_ms.max(1),
+                    expiry_time_ms: self.delegation_token_expiry_time_ms.max(1),
+                }),
+                None => None,
+            },
         })
     }
 

@@ -247,6 +247,10 @@ pub const QUOTAS_REFRESH: Duration = Duration::from_secs(30);
 /// is reloaded this often even without a `rutomq_configs` notice, and at
 /// once on one.
 pub const CONFIGS_REFRESH: Duration = Duration::from_secs(30);
+/// The agent's copy of the delegation tokens is reloaded this often even
+/// without a `rutomq_tokens` notice (expired ones drop out), and at once on
+/// one.
+pub const TOKENS_REFRESH: Duration = Duration::from_secs(30);
 /// Client instances an agent keeps telemetry state of (KIP-714); past it
 /// the one silent longest is forgotten.
 pub const TELEMETRY_CLIENTS_MAX: usize = 10_000;

@@ -79,6 +79,8 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     let on_quotas = quotas_changed.clone();
     let configs_changed = Arc::new(tokio::sync::Notify::new());
     let on_configs = configs_changed.clone();
+    let tokens_changed = Arc::new(tokio::sync::Notify::new());
+    let on_tokens = tokens_changed.clone();
     let (meta, meta_join) = Meta::start(
         url,
         Box::new(move |notice| match notice {
@@ -90,6 +92,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             Notice::AclsChanged => on_acls.notify_one(),
             Notice::QuotasChanged => on_quotas.notify_one(),
             Notice::ConfigsChanged => on_configs.notify_one(),
+            Notice::TokensChanged => on_tokens.notify_one(),
         }),
     )
     .context("cannot reach PostgreSQL")?;
@@ -137,6 +140,9 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     let dynamic = Arc::new(crate::dynamic::Dynamic::default());
     rt.block_on(dynamic.reload(&meta))
         .context("cannot load the dynamic configs")?;
+    let tokens = Arc::new(crate::security::tokens::Tokens::default());
+    rt.block_on(tokens.reload(&meta))
+        .context("cannot load the delegation tokens")?;
     tracing::info!(agent_id, %object_store_url, shards = shards_n, flush_interval_ms = flush_interval.as_millis() as u64, "agent registered");
 
     let flush = Flush::new(flush_interval, args.flush_bytes);
@@ -193,6 +199,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         authorizer: authorizer.clone(),
         quotas: quotas.clone(),
         dynamic: dynamic.clone(),
+        tokens: tokens.clone(),
         telemetry: Default::default(),
     });
     refresh_cluster(&rt, &agent);
@@ -271,6 +278,16 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             let every = crate::limits::QUOTAS_REFRESH;
             crate::control::keep("client quotas", every, quotas_changed, || {
                 quotas.reload(&meta)
+            })
+            .await
+        });
+    }
+    {
+        let (meta, tokens) = (meta.clone(), tokens.clone());
+        storage.spawn(async move {
+            let every = crate::limits::TOKENS_REFRESH;
+            crate::control::keep("delegation tokens", every, tokens_changed, || {
+                tokens.reload(&meta)
             })
             .await
         });

@@ -23,6 +23,7 @@ pub mod producer;
 pub mod quota;
 pub mod security;
 mod sql;
+pub mod token;
 pub mod txn;
 
 pub use limits::*;
@@ -177,6 +178,8 @@ pub enum Notice {
     QuotasChanged,
     /// Dynamic configs were altered (migration 10).
     ConfigsChanged,
+    /// Delegation tokens were created, renewed or expired (migration 11).
+    TokensChanged,
 }
 
 /// Called with every notification.
@@ -335,6 +338,7 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaErro
         (8, include_str!("../sql/0008_acls.sql")),
         (9, include_str!("../sql/0009_quotas.sql")),
         (10, include_str!("../sql/0010_dynamic_configs.sql")),
+        (11, include_str!("../sql/0011_delegation_tokens.sql")),
     ];
     client
         .batch_execute(

@@ -48,3 +48,6 @@ pub const QUOTAS_MAX: i64 = 100_000;
 /// loads, and IncrementalAlterConfigs and AlterConfigs allow in all: each
 /// agent holds them all.
 pub const DYNAMIC_CONFIGS_MAX: i64 = 100_000;
+/// Delegation tokens in force an agent loads, and CreateDelegationToken
+/// allows in all: each agent holds them all for logins.
+pub const TOKENS_MAX: i64 = 50_000;

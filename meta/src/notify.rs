@@ -50,6 +50,8 @@ pub(crate) const ACLS: &str = "rutomq_acls";
 pub(crate) const QUOTAS: &str = "rutomq_quotas";
 /// Dynamic configs were altered, by a trigger (migration 10).
 pub(crate) const CONFIGS: &str = "rutomq_configs";
+/// Delegation tokens changed, by a trigger (migration 11).
+pub(crate) const TOKENS: &str = "rutomq_tokens";
 
 struct Announcement {
     channel: &'static str,
@@ -205,7 +207,7 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
     client
         .batch_execute(&format!(
             "LISTEN {WATERMARKS}; LISTEN {LOG_STARTS}; LISTEN {COMPACTED}; LISTEN {TOPICS}; \
-             LISTEN {CREDENTIALS}; LISTEN {ACLS}; LISTEN {QUOTAS}; LISTEN {CONFIGS}"
+             LISTEN {CREDENTIALS}; LISTEN {ACLS}; LISTEN {QUOTAS}; LISTEN {CONFIGS}; LISTEN {TOKENS}"
         ))
         .await?;
     while let Some(m) = nrx.recv().await {
@@ -218,6 +220,7 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
             ACLS => Notice::AclsChanged,
             QUOTAS => Notice::QuotasChanged,
             CONFIGS => Notice::ConfigsChanged,
+            TOKENS => Notice::TokensChanged,
             _ => Notice::Watermarks(commit::parse_marks_payload(&payload)),
         });
     }

@@ -12,6 +12,7 @@ mod fuzz;
 mod group_support;
 mod retired;
 mod throttle;
+mod token_support;
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
@@ -112,6 +113,10 @@ apis! {
     list_config_resources,
     get_telemetry_subscriptions,
     push_telemetry,
+    create_delegation_token,
+    renew_delegation_token,
+    expire_delegation_token,
+    describe_delegation_token,
     describe_log_dirs,
     alter_replica_log_dirs,
     elect_leaders,

@@ -76,9 +76,11 @@ fn step(shard: &Shard, conn: &Connection, token: &[u8]) -> TokenOutcome {
         let auth = conn.auth.borrow();
         (auth.mechanism().map_or("", |m| m.name()), auth.reauthenticating())
     };
+    let tokens = shard.agent.tokens.copy.get();
     let outcome = conn.auth.borrow_mut().token(
         token,
         &shard.agent.credentials,
+        &tokens,
         shard.agent.security.reauth,
     );
     match &outcome {

@@ -17,6 +17,7 @@ pub mod authorizer;
 pub mod scram;
 pub mod session;
 pub mod tls;
+pub mod tokens;
 pub mod users;
 pub mod x500;
 
@@ -122,6 +123,8 @@ pub struct SecurityConfig {
     /// The authorizer's settings (`None`: no authorizer, as Kafka without
     /// `authorizer.class.name`).
     pub authorizer: Option<acl::AuthorizerConfig>,
+    /// Delegation tokens' settings (`None`: no secret key, tokens off).
+    pub tokens: Option<tokens::TokenConfig>,
 }
 
 /// Parses Kafka's `listeners` / `advertised.listeners` syntax,

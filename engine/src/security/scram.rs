@@ -58,7 +58,7 @@ impl Mechanism {
         Mechanism::ALL.into_iter().find(|m| m.code() == code)
     }
 
-    fn hmac(self, key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
+    pub fn hmac(self, key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
         fn run<M: Mac + KeyInit>(key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
             let mut m = <M as KeyInit>::new_from_slice(key).expect("HMAC takes any key length");
             for p in parts {
@@ -172,6 +172,8 @@ pub enum ScramServer {
         /// two thirds of the AuthMessage.
         auth_prefix: String,
         gs2_header: String,
+        /// A delegation token logs in (`tokenauth=true`): `user` is its id.
+        token: bool,
     },
     Finished,
 }
@@ -181,8 +183,13 @@ pub enum ScramServer {
 pub enum ScramStep {
     /// Send this challenge; the exchange goes on.
     Challenge(Vec<u8>),
-    /// Authenticated as this user; send this server-final-message.
-    Success { user: String, last: Vec<u8> },
+    /// Authenticated as this user (a delegation token's id when `token`);
+    /// send this server-final-message.
+    Success {
+        user: String,
+        last: Vec<u8>,
+        token: bool,
+    },
 }
 
 impl ScramServer {
@@ -190,12 +197,13 @@ impl ScramServer {
         ScramServer::Start { mechanism }
     }
 
-    /// Takes the client's next message; `lookup(user)` finds the stored
-    /// credential of a user for this exchange's mechanism.
+    /// Takes the client's next message; `lookup(user, token)` finds the
+    /// stored credential of a user (of a delegation token, when `token`)
+    /// for this exchange's mechanism.
     pub fn step(
         &mut self,
         msg: &[u8],
-        lookup: impl FnOnce(&str) -> Option<Credential>,
+        lookup: impl FnOnce(&str, bool) -> Option<Credential>,
     ) -> Result<ScramStep, ScramError> {
         if msg.len() > MESSAGE_BYTES_MAX {
             *self = ScramServer::Finished;
@@ -206,7 +214,8 @@ impl ScramServer {
         match std::mem::replace(self, ScramServer::Finished) {
             ScramServer::Start { mechanism } => {
                 let first = parse_client_first(msg)?;
-                let credential = lookup(&first.user).ok_or(ScramError::InvalidCredentials)?;
+                let credential =
+                    lookup(&first.user, first.token).ok_or(ScramError::InvalidCredentials)?;
                 let nonce = format!(
                     "{}{}",
                     first.nonce,
@@ -225,6 +234,7 @@ impl ScramServer {
                     nonce,
                     auth_prefix,
                     gs2_header: first.gs2_header,
+                    token: first.token,
                 };
                 Ok(ScramStep::Challenge(server_first.into_bytes()))
             }
@@ -235,6 +245,7 @@ impl ScramServer {
                 nonce,
                 auth_prefix,
                 gs2_header,
+                token,
             } => {
                 let (without_proof, proof) = msg.rsplit_once(",p=").ok_or(
                     ScramError::Malformed("client-final-message without a proof"),
@@ -271,6 +282,7 @@ impl ScramServer {
                 Ok(ScramStep::Success {
                     user,
                     last: format!("v={}", B64.encode(server_signature)).into_bytes(),
+                    token,
                 })
             }
             ScramServer::Finished => Err(ScramError::Malformed("SCRAM exchange already finished")),
@@ -283,6 +295,7 @@ struct ClientFirst {
     bare: String,
     user: String,
     nonce: String,
+    token: bool,
 }
 
 /// gs2-header client-first-message-bare: "n,[a=authzid]," "n=user,r=nonce[,ext]".
@@ -324,11 +337,15 @@ fn parse_client_first(msg: &str) -> Result<ClientFirst, ScramError> {
     {
         return Err(ScramError::Malformed("bad client nonce"));
     }
-    // Extensions: Kafka's `tokenauth` (delegation tokens) is not served;
-    // an unknown extension is ignored, as RFC 5802 allows.
+    // Extensions: Kafka's `tokenauth` (a delegation token logs in); an
+    // unknown extension is ignored, as RFC 5802 allows.
+    let mut token = false;
     for ext in attrs {
-        if ext.starts_with("tokenauth=") && ext != "tokenauth=false" {
-            return Err(ScramError::Malformed("delegation tokens are not supported"));
+        match ext.strip_prefix("tokenauth=") {
+            Some(v) if v.eq_ignore_ascii_case("true") => token = true,
+            Some(v) if v.eq_ignore_ascii_case("false") => token = false,
+            Some(_) => return Err(ScramError::Malformed("tokenauth is neither true nor false")),
+            None => {}
         }
     }
     if let Some(authz) = authzid.strip_prefix("a=") {
@@ -342,6 +359,7 @@ fn parse_client_first(msg: &str) -> Result<ClientFirst, ScramError> {
         gs2_header,
         bare: bare.to_owned(),
         nonce: nonce.to_owned(),
+        token,
         user,
     })
 }
@@ -413,7 +431,7 @@ mod tests {
     ) -> Result<ScramStep, ScramError> {
         let mut s = ScramServer::new(m);
         let bare = "n=alice,r=fyko+d2lbbFgONRv9qkxdawL";
-        let ScramStep::Challenge(first) = s.step(format!("n,,{bare}").as_bytes(), |u| {
+        let ScramStep::Challenge(first) = s.step(format!("n,,{bare}").as_bytes(), |u, _| {
             (u == "alice").then(|| stored.clone())
         })?
         else {
@@ -422,7 +440,7 @@ mod tests {
         let first = String::from_utf8(first).unwrap();
         assert!(first.starts_with("r=fyko+d2lbbFgONRv9qkxdawL"));
         let (fin, expect_v) = client_final(m, password, bare, &first);
-        let r = s.step(fin.as_bytes(), |_| unreachable!())?;
+        let r = s.step(fin.as_bytes(), |_, _| unreachable!())?;
         if let ScramStep::Success { last, .. } = &r {
             assert_eq!(last, &expect_v);
         }
@@ -462,7 +480,7 @@ mod tests {
         let m = Mechanism::Sha256;
         let mut s = ScramServer::new(m);
         assert_eq!(
-            s.step(b"n,,n=bob,r=abc", |_| None),
+            s.step(b"n,,n=bob,r=abc", |_, _| None),
             Err(ScramError::InvalidCredentials)
         );
         for bad in [
@@ -471,7 +489,7 @@ mod tests {
             b"n,,n=a",
             b"n,,n=a=,r=x",
             b"n,,n=a,r=",
-            b"n,,n=a,r=x,tokenauth=true",
+            b"n,,n=a,r=x,tokenauth=maybe",
             b"n,a=b,n=a,r=x",
             b"",
             b"\xff\xfe",
@@ -480,7 +498,7 @@ mod tests {
             let stored = Credential::from_password(m, b"pw", 4096);
             assert!(
                 matches!(
-                    s.step(bad, |_| Some(stored.clone())),
+                    s.step(bad, |_, _| Some(stored.clone())),
                     Err(ScramError::Malformed(_))
                 ),
                 "{:?}",
@@ -495,8 +513,9 @@ mod tests {
             "c=biws,r=NONCE",
         ] {
             let mut s = ScramServer::new(m);
-            let ScramStep::Challenge(first) =
-                s.step(b"n,,n=a,r=abc", |_| Some(stored.clone())).unwrap()
+            let ScramStep::Challenge(first) = s
+                .step(b"n,,n=a,r=abc", |_, _| Some(stored.clone()))
+                .unwrap()
             else {
                 panic!()
             };
@@ -508,12 +527,12 @@ mod tests {
             let msg = forge.replace("NONCE", &nonce);
             assert!(
                 matches!(
-                    s.step(msg.as_bytes(), |_| None),
+                    s.step(msg.as_bytes(), |_, _| None),
                     Err(ScramError::Malformed(_))
                 ),
                 "{forge}"
             );
-            assert!(s.step(b"again", |_| None).is_err());
+            assert!(s.step(b"again", |_, _| None).is_err());
         }
     }
 

@@ -39,6 +39,9 @@ pub enum Auth {
         principal: String,
         mechanism: SaslMechanism,
         expires: Option<Instant>,
+        /// Logged in with a delegation token (which may not ask for
+        /// tokens itself, as in Kafka).
+        token: bool,
     },
     /// The exchange failed; the connection is closing.
     Failed,
@@ -146,6 +149,7 @@ impl Auth {
                 principal,
                 mechanism: m,
                 expires: Some(_),
+                ..
             } if version >= 1 => {
                 if SaslMechanism::from_name(mechanism) != Some(*m) {
                     *self = Auth::Failed;
@@ -171,12 +175,19 @@ impl Auth {
         Ok(())
     }
 
+    /// Whether the session logged in with a delegation token.
+    pub fn token_authenticated(&self) -> bool {
+        matches!(self, Auth::Authenticated { token: true, .. })
+    }
+
     /// The client's next token; a session that succeeds lasts `session`
-    /// (re-authentication on) or for ever.
+    /// (re-authentication on) or for ever. A delegation token logs in as
+    /// its owner, found in `tokens`.
     pub fn token(
         &mut self,
         token: &[u8],
         credentials: &Credentials,
+        tokens: &super::tokens::TokenSet,
         session: Option<std::time::Duration>,
     ) -> TokenOutcome {
         let Auth::Tokens {
@@ -189,20 +200,51 @@ impl Auth {
             return TokenOutcome::IllegalState;
         };
         let mechanism = *mechanism;
+        let mut via_token = false;
         let outcome = match (mechanism, scram) {
             (SaslMechanism::Plain, _) => plain(token, credentials),
             (SaslMechanism::Scram(m), Some(server)) => {
                 // The user of the first message, when this is the final one.
                 let mut asked = scram_user(server);
-                match server.step(token, |user| {
+                let now_ms = crate::wall::now_ms();
+                match server.step(token, |user, is_token| {
                     asked = Some(user.to_owned());
-                    credentials.lookup(user, m)
+                    if is_token {
+                        tokens.login(user, m, now_ms).map(|(c, _)| c)
+                    } else {
+                        credentials.lookup(user, m)
+                    }
                 }) {
                     Ok(ScramStep::Challenge(c)) => return TokenOutcome::Continue(c),
-                    Ok(ScramStep::Success { user, last }) => TokenOutcome::Done {
+                    Ok(ScramStep::Success {
+                        user,
+                        last,
+                        token: false,
+                    }) => TokenOutcome::Done {
                         principal: format!("User:{user}"),
                         last,
                     },
+                    Ok(ScramStep::Success {
+                        user,
+                        last,
+                        token: true,
+                    }) => {
+                        match tokens.login(&user, m, crate::wall::now_ms()) {
+                            Some((_, owner)) => {
+                                via_token = true;
+                                TokenOutcome::Done {
+                                    principal: owner,
+                                    last,
+                                }
+                            }
+                            // Expired during the exchange.
+                            None => TokenOutcome::Failed {
+                                message: "Authentication failed: the delegation token expired"
+                                    .into(),
+                                user: Some(user),
+                            },
+                        }
+                    }
                     Err(e) => TokenOutcome::Failed {
                         message: match e {
                             ScramError::InvalidCredentials => format!(
@@ -236,6 +278,7 @@ impl Auth {
                 principal: principal.clone(),
                 mechanism,
                 expires: session.map(|d| Instant::now() + d),
+                token: via_token,
             },
             _ => Auth::Failed,
         };
@@ -365,7 +408,12 @@ pub fn fuzz_exchange(data: &[u8]) {
         return;
     }
     for token in rest.split(|&b| b == 0xff) {
-        match auth.token(token, credentials, None) {
+        match auth.token(
+            token,
+            credentials,
+            &super::tokens::TokenSet::default(),
+            None,
+        ) {
             TokenOutcome::Continue(_) => {}
             _ => break,
         }
@@ -376,6 +424,7 @@ pub fn fuzz_exchange(data: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::security::tokens::TokenSet;
     use rutomq_meta::security::ScramRow;
 
     fn creds() -> Credentials {
@@ -411,7 +460,7 @@ mod tests {
         assert!(!a.is_authenticated());
         a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
         assert!(
-            matches!(a.token(b"\0alice\0pw", &c, None), TokenOutcome::Done { ref principal, .. } if principal == "User:alice")
+            matches!(a.token(b"\0alice\0pw", &c, &TokenSet::default(), None), TokenOutcome::Done { ref principal, .. } if principal == "User:alice")
         );
         assert!(a.is_authenticated());
         assert_eq!(a.principal(), Some("User:alice"));
@@ -430,12 +479,15 @@ mod tests {
             let mut a = Auth::new(true, ANONYMOUS.into());
             a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
             assert!(
-                matches!(a.token(bad, &c, None), TokenOutcome::Failed { .. }),
+                matches!(
+                    a.token(bad, &c, &TokenSet::default(), None),
+                    TokenOutcome::Failed { .. }
+                ),
                 "{bad:?}"
             );
             assert!(!a.is_authenticated());
             assert_eq!(
-                a.token(b"\0alice\0pw", &c, None),
+                a.token(b"\0alice\0pw", &c, &TokenSet::default(), None),
                 TokenOutcome::IllegalState
             );
         }
@@ -452,7 +504,7 @@ mod tests {
         a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
         assert!(!a.reauthenticating());
         assert!(matches!(
-            a.token(b"\0alice\0pw", &both, session),
+            a.token(b"\0alice\0pw", &both, &TokenSet::default(), session),
             TokenOutcome::Done { .. }
         ));
         assert!(a.is_authenticated() && !a.session_expired());
@@ -461,7 +513,7 @@ mod tests {
         assert!(!a.is_authenticated(), "nothing else is served mid-exchange");
         assert!(a.reauthenticating());
         assert!(matches!(
-            a.token(b"\0alice\0pw", &both, session),
+            a.token(b"\0alice\0pw", &both, &TokenSet::default(), session),
             TokenOutcome::Done { .. }
         ));
         std::thread::sleep(std::time::Duration::from_millis(60));
@@ -469,20 +521,20 @@ mod tests {
         // Expired sessions may still re-authenticate; another principal may not.
         a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
         assert!(matches!(
-            a.token(b"\0bob\0pw", &both, session),
+            a.token(b"\0bob\0pw", &both, &TokenSet::default(), session),
             TokenOutcome::Failed { ref message, .. } if message.contains("Cannot change principals")
         ));
         // Nor another mechanism, nor a v0 handshake.
         let mut a = Auth::new(true, ANONYMOUS.into());
         a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
-        a.token(b"\0alice\0pw", &both, session);
+        a.token(b"\0alice\0pw", &both, &TokenSet::default(), session);
         assert_eq!(
             a.handshake("SCRAM-SHA-256", 1, &SaslMechanism::ALL),
             Err(HandshakeError::Unsupported)
         );
         let mut a = Auth::new(true, ANONYMOUS.into());
         a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
-        a.token(b"\0alice\0pw", &both, session);
+        a.token(b"\0alice\0pw", &both, &TokenSet::default(), session);
         assert_eq!(
             a.handshake("PLAIN", 0, &SaslMechanism::ALL),
             Err(HandshakeError::IllegalState)
@@ -490,7 +542,7 @@ mod tests {
         // Without a session lifetime a second handshake stays illegal.
         let mut a = Auth::new(true, ANONYMOUS.into());
         a.handshake("PLAIN", 1, &SaslMechanism::ALL).unwrap();
-        a.token(b"\0alice\0pw", &both, None);
+        a.token(b"\0alice\0pw", &both, &TokenSet::default(), None);
         assert_eq!(
             a.handshake("PLAIN", 1, &SaslMechanism::ALL),
             Err(HandshakeError::IllegalState)

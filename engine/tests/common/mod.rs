@@ -119,7 +119,8 @@ where
                 Notice::Compacted(_)
                 | Notice::TopicChanged(_)
                 | Notice::CredentialsChanged(_)
-                | Notice::ConfigsChanged => {}
+                | Notice::ConfigsChanged
+                | Notice::TokensChanged => {}
             }
         }),
     )
