@@ -39,29 +39,37 @@ pub async fn handle(shard: &Shard, req: &Req, body: ListOffsetsRequest) -> ListO
         } else {
             Err(ErrorCode::TopicAuthorizationFailed)
         };
-        let mut parts = Vec::new();
-        for p in t.partitions {
-            let r = ListOffsetsPartitionResponse::default()
-                .with_partition_index(p.partition_index)
-                .with_timestamp(-1)
-                .with_offset(-1)
-                .with_leader_epoch(leader_epoch);
-            let found = match &topic {
-                Err(code) => Err(*code),
-                Ok(None) => Err(ErrorCode::UnknownTopicOrPartition),
-                Ok(Some(rec)) if p.partition_index < 0 || p.partition_index >= rec.partitions => {
-                    Err(ErrorCode::UnknownTopicOrPartition)
+        // A topic's partitions looked up together: the metadata thread
+        // pipelines their queries instead of one round trip after another.
+        let parts = futures::future::join_all(t.partitions.into_iter().map(|p| {
+            let topic = &topic;
+            async move {
+                let r = ListOffsetsPartitionResponse::default()
+                    .with_partition_index(p.partition_index)
+                    .with_timestamp(-1)
+                    .with_offset(-1)
+                    .with_leader_epoch(leader_epoch);
+                let found = match topic {
+                    Err(code) => Err(*code),
+                    Ok(None) => Err(ErrorCode::UnknownTopicOrPartition),
+                    Ok(Some(rec))
+                        if p.partition_index < 0 || p.partition_index >= rec.partitions =>
+                    {
+                        Err(ErrorCode::UnknownTopicOrPartition)
+                    }
+                    Ok(Some(rec)) => {
+                        lookup(shard, rec.topic_id, p.partition_index, p.timestamp, committed)
+                            .await
+                    }
+                };
+                match found {
+                    Ok(Some((offset, ts))) => r.with_offset(offset).with_timestamp(ts),
+                    Ok(None) => r,
+                    Err(code) => r.with_error_code(code.code()),
                 }
-                Ok(Some(rec)) => {
-                    lookup(shard, rec.topic_id, p.partition_index, p.timestamp, committed).await
-                }
-            };
-            parts.push(match found {
-                Ok(Some((offset, ts))) => r.with_offset(offset).with_timestamp(ts),
-                Ok(None) => r,
-                Err(code) => r.with_error_code(code.code()),
-            });
-        }
+            }
+        }))
+        .await;
         topics.push(
             ListOffsetsTopicResponse::default()
                 .with_name(t.name)
