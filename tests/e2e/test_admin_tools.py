@@ -35,6 +35,7 @@
 import json
 import os
 import subprocess
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -226,6 +227,32 @@ def test_dynamic_config_tools(agent, request):
         assert kv in out, out
     tool(configs_cmd, "--alter", *metrics, "--delete-config", "metrics,interval.ms,match")
     assert name not in tool(cm_cmd, "--list").split()
+
+
+def test_dynamic_configs_reach_every_agent(start_agent, request):
+    """A cluster default set through one agent is in force on another at
+    once (its copy reloads on PostgreSQL's notice), without a restart."""
+    run_sh = request.getfixturevalue("roundtrip_clients")
+    a, b = start_agent(), start_agent()
+    topic = unique_topic("spread")
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+
+    def produced(size):
+        errors = []
+        p.produce(topic, value=b"x" * size, partition=0, on_delivery=lambda e, m: errors.append(e))
+        p.flush(30)
+        return errors[0].code() if errors and errors[0] is not None else 0
+
+    assert produced(5000) == 0
+    kafka_tool(run_sh, "kafka.admin.ConfigCommand", "--bootstrap-server", a.bootstrap, "--alter",
+               "--entity-type", "brokers", "--entity-default", "--add-config", "message.max.bytes=3000")
+    deadline = time.monotonic() + 10
+    while produced(5000) != 10:  # MSG_SIZE_TOO_LARGE, on the other agent
+        assert time.monotonic() < deadline, "agent b never took the cluster default"
+        time.sleep(0.2)
+    out = kafka_tool(run_sh, "kafka.admin.ConfigCommand", "--bootstrap-server", b.bootstrap, "--describe",
+                     "--entity-type", "brokers", "--entity-default").stdout
+    assert "message.max.bytes=3000" in out, out
 
 
 def test_features_and_quorum_tools(agent, request):
