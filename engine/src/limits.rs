@@ -259,11 +259,29 @@ pub const TELEMETRY_CLIENTS_MAX: usize = 10_000;
 pub const TELEMETRY_SERIES_MAX: usize = 50_000;
 /// Points one push may add (the rest of it is dropped).
 pub const TELEMETRY_POINTS_MAX: usize = 5_000;
+/// Bytes of metric names and attributes one push may add.
+pub const TELEMETRY_PUSH_POINT_BYTES_MAX: usize = 1 << 20;
+/// Bytes of metric names and attributes all exported series hold.
+pub const TELEMETRY_SERIES_BYTES_MAX: usize = 32 << 20;
+/// The longest client id a telemetry client keeps (longer: cut).
+pub const TELEMETRY_CLIENT_ID_BYTES_MAX: usize = 256;
 /// A push's compressed metrics at most (told to clients as
 /// `telemetry_max_bytes`; Kafka's `telemetry.max.bytes` default).
 pub const TELEMETRY_MAX_BYTES: i32 = 1 << 20;
 /// A push's metrics decompressed at most.
 pub const TELEMETRY_DECOMPRESSED_MAX: u64 = 8 << 20;
+/// Patterns one client-metrics `match` may hold.
+pub const CLIENT_MATCH_PATTERNS_MAX: usize = 32;
+/// The longest dynamic config name and value stored (every agent holds
+/// every dynamic config).
+pub const DYNAMIC_CONFIG_NAME_BYTES_MAX: usize = 255;
+pub const DYNAMIC_CONFIG_VALUE_BYTES_MAX: usize = 16 << 10;
+/// Loggers given a level at runtime (BROKER_LOGGER) at most.
+pub const LOGGERS_MAX: usize = 1_000;
+/// Renewers one delegation token may name, and the longest principal
+/// name among them (every agent holds every token).
+pub const TOKEN_RENEWERS_MAX: usize = 100;
+pub const PRINCIPAL_NAME_BYTES_MAX: usize = 1024;
 /// Compiled size a client-metrics `match` pattern may take (regex crate's
 /// size limit): every agent holds every subscription's patterns.
 pub const CLIENT_MATCH_REGEX_BYTES: usize = 64 << 10;

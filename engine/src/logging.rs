@@ -168,7 +168,8 @@ pub fn describe() -> Vec<(String, &'static str)> {
         .collect()
 }
 
-/// Applies `ops` (SET a logger's level, DELETE it back to the root's)
+/// Applies `ops` (SET a logger's level, DELETE it back to what the start
+/// directives give it)
 /// all or none, refusing as Kafka refuses; `validate_only` checks only.
 pub fn alter(ops: &[(&str, AlterOp, Option<&str>)], validate_only: bool) -> Result<(), Refusal> {
     let invalid_config = |m: String| Refusal::new(ErrorCode::InvalidConfig, m);
@@ -218,6 +219,16 @@ pub fn alter(ops: &[(&str, AlterOp, Option<&str>)], validate_only: bool) -> Resu
             Some(level) => l.levels.insert(name.to_owned(), level),
             None => l.levels.remove(name),
         };
+    }
+    if l.levels.len() > crate::limits::LOGGERS_MAX {
+        l.levels = before;
+        return Err(Refusal::new(
+            ErrorCode::InvalidConfig,
+            format!(
+                "at most {} loggers are given a level at runtime",
+                crate::limits::LOGGERS_MAX
+            ),
+        ));
     }
     let directives = directives(&l.base, &l.levels);
     if let Err(e) = (l.apply)(&directives) {

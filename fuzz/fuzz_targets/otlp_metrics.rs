@@ -4,5 +4,5 @@
 #![no_main]
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
-    let _ = rutomq::telemetry::otlp::decode(data, 5_000);
+    let _ = rutomq::telemetry::otlp::decode(data, 5_000, 1 << 20);
 });

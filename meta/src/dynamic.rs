@@ -86,6 +86,13 @@ impl Meta {
                     return Ok(Ok(Ok(())));
                 }
                 let (names, values): (Vec<String>, Vec<String>) = next.into_iter().unzip();
+                // The count is taken under a lock every agent's writers
+                // share: no two pass the limit together.
+                tx.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended('rutomq_configs', 18))",
+                    &[],
+                )
+                .await?;
                 tx.execute(sql::DYNAMIC_CLEAR, &[&kind, &resource]).await?;
                 let n: i64 = tx
                     .query_one(sql::DYNAMIC_REPLACE, &[&kind, &resource, &names, &values])

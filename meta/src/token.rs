@@ -18,7 +18,8 @@ pub struct TokenScram {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TokenRow {
     pub token_id: String,
-    pub hmac: Vec<u8>,
+    /// SHA-256 of the token's HMAC (the HMAC is its password: not kept).
+    pub hmac_hash: Vec<u8>,
     /// Principals, `User:alice`.
     pub owner: String,
     pub requester: String,
@@ -64,7 +65,7 @@ impl Meta {
                     .take(TOKENS_MAX as usize)
                     .map(|r| TokenRow {
                         token_id: r.get(0),
-                        hmac: r.get(1),
+                        hmac_hash: r.get(1),
                         owner: r.get(2),
                         requester: r.get(3),
                         renewers: r.get(4),
@@ -91,7 +92,8 @@ impl Meta {
     }
 
     /// Stores a new token; tokens expired before `t.issue_ms` are deleted
-    /// in the same transaction.
+    /// in the same transaction, and the count is taken under a lock that
+    /// every agent's creations share (none passes the limit).
     pub async fn token_create(&self, t: TokenRow) -> Result<(), TokenCreateError> {
         let too_many = self
             .run_ctx(move |ctx| async move {
@@ -113,7 +115,7 @@ impl Meta {
                     sql::TOKEN_INSERT,
                     &[
                         &t.token_id,
-                        &t.hmac,
+                        &t.hmac_hash,
                         &t.owner,
                         &t.requester,
                         &t.renewers,
@@ -140,13 +142,14 @@ impl Meta {
         Ok(())
     }
 
-    /// Renews or expires the token of `hmac` as `decide` says from what it
+    /// Renews or expires the token whose HMAC has SHA-256 `hmac_hash` as
+    /// `decide` says from what it
     /// finds locked: `Ok(Some(ms))` sets its expiry, `Ok(None)` deletes it,
     /// `Err` changes nothing and is passed on. `Ok(None)` when no token
     /// has that HMAC.
     pub async fn token_update<E, F>(
         &self,
-        hmac: Vec<u8>,
+        hmac_hash: Vec<u8>,
         decide: F,
     ) -> Result<Option<Result<i64, E>>, MetaError>
     where
@@ -156,7 +159,7 @@ impl Meta {
         self.run_ctx(move |ctx| async move {
             let mut c = ctx.ddl.lock().await;
             let tx = c.transaction().await?;
-            let Some(r) = tx.query_opt(sql::TOKEN_LOCK, &[&hmac]).await? else {
+            let Some(r) = tx.query_opt(sql::TOKEN_LOCK, &[&hmac_hash]).await? else {
                 return Ok(None);
             };
             let found = TokenLocked {

@@ -7,7 +7,7 @@ use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceRespon
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ApiKey};
 
 use super::config_support::{
-    alter_dynamic, alter_topic, config_twice, named_twice, repeated, unserved, Outcome,
+    alter_dynamic, reload_dynamic, alter_topic, config_twice, named_twice, repeated, unserved, Outcome,
     RESOURCE_TOPIC,
 };
 use crate::dynamic::{self, RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP};
@@ -61,6 +61,9 @@ pub async fn handle(shard: &Shard, req: &Req, body: AlterConfigsRequest) -> Alte
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone()),
         );
+    }
+    if !body.validate_only {
+        reload_dynamic(shard, responses.iter().map(|r| (r.resource_type, r.error_code))).await;
     }
     AlterConfigsResponse::default().with_responses(responses)
 }

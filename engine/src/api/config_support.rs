@@ -230,8 +230,7 @@ pub fn dynamic_resource(shard: &Shard, resource_type: i8, name: &str) -> Result<
 
 /// Alters the configs of dynamic resource `name` of `resource_type` to
 /// what `edit` makes of them, after the ACL check: written to PostgreSQL
-/// unless `validate_only`, then this agent's copy reloaded (its next
-/// request sees the change; the others reload on `rutomq_configs`).
+/// unless `validate_only` (the request then calls [`reload_dynamic`] once).
 pub async fn alter_dynamic<F>(
     shard: &Shard,
     req: &Req,
@@ -256,9 +255,6 @@ where
         Ok(Ok(())) => {
             if !validate_only {
                 tracing::info!(resource_type, resource = %name, client = %req.client_id(), "altered dynamic configs");
-                if let Err(e) = shard.agent.dynamic.reload(meta).await {
-                    tracing::warn!(error = %e, "configs stored, but cannot reload them (the refresher will)");
-                }
             }
             (ErrorCode::None, None)
         }
@@ -314,6 +310,21 @@ where
             Some(format!("topic {name:?} does not exist")),
         ),
         Err(e) => (ErrorCode::from(&e), Some(e.to_string())),
+    }
+}
+
+/// After a request altered dynamic configs (a broker's, group's or
+/// subscription's, with success): this agent's copy reloaded once, so its
+/// next request sees the change (the others reload on `rutomq_configs`).
+pub async fn reload_dynamic(shard: &Shard, altered: impl IntoIterator<Item = (i8, i16)>) {
+    let dynamic = [RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_CLIENT_METRICS];
+    if altered
+        .into_iter()
+        .any(|(t, code)| code == 0 && dynamic.contains(&t))
+    {
+        if let Err(e) = shard.agent.dynamic.reload(&shard.agent.meta).await {
+            tracing::warn!(error = %e, "configs stored, but cannot reload them (the refresher will)");
+        }
     }
 }
 

@@ -9,6 +9,7 @@ use super::access::allowed as acl_allowed;
 use super::token_support::{allowed, split};
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
+use crate::limits::{PRINCIPAL_NAME_BYTES_MAX, TOKEN_RENEWERS_MAX};
 use crate::security::acl::{op, resource};
 use crate::security::tokens::new_token;
 use crate::shard::Shard;
@@ -49,12 +50,19 @@ pub async fn handle(
     if users.clone().any(|(t, _)| t != "User") {
         return fail(ErrorCode::InvalidPrincipalType);
     }
+    let too_long = users.clone().any(|(_, n)| n.len() > PRINCIPAL_NAME_BYTES_MAX);
+    if body.renewers.len() > TOKEN_RENEWERS_MAX || too_long {
+        tracing::info!(client = %req.client_id(), renewers = body.renewers.len(),
+            "CreateDelegationToken refused: at most {TOKEN_RENEWERS_MAX} renewers of names up to {PRINCIPAL_NAME_BYTES_MAX} bytes");
+        return fail(ErrorCode::InvalidRequest);
+    }
     let owner = match body.owner_principal_name.as_deref().filter(|n| !n.is_empty()) {
         Some(name) => format!("User:{name}"),
         None => requester.clone(),
     };
-    // Kafka: a token for someone else needs CREATE_TOKENS on that user.
-    if owner != requester && !acl_allowed(shard, req, op::CREATE_TOKENS, resource::USER, split(&owner).1) {
+    // Kafka: a token for someone else needs CREATE_TOKENS on that user
+    // (the resource named by the principal, `User:bob`).
+    if owner != requester && !acl_allowed(shard, req, op::CREATE_TOKENS, resource::USER, &owner) {
         return fail(ErrorCode::DelegationTokenAuthorizationFailed);
     }
     let renewers: Vec<String> = body
@@ -63,7 +71,8 @@ pub async fn handle(
         .map(|r| format!("User:{}", r.principal_name.as_str()))
         .collect();
     let now = crate::wall::now_ms();
-    let token = new_token(&cfg, owner.clone(), requester.clone(), renewers, body.max_lifetime_ms, now);
+    let (token, mac) =
+        new_token(&cfg, owner.clone(), requester.clone(), renewers, body.max_lifetime_ms, now);
     let answer = CreateDelegationTokenResponse::default()
         .with_principal_type(str_bytes(split(&owner).0))
         .with_principal_name(str_bytes(split(&owner).1))
@@ -73,7 +82,7 @@ pub async fn handle(
         .with_expiry_timestamp_ms(token.expiry_ms)
         .with_max_timestamp_ms(token.max_ms)
         .with_token_id(str_bytes(&token.token_id))
-        .with_hmac(Bytes::from(token.hmac.clone()));
+        .with_hmac(Bytes::from(mac));
     let id = token.token_id.clone();
     match shard.agent.meta.token_create(token).await {
         Ok(()) => {

@@ -58,6 +58,7 @@ pub async fn handle(
             RESOURCE_BROKER | RESOURCE_BROKER_LOGGER | RESOURCE_GROUP | RESOURCE_CLIENT_METRICS => {
                 dynamic_allowed(shard, req, op::DESCRIBE_CONFIGS, r.resource_type, name)
                     .and_then(|()| dynamic_resource(shard, r.resource_type, name))
+                    .and_then(|()| own_broker(shard, r.resource_type, name))
                     .map(|()| match r.resource_type {
                         RESOURCE_BROKER => broker(shard, name, &current, asked),
                         RESOURCE_BROKER_LOGGER => loggers(),
@@ -93,6 +94,19 @@ pub async fn handle(
 }
 
 type Described = Result<Vec<DescribeConfigsResourceResult>, (ErrorCode, Option<String>)>;
+
+/// Each agent describes its own broker configs (its settings are its
+/// own), as each Kafka broker does: another agent's id is refused.
+fn own_broker(shard: &Shard, resource_type: i8, name: &str) -> Result<(), (ErrorCode, Option<String>)> {
+    let me = shard.agent.agent_id;
+    match name.parse::<i32>() {
+        Ok(id) if resource_type == RESOURCE_BROKER && id != me => Err((
+            ErrorCode::InvalidRequest,
+            Some(format!("this is agent {me}, not {id}: each agent describes its own configs")),
+        )),
+        _ => Ok(()),
+    }
+}
 
 /// A topic's configs: its own, else the cluster's default (a dynamic
 /// broker config), else Kafka's; synonyms in Kafka's order.

@@ -1,9 +1,9 @@
 //! DescribeDelegationToken (key 41): the tokens in force of the owners
 //! asked (null: all; an empty list: none, as Kafka answers — its
 //! kafka-delegation-tokens --describe without --owner-principal sends one)
-//! that the requester may see — its own, those it asked
-//! for or may renew, and those it may DESCRIBE as DELEGATION_TOKEN
-//! resources.
+//! that the requester may see: its own, those it asked for or may renew,
+//! those of users it may DESCRIBE_TOKENS of, and those it may DESCRIBE as
+//! DELEGATION_TOKEN resources. The HMACs are recomputed from the secret.
 
 use bytes::Bytes;
 use kafka_protocol::messages::describe_delegation_token_response::{
@@ -15,6 +15,7 @@ use super::access::visible;
 use super::token_support::{allowed, split};
 use super::{str_bytes, Api, Req};
 use crate::security::acl::{op, resource};
+use crate::security::tokens::hmac;
 use crate::shard::Shard;
 
 /// DescribeDelegationToken, versions 1–3.
@@ -25,9 +26,10 @@ pub async fn handle(
     req: &Req,
     body: DescribeDelegationTokenRequest,
 ) -> DescribeDelegationTokenResponse {
-    if let Err(code) = allowed(shard, req) {
-        return DescribeDelegationTokenResponse::default().with_error_code(code.code());
-    }
+    let cfg = match allowed(shard, req) {
+        Ok(cfg) => cfg,
+        Err(code) => return DescribeDelegationTokenResponse::default().with_error_code(code.code()),
+    };
     let who = req.with_principal(|p, _| p.to_owned());
     let owners: Option<Vec<String>> = body.owners.as_ref().map(|o| {
         o.iter()
@@ -37,11 +39,17 @@ pub async fn handle(
     let set = shard.agent.tokens.copy.get();
     let tokens = set
         .all(crate::wall::now_ms())
-        .filter(|t| owners.as_ref().is_none_or(|o| o.contains(&t.owner)))
+        // An owner asked matches the tokens it owns or may renew.
+        .filter(|t| {
+            owners
+                .as_ref()
+                .is_none_or(|o| o.contains(&t.owner) || t.renewers.iter().any(|r| o.contains(r)))
+        })
         .filter(|t| {
             t.owner == who
                 || t.requester == who
                 || t.renewers.contains(&who)
+                || visible(shard, req, op::DESCRIBE_TOKENS, resource::USER, &t.owner)
                 || visible(shard, req, op::DESCRIBE, resource::DELEGATION_TOKEN, &t.token_id)
         })
         .map(|t| {
@@ -56,7 +64,7 @@ pub async fn handle(
                 .with_expiry_timestamp(t.expiry_ms)
                 .with_max_timestamp(t.max_ms)
                 .with_token_id(str_bytes(&t.token_id))
-                .with_hmac(Bytes::from(t.hmac.clone()))
+                .with_hmac(Bytes::from(hmac(&cfg.secret, &t.token_id)))
                 .with_renewers(
                     t.renewers
                         .iter()

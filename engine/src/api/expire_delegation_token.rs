@@ -15,7 +15,7 @@ pub async fn handle(
     req: &Req,
     body: ExpireDelegationTokenRequest,
 ) -> ExpireDelegationTokenResponse {
-    let (code, expiry) = change(shard, req, body.hmac.to_vec(), body.expiry_time_period_ms, true).await;
+    let (code, expiry) = change(shard, req, &body.hmac, body.expiry_time_period_ms, true).await;
     ExpireDelegationTokenResponse::default()
         .with_error_code(code.code())
         .with_expiry_timestamp_ms(expiry)

@@ -52,9 +52,21 @@ pub fn client_attrs(req: &Req) -> ClientAttrs {
         .and_then(|c| c.software.borrow().clone())
         .unwrap_or_default();
     ClientAttrs {
-        client_id: req.client_id(),
+        client_id: cut(req.client_id(), crate::limits::TELEMETRY_CLIENT_ID_BYTES_MAX),
         software_name,
         software_version,
         source: req.peer,
     }
+}
+
+/// `s` cut to at most `max` bytes, at a character boundary.
+fn cut(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
 }

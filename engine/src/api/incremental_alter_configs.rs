@@ -10,7 +10,7 @@ use kafka_protocol::messages::{
 };
 
 use super::config_support::{
-    alter_dynamic, alter_topic, dynamic_allowed, dynamic_resource, config_twice, named_twice, repeated, unserved, Outcome,
+    alter_dynamic, reload_dynamic, alter_topic, dynamic_allowed, dynamic_resource, config_twice, named_twice, repeated, unserved, Outcome,
     RESOURCE_TOPIC,
 };
 use crate::dynamic::{
@@ -50,6 +50,9 @@ pub async fn handle(
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name.clone()),
         );
+    }
+    if !body.validate_only {
+        reload_dynamic(shard, responses.iter().map(|r| (r.resource_type, r.error_code))).await;
     }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }

@@ -5,6 +5,7 @@
 use kafka_protocol::messages::{ApiKey, RenewDelegationTokenRequest, RenewDelegationTokenResponse};
 
 use super::token_support::allowed;
+use crate::security::tokens::hmac_hash;
 use super::{Api, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
@@ -17,16 +18,17 @@ pub async fn handle(
     req: &Req,
     body: RenewDelegationTokenRequest,
 ) -> RenewDelegationTokenResponse {
-    let (code, expiry) = change(shard, req, body.hmac.to_vec(), body.renew_period_ms, false).await;
+    let (code, expiry) = change(shard, req, &body.hmac, body.renew_period_ms, false).await;
     RenewDelegationTokenResponse::default()
         .with_error_code(code.code())
         .with_expiry_timestamp_ms(expiry)
 }
 
-/// Renews (`expire` false: `period_ms` from now, -1 the agent's expiry
-/// time) or expires (`period_ms` from now, negative: now, deleting it) the
-/// token of `hmac`: its error code and new expiry.
-pub async fn change(shard: &Shard, req: &Req, hmac: Vec<u8>, period_ms: i64, expire: bool) -> (ErrorCode, i64) {
+/// Renews (`expire` false: for `period_ms`, at most the agent's expiry
+/// time, which a period of 0 or less means) or expires (`period_ms` from
+/// now, negative: now, deleting it) the token of `hmac`: its error code
+/// and new expiry. Never past the token's maximum.
+pub async fn change(shard: &Shard, req: &Req, hmac: &[u8], period_ms: i64, expire: bool) -> (ErrorCode, i64) {
     let cfg = match allowed(shard, req) {
         Ok(cfg) => cfg.clone(),
         Err(code) => return (code, -1),
@@ -36,17 +38,19 @@ pub async fn change(shard: &Shard, req: &Req, hmac: Vec<u8>, period_ms: i64, exp
     let outcome = shard
         .agent
         .meta
-        .token_update(hmac, move |t| {
-            if t.owner != who && !t.renewers.contains(&who) {
-                return Err(ErrorCode::DelegationTokenOwnerMismatch);
-            }
+        .token_update(hmac_hash(hmac), move |t| {
+            // Kafka's order: expired first, then who asks.
             if t.expiry_ms < now || t.max_ms < now {
                 return Err(ErrorCode::DelegationTokenExpired);
             }
+            if t.owner != who && !t.renewers.contains(&who) {
+                return Err(ErrorCode::DelegationTokenOwnerMismatch);
+            }
             Ok(match (expire, period_ms) {
                 (true, p) if p < 0 => None,
-                (false, p) if p < 0 => Some(now.saturating_add(cfg.expiry_time_ms).min(t.max_ms)),
-                (_, p) => Some(now.saturating_add(p).min(t.max_ms)),
+                (true, p) => Some(now.saturating_add(p).min(t.max_ms)),
+                (false, p) if p <= 0 => Some(now.saturating_add(cfg.expiry_time_ms).min(t.max_ms)),
+                (false, p) => Some(now.saturating_add(p.min(cfg.expiry_time_ms)).min(t.max_ms)),
             })
         })
         .await;

@@ -30,9 +30,8 @@ pub async fn handle(
         TokenOutcome::Continue(challenge) => MaybeLast::open(resp.with_auth_bytes(challenge.into())),
         // KIP-368: the client re-authenticates before this many ms (0: never).
         TokenOutcome::Done { last, .. } => MaybeLast::open(
-            resp.with_auth_bytes(last.into()).with_session_lifetime_ms(
-                shard.agent.security.reauth.map_or(0, |d| d.as_millis() as i64),
-            ),
+            resp.with_auth_bytes(last.into())
+                .with_session_lifetime_ms(conn.auth.borrow().session_left_ms()),
         ),
         TokenOutcome::Failed { message, .. } => MaybeLast::closing(
             resp.with_error_code(ErrorCode::SaslAuthenticationFailed.code())

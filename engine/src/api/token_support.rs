@@ -16,12 +16,7 @@ pub fn allowed<'a>(shard: &'a Shard, req: &Req) -> Result<&'a TokenConfig, Error
         tracing::info!(client = %req.client_id(), api = ?req.key, "delegation token request refused: {why}");
         Err(code)
     };
-    let Some(cfg) = shard.agent.security.tokens.as_ref() else {
-        return refuse(
-            ErrorCode::DelegationTokenAuthDisabled,
-            "no --delegation-token-secret-key",
-        );
-    };
+    // Kafka's order: the connection first, then whether tokens are on.
     let Some(conn) = req.conn.as_ref() else {
         return refuse(ErrorCode::DelegationTokenRequestNotAllowed, "no connection");
     };
@@ -33,19 +28,32 @@ pub fn allowed<'a>(shard: &'a Shard, req: &Req) -> Result<&'a TokenConfig, Error
         .map(|l| l.protocol);
     let anonymous = req.with_principal(|p, _| p == ANONYMOUS);
     match protocol {
-        Some(SecurityProtocol::Plaintext) | None => refuse(
-            ErrorCode::DelegationTokenRequestNotAllowed,
-            "a PLAINTEXT connection",
+        Some(SecurityProtocol::Plaintext) | None => {
+            return refuse(
+                ErrorCode::DelegationTokenRequestNotAllowed,
+                "a PLAINTEXT connection",
+            )
+        }
+        Some(SecurityProtocol::Ssl) if anonymous => {
+            return refuse(
+                ErrorCode::DelegationTokenRequestNotAllowed,
+                "a one-way TLS connection",
+            )
+        }
+        _ if conn.auth.borrow().token_authenticated() => {
+            return refuse(
+                ErrorCode::DelegationTokenRequestNotAllowed,
+                "the connection logged in with a delegation token",
+            )
+        }
+        _ => {}
+    }
+    match shard.agent.security.tokens.as_ref() {
+        Some(cfg) => Ok(cfg),
+        None => refuse(
+            ErrorCode::DelegationTokenAuthDisabled,
+            "no --delegation-token-secret-key",
         ),
-        Some(SecurityProtocol::Ssl) if anonymous => refuse(
-            ErrorCode::DelegationTokenRequestNotAllowed,
-            "a one-way TLS connection",
-        ),
-        _ if conn.auth.borrow().token_authenticated() => refuse(
-            ErrorCode::DelegationTokenRequestNotAllowed,
-            "the connection logged in with a delegation token",
-        ),
-        _ => Ok(cfg),
     }
 }
 

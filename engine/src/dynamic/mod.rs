@@ -205,6 +205,25 @@ impl From<String> for Refusal {
 /// One operation on one config: its name, the operation, its value.
 pub type Op<'a> = (&'a str, AlterOp, Option<&'a str>);
 
+/// Refuses names and values past the named limits (every agent holds every
+/// dynamic config).
+fn bounded(ops: &[Op]) -> Result<(), Refusal> {
+    use crate::limits::{DYNAMIC_CONFIG_NAME_BYTES_MAX, DYNAMIC_CONFIG_VALUE_BYTES_MAX};
+    for (name, _, value) in ops {
+        if name.len() > DYNAMIC_CONFIG_NAME_BYTES_MAX
+            || value.is_some_and(|v| v.len() > DYNAMIC_CONFIG_VALUE_BYTES_MAX)
+        {
+            return Err(Refusal::new(
+                ErrorCode::InvalidConfig,
+                format!(
+                    "config names are at most {DYNAMIC_CONFIG_NAME_BYTES_MAX} bytes and values {DYNAMIC_CONFIG_VALUE_BYTES_MAX} on rutomq"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// A broker resource's configs after `ops`, checked as Kafka's broker
 /// checks them (INVALID_REQUEST with Kafka's words) and as rutomq can
 /// apply them: `default` is the cluster default (`--entity-default`),
@@ -214,6 +233,7 @@ pub fn alter_broker(
     ops: &[Op],
     default: bool,
 ) -> Result<Vec<(String, String)>, Refusal> {
+    bounded(ops)?;
     for &(name, _, _) in ops {
         let refuse = |msg: String| Err(Refusal::new(ErrorCode::InvalidRequest, msg));
         match broker_effect(name) {
@@ -302,6 +322,7 @@ pub fn alter_group(
     current: Vec<(String, String)>,
     ops: &[Op],
 ) -> Result<Vec<(String, String)>, Refusal> {
+    bounded(ops)?;
     let invalid = |msg: String| Refusal::new(ErrorCode::InvalidConfig, msg);
     let lookup = |name: &str| {
         group_spec(name)
@@ -396,6 +417,7 @@ pub fn alter_client_metrics(
     current: Vec<(String, String)>,
     ops: &[Op],
 ) -> Result<Vec<(String, String)>, Refusal> {
+    bounded(ops)?;
     let lookup = |name: &str| {
         CLIENT_METRICS_CONFIGS
             .iter()
@@ -424,7 +446,17 @@ pub fn alter_client_metrics(
 /// A `match` value's patterns (`key=regex`, comma separated), or Kafka's
 /// refusal.
 pub fn match_patterns(value: &str) -> Result<Vec<(&'static str, regex::Regex)>, Refusal> {
-    topics::list_items(value)
+    let items = topics::list_items(value);
+    if items.len() > crate::limits::CLIENT_MATCH_PATTERNS_MAX {
+        return Err(Refusal::new(
+            ErrorCode::InvalidConfig,
+            format!(
+                "at most {} match patterns",
+                crate::limits::CLIENT_MATCH_PATTERNS_MAX
+            ),
+        ));
+    }
+    items
         .into_iter()
         .map(|item| {
             let illegal = || {

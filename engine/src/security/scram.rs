@@ -72,7 +72,7 @@ impl Mechanism {
         }
     }
 
-    fn hash(self, data: &[u8]) -> Vec<u8> {
+    pub fn hash(self, data: &[u8]) -> Vec<u8> {
         match self {
             Mechanism::Sha256 => Sha256::digest(data).to_vec(),
             Mechanism::Sha512 => Sha512::digest(data).to_vec(),

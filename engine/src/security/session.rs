@@ -175,6 +175,21 @@ impl Auth {
         Ok(())
     }
 
+    /// What KIP-368 tells the client of its session: milliseconds left (0:
+    /// it never expires).
+    pub fn session_left_ms(&self) -> i64 {
+        match self {
+            Auth::Authenticated {
+                expires: Some(t), ..
+            } => {
+                // Rounded up: just set, it reads as the whole lifetime.
+                let left = t.saturating_duration_since(Instant::now());
+                left.as_micros().div_ceil(1000).max(1) as i64
+            }
+            _ => 0,
+        }
+    }
+
     /// Whether the session logged in with a delegation token.
     pub fn token_authenticated(&self) -> bool {
         matches!(self, Auth::Authenticated { token: true, .. })
@@ -200,7 +215,8 @@ impl Auth {
             return TokenOutcome::IllegalState;
         };
         let mechanism = *mechanism;
-        let mut via_token = false;
+        // A token's session ends with the token (when sessions expire).
+        let mut via_token: Option<i64> = None;
         let outcome = match (mechanism, scram) {
             (SaslMechanism::Plain, _) => plain(token, credentials),
             (SaslMechanism::Scram(m), Some(server)) => {
@@ -210,7 +226,7 @@ impl Auth {
                 match server.step(token, |user, is_token| {
                     asked = Some(user.to_owned());
                     if is_token {
-                        tokens.login(user, m, now_ms).map(|(c, _)| c)
+                        tokens.login(user, m, now_ms).map(|(c, _, _)| c)
                     } else {
                         credentials.lookup(user, m)
                     }
@@ -230,8 +246,8 @@ impl Auth {
                         token: true,
                     }) => {
                         match tokens.login(&user, m, crate::wall::now_ms()) {
-                            Some((_, owner)) => {
-                                via_token = true;
+                            Some((_, owner, expiry_ms)) => {
+                                via_token = Some(expiry_ms);
                                 TokenOutcome::Done {
                                     principal: owner,
                                     last,
@@ -277,8 +293,16 @@ impl Auth {
             TokenOutcome::Done { principal, .. } => Auth::Authenticated {
                 principal: principal.clone(),
                 mechanism,
-                expires: session.map(|d| Instant::now() + d),
-                token: via_token,
+                expires: session.map(|d| {
+                    let now = Instant::now();
+                    let token_left = via_token.map_or(d, |ms| {
+                        std::time::Duration::from_millis(
+                            ms.saturating_sub(crate::wall::now_ms()).max(0) as u64,
+                        )
+                    });
+                    now + d.min(token_left)
+                }),
+                token: via_token.is_some(),
             },
             _ => Auth::Failed,
         };

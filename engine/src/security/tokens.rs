@@ -41,13 +41,18 @@ pub fn hmac(secret: &[u8], token_id: &str) -> Vec<u8> {
     Mechanism::Sha512.hmac(secret, &[token_id.as_bytes()])
 }
 
+/// What PostgreSQL keeps of a token's HMAC (its password): SHA-256.
+pub fn hmac_hash(hmac: &[u8]) -> Vec<u8> {
+    Mechanism::Sha256.hash(hmac)
+}
+
 /// The password its holder logs in with: the HMAC in base64.
 pub fn password(hmac: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(hmac)
 }
 
 /// A new token for `owner`, asked by `requester` at `now_ms`, lasting at
-/// most `max_lifetime_ms` (-1: the agent's maximum).
+/// most `max_lifetime_ms` (-1: the agent's maximum), and its HMAC.
 pub fn new_token(
     cfg: &TokenConfig,
     owner: String,
@@ -55,7 +60,7 @@ pub fn new_token(
     renewers: Vec<String>,
     max_lifetime_ms: i64,
     now_ms: i64,
-) -> TokenRow {
+) -> (TokenRow, Vec<u8>) {
     let id = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(random_bytes(16));
     let mac = hmac(&cfg.secret, &id);
     let pw = password(&mac);
@@ -73,9 +78,9 @@ pub fn new_token(
             server_key: c.server_key,
         }
     };
-    TokenRow {
+    let row = TokenRow {
         token_id: id,
-        hmac: mac,
+        hmac_hash: hmac_hash(&mac),
         owner,
         requester,
         renewers,
@@ -85,7 +90,8 @@ pub fn new_token(
         iterations: TOKEN_ITERATIONS,
         sha256: scram(Mechanism::Sha256),
         sha512: scram(Mechanism::Sha512),
-    }
+    };
+    (row, mac)
 }
 
 /// The tokens in force, by id.
@@ -101,9 +107,9 @@ impl TokenSet {
         }
     }
 
-    /// The SCRAM credential of token `id` for `m`, and its owner, while it
-    /// is in force at `now_ms`.
-    pub fn login(&self, id: &str, m: Mechanism, now_ms: i64) -> Option<(Credential, String)> {
+    /// The SCRAM credential of token `id` for `m`, its owner and expiry,
+    /// while it is in force at `now_ms`.
+    pub fn login(&self, id: &str, m: Mechanism, now_ms: i64) -> Option<(Credential, String, i64)> {
         let t = self.by_id.get(id).filter(|t| t.expiry_ms >= now_ms)?;
         let s = match m {
             Mechanism::Sha256 => &t.sha256,
@@ -115,7 +121,7 @@ impl TokenSet {
             server_key: s.server_key.clone(),
             iterations: t.iterations,
         };
-        Some((credential, t.owner.clone()))
+        Some((credential, t.owner.clone(), t.expiry_ms))
     }
 
     /// Every token in force at `now_ms`, by id.
@@ -177,7 +183,7 @@ mod tests {
             max_lifetime_ms: 10_000,
             expiry_time_ms: 1_000,
         };
-        let t = new_token(
+        let (t, mac) = new_token(
             &cfg,
             "User:alice".into(),
             "User:alice".into(),
@@ -186,16 +192,18 @@ mod tests {
             100,
         );
         assert_eq!((t.expiry_ms, t.max_ms), (1_100, 10_100));
-        assert_eq!(t.hmac, hmac(b"s3cret", &t.token_id));
+        assert_eq!(mac, hmac(b"s3cret", &t.token_id));
+        assert_eq!(t.hmac_hash, hmac_hash(&mac));
         let set = TokenSet::new(vec![t.clone()]);
-        let (c, owner) = set.login(&t.token_id, Mechanism::Sha512, 500).unwrap();
+        let (c, owner, expiry) = set.login(&t.token_id, Mechanism::Sha512, 500).unwrap();
+        assert_eq!(expiry, 1_100);
         assert_eq!(owner, "User:alice");
-        assert!(c.verifies(Mechanism::Sha512, password(&t.hmac).as_bytes()));
+        assert!(c.verifies(Mechanism::Sha512, password(&mac).as_bytes()));
         assert!(
             set.login(&t.token_id, Mechanism::Sha256, 1_101).is_none(),
             "expired"
         );
-        let capped = new_token(&cfg, "User:a".into(), "User:a".into(), vec![], 50_000, 0);
+        let (capped, _) = new_token(&cfg, "User:a".into(), "User:a".into(), vec![], 50_000, 0);
         assert_eq!(capped.max_ms, 10_000);
     }
 }

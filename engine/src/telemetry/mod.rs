@@ -24,7 +24,8 @@ use uuid::Uuid;
 use crate::dynamic::Subscription;
 use crate::error::ErrorCode;
 use crate::limits::{
-    TELEMETRY_CLIENTS_MAX, TELEMETRY_MAX_BYTES, TELEMETRY_POINTS_MAX, TELEMETRY_SERIES_MAX,
+    TELEMETRY_CLIENTS_MAX, TELEMETRY_MAX_BYTES, TELEMETRY_POINTS_MAX,
+    TELEMETRY_PUSH_POINT_BYTES_MAX, TELEMETRY_SERIES_BYTES_MAX, TELEMETRY_SERIES_MAX,
 };
 
 /// The push interval of a client no subscription selects (Kafka's).
@@ -89,13 +90,43 @@ struct Client {
     seen_ms: i64,
 }
 
-/// A series: metric name, client instance, client id and attributes.
-type SeriesKey = (String, Uuid, String, Vec<(String, String)>);
+/// A series: client instance, metric name and attributes (a client's
+/// series sort together).
+type SeriesKey = (Uuid, String, Vec<(String, String)>);
 
 #[derive(Default)]
 struct State {
     clients: HashMap<Uuid, Client>,
     series: BTreeMap<SeriesKey, f64>,
+    /// Bytes of names and attributes the series hold.
+    series_bytes: usize,
+    last_sweep_ms: i64,
+}
+
+fn key_bytes((_, name, attrs): &SeriesKey) -> usize {
+    name.len() + attrs.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+}
+
+/// What the subscriptions selecting a client ask: metric prefixes (`[""]`:
+/// all), push interval, subscription id.
+fn wanted(subs: &[Subscription], attrs: &ClientAttrs, instance: Uuid) -> (Vec<String>, i32, i32) {
+    let selected = selecting(subs, attrs, instance);
+    let mut metrics: Vec<String> = selected
+        .iter()
+        .flat_map(|s| s.metrics.iter().cloned())
+        .collect();
+    metrics.sort_unstable();
+    metrics.dedup();
+    if metrics.iter().any(|m| m == "*" || m.is_empty()) {
+        metrics = vec![String::new()];
+    }
+    let interval = selected
+        .iter()
+        .map(|s| s.interval_ms)
+        .min()
+        .unwrap_or(DEFAULT_INTERVAL_MS);
+    let id = subscription_id(&metrics, interval);
+    (metrics, interval, id)
 }
 
 /// Counters for `/metrics`.
@@ -237,22 +268,7 @@ impl Telemetry {
             return refuse(ErrorCode::InvalidRequest, "the client instance id is zero");
         }
         // What the client's subscription is now (it may have changed).
-        let selected = selecting(subs, &attrs, p.instance);
-        let mut metrics: Vec<String> = selected
-            .iter()
-            .flat_map(|s| s.metrics.iter().cloned())
-            .collect();
-        metrics.sort_unstable();
-        metrics.dedup();
-        if metrics.iter().any(|m| m == "*" || m.is_empty()) {
-            metrics = vec![String::new()];
-        }
-        let interval = selected
-            .iter()
-            .map(|s| s.interval_ms)
-            .min()
-            .unwrap_or(DEFAULT_INTERVAL_MS);
-        let current = subscription_id(&metrics, interval);
+        let (_, _, current) = wanted(subs, &attrs, p.instance);
         {
             let mut st = self.lock();
             sweep(&mut st, now_ms);
@@ -263,12 +279,7 @@ impl Telemetry {
                 );
             };
             c.seen_ms = now_ms;
-            if c.subscription_id != p.subscription_id || current != p.subscription_id {
-                return refuse(
-                    ErrorCode::UnknownSubscriptionId,
-                    "the subscription changed: get it again",
-                );
-            }
+            // Checked in Kafka's order.
             if c.terminating {
                 return refuse(
                     ErrorCode::InvalidRequest,
@@ -284,6 +295,12 @@ impl Telemetry {
                 return refuse(
                     ErrorCode::ThrottlingQuotaExceeded,
                     "pushed before the push interval",
+                );
+            }
+            if c.subscription_id != p.subscription_id || current != p.subscription_id {
+                return refuse(
+                    ErrorCode::UnknownSubscriptionId,
+                    "the subscription changed: get it again",
                 );
             }
             if p.compression != 0 && !ACCEPTED_COMPRESSION.contains(&p.compression) {
@@ -303,7 +320,8 @@ impl Telemetry {
             Ok(raw) => raw,
             Err(msg) => return refuse(ErrorCode::InvalidRecord, &msg),
         };
-        let points = match otlp::decode(&raw, TELEMETRY_POINTS_MAX) {
+        let points = match otlp::decode(&raw, TELEMETRY_POINTS_MAX, TELEMETRY_PUSH_POINT_BYTES_MAX)
+        {
             Ok(points) => points,
             Err(otlp::Malformed(why)) => {
                 return refuse(
@@ -314,18 +332,28 @@ impl Telemetry {
         };
         self.stats.pushes.fetch_add(1, Ordering::Relaxed);
         let mut st = self.lock();
-        let State { clients, series } = &mut *st;
+        let State {
+            clients,
+            series,
+            series_bytes,
+            ..
+        } = &mut *st;
         let Some(c) = clients.get_mut(&p.instance) else {
             return (ErrorCode::None, None); // forgotten meanwhile: nothing to keep
         };
         c.last_push_ms = Some(now_ms);
         c.terminating = p.terminating;
-        let client_id = c.attrs.client_id.clone();
         for pt in points {
-            let key = (pt.name, p.instance, client_id.clone(), pt.attributes);
-            if series.len() >= TELEMETRY_SERIES_MAX && !series.contains_key(&key) {
-                self.stats.points_dropped.fetch_add(1, Ordering::Relaxed);
-                continue;
+            let key = (p.instance, pt.name, pt.attributes);
+            if !series.contains_key(&key) {
+                let size = key_bytes(&key);
+                if series.len() >= TELEMETRY_SERIES_MAX
+                    || *series_bytes + size > TELEMETRY_SERIES_BYTES_MAX
+                {
+                    self.stats.points_dropped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                *series_bytes += size;
             }
             series.insert(key, pt.value);
         }
@@ -378,15 +406,27 @@ impl Telemetry {
         }
         let name = "rutomq_client_metric";
         let _ = writeln!(out, "# HELP {name} The last value clients pushed of each of their metrics (KIP-714; the metric's name in label `name`, its attributes as labels).\n# TYPE {name} gauge");
-        for ((metric, instance, client_id, attrs), v) in &st.series {
+        let mut labels: Vec<String> = Vec::new();
+        for ((instance, metric, attrs), v) in &st.series {
+            let client_id = st
+                .clients
+                .get(instance)
+                .map_or("", |c| c.attrs.client_id.as_str());
             let _ = write!(
                 out,
                 "{name}{{name=\"{}\",client_instance_id=\"{instance}\",client_id=\"{}\"",
                 escape(metric),
                 escape(client_id)
             );
+            // Two keys may clean up to one label name: the first is kept
+            // (a repeated label would spoil the whole page).
+            labels.clear();
             for (k, val) in attrs {
-                let _ = write!(out, ",{}=\"{}\"", label(k), escape(val));
+                let l = label(k);
+                if !labels.contains(&l) {
+                    let _ = write!(out, ",{l}=\"{}\"", escape(val));
+                    labels.push(l);
+                }
             }
             let _ = writeln!(out, "}} {v}");
         }
@@ -394,8 +434,12 @@ impl Telemetry {
 }
 
 /// Drops the clients silent for three of their push intervals, with their
-/// series.
+/// series (looked for at most once a second).
 fn sweep(st: &mut State, now_ms: i64) {
+    if now_ms - st.last_sweep_ms < 1000 && now_ms >= st.last_sweep_ms {
+        return;
+    }
+    st.last_sweep_ms = now_ms;
     let gone: Vec<Uuid> = st
         .clients
         .iter()
@@ -420,7 +464,17 @@ fn evict_oldest(st: &mut State) {
 
 fn forget(st: &mut State, instance: Uuid) {
     st.clients.remove(&instance);
-    st.series.retain(|(_, i, _, _), _| *i != instance);
+    let from = (instance, String::new(), Vec::new());
+    let keys: Vec<SeriesKey> = st
+        .series
+        .range(from..)
+        .take_while(|((i, _, _), _)| *i == instance)
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in keys {
+        st.series_bytes -= key_bytes(&k);
+        st.series.remove(&k);
+    }
 }
 
 fn decompress(codec: i8, payload: &[u8]) -> Result<Vec<u8>, String> {

@@ -111,13 +111,45 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// The most attributes kept per data point (the rest are dropped).
+/// The most attributes kept per data point, the resource's included (the
+/// rest are dropped).
 pub const ATTRIBUTES_MAX: usize = 16;
+/// The longest metric name, attribute key or attribute value kept (a
+/// longer attribute is dropped, a metric with a longer name skipped).
+pub const TEXT_BYTES_MAX: usize = 256;
+
+/// What one decoded payload may hold at most.
+struct Budget {
+    points: usize,
+    bytes: usize,
+}
+
+impl Budget {
+    /// Takes room for `p`, or says there is none.
+    fn take(&mut self, p: &Point) -> bool {
+        let size = p.name.len()
+            + p.attributes
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>();
+        if self.points == 0 || self.bytes < size {
+            return false;
+        }
+        self.points -= 1;
+        self.bytes -= size;
+        true
+    }
+}
 
 /// Reads a `MetricsData` message: every numeric data point, up to
-/// `points_max` (the rest are dropped: `Ok` with what was kept).
-pub fn decode(buf: &[u8], points_max: usize) -> Result<Vec<Point>, Malformed> {
+/// `points_max` points of `bytes_max` bytes of names and attributes in all
+/// (the rest are dropped: `Ok` with what was kept).
+pub fn decode(buf: &[u8], points_max: usize, bytes_max: usize) -> Result<Vec<Point>, Malformed> {
     let mut out = Vec::new();
+    let mut budget = Budget {
+        points: points_max,
+        bytes: bytes_max,
+    };
     // MetricsData.resource_metrics = 1
     Reader::each(buf, 1, |rm| {
         // ResourceMetrics.resource = 1 (Resource.attributes = 1),
@@ -127,92 +159,92 @@ pub fn decode(buf: &[u8], points_max: usize) -> Result<Vec<Point>, Malformed> {
             Reader::each(res, 1, |kv| attribute(kv, &mut resource))
         })?;
         Reader::each(rm, 2, |sm| {
-            Reader::each(sm, 2, |m| metric(m, &resource, &mut out, points_max))
+            Reader::each(sm, 2, |m| metric(m, &resource, &mut out, &mut budget))
         })
     })?;
     Ok(out)
 }
 
 /// A Metric: name = 1; gauge = 5, sum = 7 (NumberDataPoint lists at 1),
-/// histogram = 9 (HistogramDataPoint list at 1); other kinds skipped.
+/// histogram = 9 (HistogramDataPoint list at 1); other kinds skipped. Two
+/// passes over its fields (the name first), nothing collected between.
 fn metric(
     buf: &[u8],
     resource: &[(String, String)],
     out: &mut Vec<Point>,
-    max: usize,
+    budget: &mut Budget,
 ) -> Result<(), Malformed> {
     let mut name = None;
-    let mut numbers = Vec::new();
-    let mut histograms = Vec::new();
     let mut r = Reader::new(buf);
     while let Some((n, v)) = r.field()? {
-        match (n, v) {
-            (1, Value::Bytes(b)) => name = Some(String::from_utf8_lossy(b).into_owned()),
-            (5 | 7, Value::Bytes(b)) => Reader::each(b, 1, |p| {
-                numbers.push(p);
-                Ok(())
-            })?,
-            (9, Value::Bytes(b)) => Reader::each(b, 1, |p| {
-                histograms.push(p);
-                Ok(())
-            })?,
-            _ => {}
+        if let (1, Value::Bytes(b)) = (n, v) {
+            name = Some(b);
         }
     }
     let Some(name) = name else {
         return Err(Malformed("a metric without a name"));
     };
-    for p in numbers {
-        if out.len() >= max {
-            return Ok(());
-        }
-        // NumberDataPoint: as_double = 4 (fixed64), as_int = 6 (sfixed64),
-        // attributes = 7.
-        let mut attributes = resource.to_vec();
-        let mut value = None;
-        let mut r = Reader::new(p);
-        while let Some((n, v)) = r.field()? {
-            match (n, v) {
-                (4, Value::Fixed64(bits)) => value = Some(f64::from_bits(bits)),
-                (6, Value::Fixed64(bits)) => value = Some(bits as i64 as f64),
-                (7, Value::Bytes(kv)) => attribute(kv, &mut attributes)?,
-                _ => {}
-            }
-        }
-        if let Some(value) = value {
-            out.push(Point {
-                name: name.clone(),
-                attributes,
-                value,
-            });
-        }
+    if name.len() > TEXT_BYTES_MAX {
+        return Ok(());
     }
-    for p in histograms {
-        if out.len() + 2 > max {
-            return Ok(());
+    let name = String::from_utf8_lossy(name).into_owned();
+    let mut keep = |p: Point| {
+        if budget.take(&p) {
+            out.push(p);
         }
-        // HistogramDataPoint: count = 4 (fixed64), sum = 5 (double),
-        // attributes = 9.
-        let mut attributes = resource.to_vec();
-        let (mut count, mut sum) = (None, None);
-        let mut r = Reader::new(p);
-        while let Some((n, v)) = r.field()? {
-            match (n, v) {
-                (4, Value::Fixed64(c)) => count = Some(c as f64),
-                (5, Value::Fixed64(bits)) => sum = Some(f64::from_bits(bits)),
-                (9, Value::Bytes(kv)) => attribute(kv, &mut attributes)?,
-                _ => {}
-            }
-        }
-        for (suffix, v) in [("count", count), ("sum", sum)] {
-            if let Some(value) = v {
-                let name = format!("{name}.{suffix}");
-                out.push(Point {
-                    name,
-                    attributes: attributes.clone(),
-                    value,
-                });
-            }
+    };
+    let mut r = Reader::new(buf);
+    while let Some((n, v)) = r.field()? {
+        match (n, v) {
+            // NumberDataPoint: as_double = 4 (fixed64), as_int = 6
+            // (sfixed64), attributes = 7.
+            (5 | 7, Value::Bytes(b)) => Reader::each(b, 1, |p| {
+                let mut attributes = resource.to_vec();
+                let mut value = None;
+                let mut r = Reader::new(p);
+                while let Some((n, v)) = r.field()? {
+                    match (n, v) {
+                        (4, Value::Fixed64(bits)) => value = Some(f64::from_bits(bits)),
+                        (6, Value::Fixed64(bits)) => value = Some(bits as i64 as f64),
+                        (7, Value::Bytes(kv)) => attribute(kv, &mut attributes)?,
+                        _ => {}
+                    }
+                }
+                if let Some(value) = value {
+                    keep(Point {
+                        name: name.clone(),
+                        attributes,
+                        value,
+                    });
+                }
+                Ok(())
+            })?,
+            // HistogramDataPoint: count = 4 (fixed64), sum = 5 (double),
+            // attributes = 9.
+            (9, Value::Bytes(b)) => Reader::each(b, 1, |p| {
+                let mut attributes = resource.to_vec();
+                let (mut count, mut sum) = (None, None);
+                let mut r = Reader::new(p);
+                while let Some((n, v)) = r.field()? {
+                    match (n, v) {
+                        (4, Value::Fixed64(c)) => count = Some(c as f64),
+                        (5, Value::Fixed64(bits)) => sum = Some(f64::from_bits(bits)),
+                        (9, Value::Bytes(kv)) => attribute(kv, &mut attributes)?,
+                        _ => {}
+                    }
+                }
+                for (suffix, v) in [("count", count), ("sum", sum)] {
+                    if let Some(value) = v {
+                        keep(Point {
+                            name: format!("{name}.{suffix}"),
+                            attributes: attributes.clone(),
+                            value,
+                        });
+                    }
+                }
+                Ok(())
+            })?,
+            _ => {}
         }
     }
     Ok(())
@@ -225,12 +257,16 @@ fn attribute(buf: &[u8], out: &mut Vec<(String, String)>) -> Result<(), Malforme
     let mut r = Reader::new(buf);
     while let Some((n, v)) = r.field()? {
         match (n, v) {
-            (1, Value::Bytes(k)) => key = Some(String::from_utf8_lossy(k).into_owned()),
+            (1, Value::Bytes(k)) if k.len() <= TEXT_BYTES_MAX => {
+                key = Some(String::from_utf8_lossy(k).into_owned())
+            }
             (2, Value::Bytes(any)) => {
                 let mut a = Reader::new(any);
                 while let Some((n, v)) = a.field()? {
                     value = match (n, v) {
-                        (1, Value::Bytes(s)) => Some(String::from_utf8_lossy(s).into_owned()),
+                        (1, Value::Bytes(s)) if s.len() <= TEXT_BYTES_MAX => {
+                            Some(String::from_utf8_lossy(s).into_owned())
+                        }
                         (2, Value::Varint(b)) => Some((b != 0).to_string()),
                         (3, Value::Varint(i)) => Some((i as i64).to_string()),
                         (4, Value::Fixed64(bits)) => Some(f64::from_bits(bits).to_string()),
@@ -242,7 +278,8 @@ fn attribute(buf: &[u8], out: &mut Vec<(String, String)>) -> Result<(), Malforme
         }
     }
     if let (Some(k), Some(v)) = (key, value) {
-        if out.len() < ATTRIBUTES_MAX {
+        let fits = k.len() <= TEXT_BYTES_MAX && v.len() <= TEXT_BYTES_MAX;
+        if fits && out.len() < ATTRIBUTES_MAX {
             out.push((k, v));
         }
     }
@@ -314,7 +351,7 @@ mod tests {
             12.5,
             ("node_id", "1"),
         );
-        let points = decode(&data, 100).unwrap();
+        let points = decode(&data, 100, 1 << 20).unwrap();
         assert_eq!(
             points,
             vec![Point {
@@ -326,21 +363,33 @@ mod tests {
                 value: 12.5,
             }]
         );
-        assert!(decode(&data, 0).unwrap().is_empty(), "bounded");
+        assert!(
+            decode(&data, 0, 1 << 20).unwrap().is_empty(),
+            "bounded by points"
+        );
+        assert!(
+            decode(&data, 100, 10).unwrap().is_empty(),
+            "bounded by bytes"
+        );
+        let long = write::gauge(&"m".repeat(TEXT_BYTES_MAX + 1), 1.0, ("k", "v"));
+        assert!(
+            decode(&long, 100, 1 << 20).unwrap().is_empty(),
+            "a name too long is skipped"
+        );
     }
 
     #[test]
     fn hostile_payloads_are_refused_not_panicked_on() {
         let data = write::gauge("m", 1.0, ("k", "v"));
         for cut in 0..data.len() {
-            let _ = decode(&data[..cut], 100);
+            let _ = decode(&data[..cut], 100, 1 << 20);
         }
         for bad in [
             &[0xff; 12][..],
             &[0x0b],
             &[0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f],
         ] {
-            assert!(decode(bad, 100).is_err());
+            assert!(decode(bad, 100, 1 << 20).is_err());
         }
         let mut x = 0x9e37_79b9_u32;
         for _ in 0..2000 {
@@ -352,7 +401,7 @@ mod tests {
                     x as u8
                 })
                 .collect();
-            let _ = decode(&junk, 100);
+            let _ = decode(&junk, 100, 1 << 20);
         }
     }
 }
