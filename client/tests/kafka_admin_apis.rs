@@ -117,22 +117,11 @@ async fn described(c: &Connection, topic: &str, keys: &[&str]) -> String {
 }
 
 async fn alter_legacy(c: &Connection, topic: &str, configs: &[(&str, &str)]) -> String {
-    use alter_configs_request::{AlterConfigsResource, AlterableConfig};
-    let req = AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
-        .with_resource_type(TOPIC)
-        .with_resource_name(s(topic))
-        .with_configs(
-            configs
-                .iter()
-                .map(|(n, v)| {
-                    AlterableConfig::default()
-                        .with_name(s(n))
-                        .with_value(Some(s(v)))
-                })
-                .collect(),
-        )]);
-    let resp = c.call_version(&req, 2).await.unwrap();
-    format!("alter {} {}", topic, resp.responses[0].error_code)
+    format!(
+        "alter {} {}",
+        topic,
+        legacy_code(c, TOPIC, topic, configs).await
+    )
 }
 
 /// DescribeTopicPartitions: each topic's code and partitions, the cursor.
@@ -469,8 +458,8 @@ async fn incremental_of(c: &Connection, ty: i8, name: &str, ops: &[ConfigOp<'_>]
     )
 }
 
-/// AlterConfigs (legacy) of one resource of any type.
-async fn legacy_of(c: &Connection, ty: i8, name: &str, configs: &[(&str, &str)]) -> String {
+/// AlterConfigs (legacy) of one resource of any type: its error code.
+async fn legacy_code(c: &Connection, ty: i8, name: &str, configs: &[(&str, &str)]) -> i16 {
     use alter_configs_request::{AlterConfigsResource, AlterableConfig};
     let req = AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
         .with_resource_type(ty)
@@ -485,8 +474,14 @@ async fn legacy_of(c: &Connection, ty: i8, name: &str, configs: &[(&str, &str)])
                 })
                 .collect(),
         )]);
-    let resp = c.call_version(&req, 2).await.unwrap();
-    format!("legacy {ty}/{name:?}: {}", resp.responses[0].error_code)
+    c.call_version(&req, 2).await.unwrap().responses[0].error_code
+}
+
+async fn legacy_of(c: &Connection, ty: i8, name: &str, configs: &[(&str, &str)]) -> String {
+    format!(
+        "legacy {ty}/{name:?}: {}",
+        legacy_code(c, ty, name, configs).await
+    )
 }
 
 /// DescribeConfigs of one resource of any type with synonyms: each

@@ -190,22 +190,7 @@ impl Telemetry {
         } else {
             instance
         };
-        let selected = selecting(subs, &attrs, instance);
-        let mut metrics: Vec<String> = selected
-            .iter()
-            .flat_map(|s| s.metrics.iter().cloned())
-            .collect();
-        metrics.sort_unstable();
-        metrics.dedup();
-        if metrics.iter().any(|m| m == "*" || m.is_empty()) {
-            metrics = vec![String::new()];
-        }
-        let push_interval_ms = selected
-            .iter()
-            .map(|s| s.interval_ms)
-            .min()
-            .unwrap_or(DEFAULT_INTERVAL_MS);
-        let id = subscription_id(&metrics, push_interval_ms);
+        let (metrics, push_interval_ms, id) = wanted(subs, &attrs, instance);
         let mut st = self.lock();
         sweep(&mut st, now_ms);
         if !st.clients.contains_key(&instance) && st.clients.len() >= TELEMETRY_CLIENTS_MAX {
