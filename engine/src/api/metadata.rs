@@ -5,7 +5,7 @@ use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, TopicName};
-use rutomq_meta::TopicRecord;
+use rutomq_meta::{CreateTopicError, TopicRecord};
 use uuid::Uuid;
 
 use super::access::{allowed, operations, visible};
@@ -65,7 +65,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: MetadataRequest) -> Metadata
                             if visible(shard, req, op::CREATE, resource::CLUSTER, CLUSTER_NAME)
                                 || allowed(shard, req, op::CREATE, resource::TOPIC, &name)
                             {
-                                topics::auto_create(shard, &name).await
+                                create_auto(shard, &name).await
                             } else {
                                 Err(ErrorCode::TopicAuthorizationFailed)
                             }
@@ -175,4 +175,26 @@ fn topic_entry(agents: &[rutomq_meta::AgentRecord], t: &TopicRecord) -> Metadata
         .with_name(Some(TopicName(str_bytes(&t.name))))
         .with_topic_id(t.topic_id)
         .with_partitions(partitions)
+}
+
+/// Creates a topic with the default partition count (Metadata auto-create);
+/// a concurrent creation by someone else is fine.
+async fn create_auto(shard: &Shard, name: &str) -> Result<Option<TopicRecord>, ErrorCode> {
+    let partitions = shard.agent.cfg.default_partitions;
+    match shard
+        .agent
+        .meta
+        .create_topic(name.to_owned(), partitions, Vec::new())
+        .await
+    {
+        Ok(Ok(t)) => {
+            tracing::info!(topic = name, partitions, "auto-created topic");
+            Ok(Some(t))
+        }
+        Ok(Err(CreateTopicError::AlreadyExists)) => {
+            shard.topics.forget(name);
+            shard.topics.by_name(name).await
+        }
+        Err(e) => Err(ErrorCode::from(&e)),
+    }
 }

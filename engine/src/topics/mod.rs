@@ -1,11 +1,9 @@
 //! Topic names, configs and creation shared by Metadata and CreateTopics.
 
-use rutomq_meta::{CreateTopicError, TopicRecord};
+use rutomq_meta::TopicRecord;
 
-use crate::error::ErrorCode;
 use crate::limits::TOPIC_NAME_BYTES_MAX;
 use crate::records::RecordRules;
-use crate::shard::Shard;
 
 /// Kafka's default `max.message.bytes` (its default in [`TOPIC_CONFIGS`]).
 pub const MAX_MESSAGE_BYTES_DEFAULT: usize = 1_048_588;
@@ -588,28 +586,6 @@ pub fn max_message_bytes(t: &TopicRecord, d: &TopicDefaults) -> usize {
     config_i64(t, d, "max.message.bytes")
         .and_then(|v| usize::try_from(v).ok())
         .unwrap_or(MAX_MESSAGE_BYTES_DEFAULT)
-}
-
-/// Creates a topic with the default partition count (Metadata auto-create);
-/// a concurrent creation by someone else is fine.
-pub async fn auto_create(shard: &Shard, name: &str) -> Result<Option<TopicRecord>, ErrorCode> {
-    let partitions = shard.agent.cfg.default_partitions;
-    match shard
-        .agent
-        .meta
-        .create_topic(name.to_owned(), partitions, Vec::new())
-        .await
-    {
-        Ok(Ok(t)) => {
-            tracing::info!(topic = name, partitions, "auto-created topic");
-            Ok(Some(t))
-        }
-        Ok(Err(CreateTopicError::AlreadyExists)) => {
-            shard.topics.forget(name);
-            shard.topics.by_name(name).await
-        }
-        Err(e) => Err(ErrorCode::from(&e)),
-    }
 }
 
 #[cfg(test)]
