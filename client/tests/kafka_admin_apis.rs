@@ -44,33 +44,40 @@ fn topic_name(n: &str) -> TopicName {
 /// A config operation: name, op code, value.
 type ConfigOp<'a> = (&'a str, i8, Option<&'a str>);
 
+/// One resource of an IncrementalAlterConfigs request.
+fn alter_resource(
+    ty: i8,
+    name: &str,
+    ops: &[ConfigOp<'_>],
+) -> incremental_alter_configs_request::AlterConfigsResource {
+    use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    AlterConfigsResource::default()
+        .with_resource_type(ty)
+        .with_resource_name(s(name))
+        .with_configs(
+            ops.iter()
+                .map(|(n, op, v)| {
+                    AlterableConfig::default()
+                        .with_name(s(n))
+                        .with_config_operation(*op)
+                        .with_value(v.map(s))
+                })
+                .collect(),
+        )
+}
+
 /// IncrementalAlterConfigs of topics: their operations each.
 async fn incremental(
     c: &Connection,
     resources: &[(&str, &[ConfigOp<'_>])],
     validate_only: bool,
 ) -> String {
-    use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
     let req = IncrementalAlterConfigsRequest::default()
         .with_validate_only(validate_only)
         .with_resources(
             resources
                 .iter()
-                .map(|(topic, ops)| {
-                    AlterConfigsResource::default()
-                        .with_resource_type(TOPIC)
-                        .with_resource_name(s(topic))
-                        .with_configs(
-                            ops.iter()
-                                .map(|(n, op, v)| {
-                                    AlterableConfig::default()
-                                        .with_name(s(n))
-                                        .with_config_operation(*op)
-                                        .with_value(v.map(s))
-                                })
-                                .collect(),
-                        )
-                })
+                .map(|(topic, ops)| alter_resource(TOPIC, topic, ops))
                 .collect(),
         );
     let resp = c.call_version(&req, 1).await.unwrap();
@@ -434,22 +441,8 @@ async fn config_script(c: &Connection, t: &str, u: &str) -> Vec<String> {
 
 /// IncrementalAlterConfigs of one resource of any type.
 async fn incremental_of(c: &Connection, ty: i8, name: &str, ops: &[ConfigOp<'_>]) -> String {
-    use incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
-    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
-        AlterConfigsResource::default()
-            .with_resource_type(ty)
-            .with_resource_name(s(name))
-            .with_configs(
-                ops.iter()
-                    .map(|(n, op, v)| {
-                        AlterableConfig::default()
-                            .with_name(s(n))
-                            .with_config_operation(*op)
-                            .with_value(v.map(s))
-                    })
-                    .collect(),
-            ),
-    ]);
+    let req = IncrementalAlterConfigsRequest::default()
+        .with_resources(vec![alter_resource(ty, name, ops)]);
     let resp = c.call_version(&req, 1).await.unwrap();
     format!(
         "incremental {ty}/{name:?} {:?}: {}",

@@ -44,11 +44,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: AlterConfigsRequest) -> Alte
                     .iter()
                     .filter_map(|(n, v)| Some((n.as_str(), AlterOp::Set, Some(v.as_deref()?))))
                     .collect();
-                match ty {
-                    RESOURCE_BROKER => dynamic::alter_broker(Vec::new(), &ops, default),
-                    RESOURCE_GROUP => dynamic::alter_group(Vec::new(), &ops),
-                    _ => dynamic::alter_client_metrics(Vec::new(), &ops),
-                }
+                dynamic::alter(ty, default, Vec::new(), &ops)
             })
             .await
         } else {

@@ -20,7 +20,7 @@ use crate::dynamic::{
 use crate::error::ErrorCode;
 use crate::security::acl::{op, resource};
 use crate::shard::Shard;
-use crate::topics::{self, Effect, Kind, SOURCE_DEFAULT, SOURCE_TOPIC, TOPIC_CONFIGS};
+use crate::topics::{self, value_of, Effect, Kind, SOURCE_DEFAULT, SOURCE_TOPIC, TOPIC_CONFIGS};
 
 /// DescribeConfigs, versions 1–4.
 pub const API: Api<DescribeConfigsRequest> = Api::new(ApiKey::DescribeConfigs, 1, 4);
@@ -137,7 +137,7 @@ async fn topic(shard: &Shard, req: &Req, name: &str, current: &Configs, asked: A
                 synonyms.extend(own.map(|v| synonym(s.name, v, SOURCE_TOPIC)));
                 let family = topic_synonyms(s.name);
                 synonyms.extend(family.iter().filter_map(|(b, _)| {
-                    set_in(cluster, b).map(|v| synonym(b, v, SOURCE_DYNAMIC_DEFAULT_BROKER))
+                    value_of(cluster, b).map(|v| synonym(b, v, SOURCE_DYNAMIC_DEFAULT_BROKER))
                 }));
                 synonyms.extend(family.iter().filter_map(|(b, _)| {
                     broker_spec(b)?.default.map(|d| synonym(b, d, SOURCE_DEFAULT))
@@ -149,9 +149,6 @@ async fn topic(shard: &Shard, req: &Req, name: &str, current: &Configs, asked: A
         .collect())
 }
 
-fn set_in<'a>(configs: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    configs.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
-}
 
 fn entry(
     name: &str,
@@ -188,7 +185,7 @@ fn broker(shard: &Shard, name: &str, current: &Configs, asked: Asked) -> Vec<Des
         let spec = broker_spec(n);
         let kind = spec.map_or(Kind::String, |s| s.kind);
         let show = |v: &str| (!hidden(n)).then(|| v.to_owned());
-        let (value, source) = match (set_in(mine, n), set_in(cluster, n)) {
+        let (value, source) = match (value_of(mine, n), value_of(cluster, n)) {
             (Some(v), _) if !name.is_empty() => (show(v), SOURCE_DYNAMIC_BROKER),
             (_, Some(v)) => (show(v), SOURCE_DYNAMIC_DEFAULT_BROKER),
             _ => (spec.and_then(|s| s.default).map(str::to_owned), SOURCE_DEFAULT),
@@ -198,9 +195,9 @@ fn broker(shard: &Shard, name: &str, current: &Configs, asked: Asked) -> Vec<Des
             let hide = hidden(n);
             let shown = |v| (!hide).then_some(v);
             if !name.is_empty() {
-                synonyms.extend(set_in(mine, n).map(|v| synonym_opt(n, shown(v), SOURCE_DYNAMIC_BROKER)));
+                synonyms.extend(value_of(mine, n).map(|v| synonym_opt(n, shown(v), SOURCE_DYNAMIC_BROKER)));
             }
-            synonyms.extend(set_in(cluster, n).map(|v| synonym_opt(n, shown(v), SOURCE_DYNAMIC_DEFAULT_BROKER)));
+            synonyms.extend(value_of(cluster, n).map(|v| synonym_opt(n, shown(v), SOURCE_DYNAMIC_DEFAULT_BROKER)));
             if !name.is_empty() {
                 synonyms.extend(family.iter().filter_map(|b| {
                     broker_spec(b)?.default.map(|d| synonym(b, d, SOURCE_DEFAULT))
@@ -267,7 +264,7 @@ fn defined(
     specs
         .iter()
         .map(|s| {
-            let own = set_in(set, s.name);
+            let own = value_of(set, s.name);
             let (value, source) = match own {
                 Some(v) => (v, set_source),
                 None => (s.default, SOURCE_DEFAULT),

@@ -79,22 +79,10 @@ async fn alter(
             })
             .await
         }
-        RESOURCE_BROKER => {
+        RESOURCE_BROKER | RESOURCE_GROUP | RESOURCE_CLIENT_METRICS => {
             let default = name.is_empty();
             alter_dynamic(shard, req, resource_type, name, validate_only, move |configs| {
-                dynamic::alter_broker(configs, &borrowed(&ops), default)
-            })
-            .await
-        }
-        RESOURCE_GROUP => {
-            alter_dynamic(shard, req, resource_type, name, validate_only, move |configs| {
-                dynamic::alter_group(configs, &borrowed(&ops))
-            })
-            .await
-        }
-        RESOURCE_CLIENT_METRICS => {
-            alter_dynamic(shard, req, resource_type, name, validate_only, move |configs| {
-                dynamic::alter_client_metrics(configs, &borrowed(&ops))
+                dynamic::alter(resource_type, default, configs, &borrowed(&ops))
             })
             .await
         }

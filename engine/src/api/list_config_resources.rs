@@ -53,26 +53,16 @@ pub async fn handle(
     }
     let configs = shard.agent.dynamic.copy.get();
     let mut out = Vec::new();
-    let mut push = |t: i8, names: &mut dyn Iterator<Item = String>| {
-        out.extend(names.map(|n| {
-            ConfigResource::default()
-                .with_resource_type(t)
-                .with_resource_name(str_bytes(&n))
-        }));
-    };
     for &t in TYPES.iter().filter(|t| types.contains(t)) {
-        match t {
+        let names: Vec<String> = match t {
             RESOURCE_TOPIC => match shard.agent.meta.load_topics(None).await {
-                Ok(topics) => push(t, &mut topics.into_iter().map(|t| t.name)),
+                Ok(topics) => topics.into_iter().map(|t| t.name).collect(),
                 Err(e) => return fail(ErrorCode::from(&e)),
             },
             RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => {
-                let ids = shard.agent.live_agents().into_iter().map(|a| a.agent_id.to_string());
-                push(t, &mut ids.collect::<Vec<_>>().into_iter())
+                shard.agent.live_agents().iter().map(|a| a.agent_id.to_string()).collect()
             }
-            RESOURCE_CLIENT_METRICS => {
-                push(t, &mut configs.resources(t).map(str::to_owned))
-            }
+            RESOURCE_CLIENT_METRICS => configs.resources(t).map(str::to_owned).collect(),
             _ => {
                 let mut groups: Vec<String> = match shard.agent.groups().list().await {
                     Ok(l) => l.into_iter().map(|(id, ..)| id).collect(),
@@ -81,9 +71,14 @@ pub async fn handle(
                 groups.extend(configs.resources(t).map(str::to_owned));
                 groups.sort_unstable();
                 groups.dedup();
-                push(t, &mut groups.into_iter())
+                groups
             }
-        }
+        };
+        out.extend(names.iter().map(|n| {
+            ConfigResource::default()
+                .with_resource_type(t)
+                .with_resource_name(str_bytes(n))
+        }));
     }
     ListConfigResourcesResponse::default().with_config_resources(out)
 }

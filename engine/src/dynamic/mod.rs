@@ -22,7 +22,7 @@ use rutomq_meta::dynamic::DynamicConfig;
 
 use crate::control::{AgentCopy, ShardCopy};
 use crate::error::ErrorCode;
-use crate::topics::{self, check_value, AlterOp, Check, ConfigSpec, Kind, TopicDefaults};
+use crate::topics::{self, check_value, value_of, AlterOp, Check, ConfigSpec, Kind, TopicDefaults};
 
 pub use kafka_configs::{BROKER_CONFIGS, GROUP_CONFIGS, TOPIC_SYNONYMS};
 
@@ -355,7 +355,8 @@ pub fn alter_group(
     let next = topics::apply_ops_with(current, ops, "group config", lookup, valid)?;
     // Kafka: the heartbeat interval must be below the session timeout.
     let get = |n: &str| {
-        value_or_default(&next, n, group_spec(n).map_or("", |s| s.default))
+        value_of(&next, n)
+            .unwrap_or(group_spec(n).map_or("", |s| s.default))
             .parse::<i64>()
             .ok()
     };
@@ -373,11 +374,22 @@ pub fn alter_group(
     Ok(next)
 }
 
-fn value_or_default<'a>(configs: &'a [(String, String)], name: &str, default: &'a str) -> &'a str {
-    configs
-        .iter()
-        .find(|(n, _)| n == name)
-        .map_or(default, |(_, v)| v.as_str())
+/// A dynamic resource's configs after `ops`, as its type checks them
+/// (`default`: the cluster default of brokers).
+pub fn alter(
+    resource_type: i8,
+    default: bool,
+    current: Vec<(String, String)>,
+    ops: &[Op],
+) -> Result<Vec<(String, String)>, Refusal> {
+    match resource_type {
+        RESOURCE_BROKER => alter_broker(current, ops, default),
+        RESOURCE_GROUP => alter_group(current, ops),
+        RESOURCE_CLIENT_METRICS => alter_client_metrics(current, ops),
+        other => Err(Refusal::from(format!(
+            "resource type {other} has no dynamic configs"
+        ))),
+    }
 }
 
 /// Client-metrics subscription configs (KIP-714).
@@ -529,7 +541,7 @@ impl Configs {
                     ..(RESOURCE_CLIENT_METRICS + 1, String::new()),
             )
             .map(|((_, name), configs)| {
-                let get = |n| value_or_default(configs, n, "");
+                let get = |n| value_of(configs, n).unwrap_or("");
                 Subscription {
                     name: name.clone(),
                     metrics: topics::list_items(get("metrics"))
@@ -582,7 +594,7 @@ impl Configs {
     /// Group config `name` of `group` in milliseconds, when the group sets
     /// it.
     pub fn group_ms(&self, group: &str, name: &str) -> Option<u64> {
-        value_or_default(self.of(RESOURCE_GROUP, group), name, "")
+        value_of(self.of(RESOURCE_GROUP, group), name)?
             .trim()
             .parse()
             .ok()

@@ -406,11 +406,7 @@ pub fn apply_ops_with<E: From<String>>(
                     ))
                 })?;
                 let given = list_items(given);
-                let own = configs
-                    .iter()
-                    .find(|(k, _)| k == name)
-                    .map(|(_, v)| v.as_str());
-                let mut items: Vec<&str> = list_items(own.unwrap_or(default));
+                let mut items: Vec<&str> = list_items(value_of(&configs, name).unwrap_or(default));
                 if op == AlterOp::Append {
                     for g in given {
                         if !items.contains(&g) {
@@ -482,10 +478,15 @@ fn value_in<'a>(
     d: &'a TopicDefaults,
     name: &str,
 ) -> Option<&'a str> {
-    match configs.iter().find(|(k, _)| k == name) {
-        Some((_, v)) => Some(v.as_str()),
-        None => d.get(name).or_else(|| spec(name).map(|s| s.default)),
-    }
+    value_of(configs, name).or_else(|| d.get(name).or_else(|| spec(name).map(|s| s.default)))
+}
+
+/// The value `configs` (a resource's own, by name) give config `name`.
+pub fn value_of<'a>(configs: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    configs
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
 }
 
 /// What the topic asks of records produced at `now_ms`, and whether they
