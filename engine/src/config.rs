@@ -476,6 +476,7 @@ impl ServeArgs {
                 self.group_consumer_heartbeat_interval_ms,
             ),
             topic_access: crate::groups::TopicAccess::default(),
+            share: crate::groups::share::ShareConfig::default(),
         }
     }
 

@@ -87,6 +87,11 @@ pub enum ErrorCode {
     ElectionNotNeeded = 84,
     NoReassignmentInProgress = 85,
     InvalidUpdateVersion = 95,
+    InvalidRecordState = 121,
+    ShareSessionNotFound = 122,
+    InvalidShareSessionEpoch = 123,
+    FencedStateEpoch = 124,
+    ShareSessionLimitReached = 133,
 }
 
 impl ErrorCode {

@@ -28,6 +28,7 @@ pub mod records;
 pub mod security;
 pub mod serve;
 pub mod shard;
+pub mod share;
 pub mod telemetry;
 pub mod topics;
 pub mod txns;

@@ -194,6 +194,26 @@ pub const TIMERS_STALE_PER_KEY_MAX: usize = 4;
 /// ...plus this many.
 pub const TIMERS_STALE_SLACK_MAX: usize = 1024;
 
+// ---- share groups (KIP-932) ----------------------------------------------------
+
+/// Offsets a share-partition's in-flight window holds at most, whatever
+/// group.share.partition.max.record.locks says (the window is stored whole
+/// on every change).
+pub const SHARE_WINDOW_MAX: usize = 10_000;
+/// Compare-and-set attempts on a share-partition's state per request
+/// before its partition is answered without records (its consumers race).
+pub const SHARE_CAS_ATTEMPTS_MAX: usize = 8;
+/// A share fetch that acquired nothing looks again this often while it
+/// waits (records given back, or whose lock ran out, need no new record).
+pub const SHARE_FETCH_RECHECK_MS: u64 = 250;
+/// Share sessions one connection holds at most (a consumer opens one
+/// per group it is a member of).
+pub const SHARE_SESSIONS_PER_CONNECTION_MAX: usize = 64;
+/// Partitions one share session holds at most.
+pub const SHARE_SESSION_PARTITIONS_MAX: usize = 10_000;
+/// Acknowledgement batches one request carries per partition at most.
+pub const SHARE_ACK_BATCHES_MAX: usize = 10_000;
+
 // ---- group coordinator ---------------------------------------------------------
 
 /// Calls queued to the coordinator thread at most; senders wait beyond.

@@ -615,6 +615,17 @@ pub struct StoredBatch {
     pub max_timestamp: i64,
 }
 
+/// A stored batch's last offset delta and whether it is a control batch
+/// (`None` when shorter than a batch header).
+pub fn batch_extent(batch: &[u8]) -> Option<(i32, bool)> {
+    if batch.len() < BATCH_HEADER_BYTES {
+        return None;
+    }
+    let attributes = i16::from_be_bytes([batch[21], batch[22]]);
+    let delta = i32::from_be_bytes([batch[23], batch[24], batch[25], batch[26]]);
+    Some((delta, attributes & ATTR_CONTROL != 0))
+}
+
 /// Walks consecutive batches in bytes read back from an object. Lengths are
 /// always checked; CRCs when `verify_crc` (bytes that come back from the
 /// object store: validated at produce time, checked again on this side of

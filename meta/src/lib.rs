@@ -22,6 +22,7 @@ mod notify;
 pub mod producer;
 pub mod quota;
 pub mod security;
+pub mod share;
 mod sql;
 pub mod token;
 pub mod txn;
@@ -339,6 +340,7 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaErro
         (9, include_str!("../sql/0009_quotas.sql")),
         (10, include_str!("../sql/0010_dynamic_configs.sql")),
         (11, include_str!("../sql/0011_delegation_tokens.sql")),
+        (12, include_str!("../sql/0012_share_groups.sql")),
     ];
     client
         .batch_execute(

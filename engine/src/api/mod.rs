@@ -11,6 +11,7 @@ mod config_support;
 mod fuzz;
 mod group_support;
 mod retired;
+mod share_support;
 mod throttle;
 mod token_support;
 
@@ -140,6 +141,10 @@ apis! {
     offset_delete,
     consumer_group_heartbeat,
     consumer_group_describe,
+    share_group_heartbeat,
+    share_group_describe,
+    share_fetch,
+    share_acknowledge,
     add_partitions_to_txn,
     add_offsets_to_txn,
     end_txn,
@@ -342,6 +347,8 @@ pub struct Connection {
     pub muted_until: std::cell::Cell<Option<std::time::Instant>>,
     /// The client software's name and version (ApiVersions v3+).
     pub software: RefCell<Option<(String, String)>>,
+    /// Its share sessions (KIP-932).
+    pub share_sessions: RefCell<crate::share::sessions::Sessions>,
 }
 
 impl Connection {
@@ -463,6 +470,7 @@ impl rutomq_shards::Service for Service {
             quota: RefCell::new(None),
             muted_until: std::cell::Cell::new(None),
             software: RefCell::new(None),
+            share_sessions: RefCell::new(Default::default()),
         }))
     }
 

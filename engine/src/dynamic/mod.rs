@@ -591,6 +591,11 @@ impl Configs {
         &self.subscriptions
     }
 
+    /// Group config `name` of `group`, when the group sets it.
+    pub fn group_value(&self, group: &str, name: &str) -> Option<String> {
+        value_of(self.of(RESOURCE_GROUP, group), name).map(str::to_owned)
+    }
+
     /// Group config `name` of `group` in milliseconds, when the group sets
     /// it.
     pub fn group_ms(&self, group: &str, name: &str) -> Option<u64> {

@@ -10,9 +10,10 @@ use super::calls::Call;
 use super::classic::{AfterStore, Effects, State};
 use super::consumer::{ConsumerGroup, HeartbeatResult};
 use super::coordinator::Coordinator;
+use super::share::{ShareGroup, ShareHeartbeatResult};
 use super::state::split_deletable;
 use super::writes::{enqueue_offsets, queue_store, Write};
-use super::{ConsumerDescription, JoinResult, SyncResult, TOPICS_REFRESH};
+use super::{ConsumerDescription, JoinResult, ShareDescription, SyncResult, TOPICS_REFRESH};
 use crate::error::ErrorCode;
 
 impl Coordinator {
@@ -28,6 +29,73 @@ impl Coordinator {
         // loaded consumer group always does: one never stored and left
         // empty is dropped by `after`.)
         let known = l.epoch > 0 || !l.state.empty() || !l.writes.is_idle();
+        // Share groups and the others never share an id (Kafka's rule).
+        let share_call = matches!(call, Call::ShareHeartbeat(..) | Call::ShareDescribe { .. });
+        let generic = matches!(
+            call,
+            Call::Describe { .. }
+                | Call::Delete { .. }
+                | Call::DeleteOffsets { .. }
+                | Call::Adopt { .. }
+        );
+        if l.state.share.is_some() && !share_call && !generic {
+            match call {
+                Call::Join(a, r) => {
+                    let _ = r.send(JoinResult::error(
+                        ErrorCode::InconsistentGroupProtocol,
+                        &a.member_id,
+                    ));
+                }
+                Call::ConsumerHeartbeat(_, _, r) => {
+                    let _ = r.send(HeartbeatResult::error(
+                        ErrorCode::GroupIdNotFound,
+                        format!("Group {group_id} is not a consumer group."),
+                    ));
+                }
+                Call::ConsumerDescribe { reply, .. } => {
+                    let _ = reply.send(ConsumerDescription::error(
+                        ErrorCode::GroupIdNotFound,
+                        Some(format!("Group {group_id} is not a consumer group.")),
+                    ));
+                }
+                other => other.fail(ErrorCode::GroupIdNotFound),
+            }
+            return self.after(group_id, Effects::default());
+        }
+        if share_call && l.state.share.is_none() {
+            let is_other = known || !l.state.empty();
+            match call {
+                Call::ShareHeartbeat(a, _, r) if is_other || a.member_epoch != 0 => {
+                    let message = if is_other {
+                        format!("Group {group_id} is not a share group.")
+                    } else {
+                        format!("Group {group_id} not found.")
+                    };
+                    let _ = r.send(ShareHeartbeatResult::error(
+                        ErrorCode::GroupIdNotFound,
+                        message,
+                    ));
+                    return self.after(group_id, Effects::default());
+                }
+                Call::ShareDescribe { reply, .. } => {
+                    let message = if is_other {
+                        format!("Group {group_id} is not a share group.")
+                    } else {
+                        format!("Group {group_id} not found.")
+                    };
+                    let _ = reply.send(ShareDescription::error(
+                        ErrorCode::GroupIdNotFound,
+                        Some(message),
+                    ));
+                    return self.after(group_id, Effects::default());
+                }
+                call => {
+                    l.state.share =
+                        Some(ShareGroup::new(group_id.to_owned(), self.cfg.share.clone()));
+                    return self.apply_share(group_id, call, now);
+                }
+            }
+        }
         // A call of the other protocol: an empty group switches protocol
         // (Kafka converts empty groups), a group with members refuses it.
         let classic_call = matches!(
@@ -106,7 +174,9 @@ impl Coordinator {
             }
             other => other,
         };
-        if l.state.consumer.is_some() {
+        if l.state.share.is_some() {
+            self.apply_share(group_id, call, now);
+        } else if l.state.consumer.is_some() {
             self.apply_consumer(group_id, call, known, now);
         } else {
             self.apply_classic(group_id, call, known, now);
@@ -207,6 +277,9 @@ impl Coordinator {
                 });
             }
             Call::ConsumerHeartbeat(..) => unreachable!("routed to apply_consumer"),
+            Call::ShareHeartbeat(..) | Call::ShareDescribe { .. } => {
+                unreachable!("routed to apply_share")
+            }
             Call::Describe { .. } | Call::Delete { .. } | Call::DeleteOffsets { .. } => {
                 unreachable!("answered by apply")
             }
@@ -304,6 +377,46 @@ impl Coordinator {
             }
             Call::Adopt { .. } => {}
             other => other.fail(ErrorCode::UnknownMemberId),
+        }
+        self.after(group_id, fx);
+    }
+
+    /// Applies a call to a share group.
+    fn apply_share(&mut self, group_id: &str, call: Call, now: Instant) {
+        let Some(l) = self.slots.get_mut(group_id) else {
+            return call.fail(ErrorCode::CoordinatorNotAvailable);
+        };
+        let mut fx = Effects::default();
+        let g = l.state.share.as_mut().expect("a share group");
+        match call {
+            Call::ShareHeartbeat(args, resolved, reply) => {
+                for (name, id, partitions) in resolved {
+                    self.topics.entry(name).or_insert((id, partitions));
+                }
+                let mut changed = false;
+                let result = g.heartbeat(args, &self.topics, now, &mut changed);
+                if changed && result.error == ErrorCode::None {
+                    fx.stores
+                        .push((g.snapshot(), AfterStore::ShareHeartbeat { reply, result }));
+                } else {
+                    if changed {
+                        fx.stores.push((g.snapshot(), AfterStore::Nothing));
+                    }
+                    let _ = reply.send(result);
+                }
+            }
+            Call::ShareDescribe { reply, .. } => {
+                let _ = reply.send(ShareDescription {
+                    error: ErrorCode::None,
+                    error_message: None,
+                    state: g.state(),
+                    group_epoch: g.group_epoch,
+                    assignment_epoch: g.assignment_epoch,
+                    members: g.members.values().cloned().collect(),
+                });
+            }
+            Call::Adopt { .. } => {}
+            other => other.fail(ErrorCode::GroupIdNotFound),
         }
         self.after(group_id, fx);
     }

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::classic::State;
 use super::consumer::{self, HeartbeatArgs, HeartbeatResult};
+use super::share::{ShareHeartbeatArgs, ShareHeartbeatResult, ShareMember};
 use crate::error::ErrorCode;
 
 pub struct JoinArgs {
@@ -179,6 +180,16 @@ pub(super) enum Call {
         member_epoch: i32,
         reply: oneshot::Sender<ErrorCode>,
     },
+    /// KIP-932 heartbeat, with the subscribed topics the handler resolved.
+    ShareHeartbeat(
+        ShareHeartbeatArgs,
+        Vec<(String, Uuid, i32)>,
+        oneshot::Sender<ShareHeartbeatResult>,
+    ),
+    ShareDescribe {
+        group_id: String,
+        reply: oneshot::Sender<ShareDescription>,
+    },
     /// Load the group if this agent coordinates it (orphan adoption).
     Adopt {
         group_id: String,
@@ -210,6 +221,42 @@ impl ConsumerDescription {
     }
 }
 
+/// ShareGroupDescribe's view of a share group (and what the share-group
+/// offset APIs check: that it is one, and whether it is empty).
+pub struct ShareDescription {
+    pub error: ErrorCode,
+    pub error_message: Option<String>,
+    pub state: &'static str,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub members: Vec<ShareMember>,
+}
+
+impl ShareDescription {
+    pub(super) fn error(error: ErrorCode, message: Option<String>) -> ShareDescription {
+        ShareDescription {
+            error,
+            error_message: message,
+            state: "Dead",
+            group_epoch: -1,
+            assignment_epoch: -1,
+            members: Vec::new(),
+        }
+    }
+}
+
+impl Failed for ShareDescription {
+    fn failed(error: ErrorCode) -> Self {
+        ShareDescription::error(error, None)
+    }
+}
+
+impl Failed for ShareHeartbeatResult {
+    fn failed(error: ErrorCode) -> Self {
+        ShareHeartbeatResult::error(error, None)
+    }
+}
+
 impl Call {
     pub(super) fn group_id(&self) -> &str {
         match self {
@@ -218,6 +265,8 @@ impl Call {
             Call::Commit(a, _) => &a.group_id,
             Call::ConsumerHeartbeat(a, _, _) => &a.group_id,
             Call::ConsumerDescribe { group_id, .. } => group_id,
+            Call::ShareHeartbeat(a, _, _) => &a.group_id,
+            Call::ShareDescribe { group_id, .. } => group_id,
             Call::ValidateFetch { group_id, .. } => group_id,
             Call::Heartbeat { group_id, .. }
             | Call::Leave { group_id, .. }
@@ -246,6 +295,8 @@ impl Call {
             Call::Describe { reply, .. } => answer(reply, error),
             Call::ConsumerHeartbeat(_, _, r) => answer(r, error),
             Call::ConsumerDescribe { reply, .. } => answer(reply, error),
+            Call::ShareHeartbeat(_, _, r) => answer(r, error),
+            Call::ShareDescribe { reply, .. } => answer(reply, error),
             Call::Adopt { .. } => {}
         }
     }

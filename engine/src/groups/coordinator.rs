@@ -20,6 +20,7 @@ use tokio::sync::mpsc;
 use super::calls::{Call, Msg};
 use super::classic::{AfterStore, ClassicGroup, Effects, State};
 use super::consumer::{ConsumerGroup, TopicsView};
+use super::share::ShareGroup;
 use super::state::Group;
 use super::stored::GroupType;
 use super::writes::{fail_writes, Write, Wrote};
@@ -197,6 +198,15 @@ impl Coordinator {
                 continue;
             };
             let mut fx = Effects::default();
+            if let Some(s) = l.state.share.as_mut() {
+                let gone = s.on_timer(now, &self.topics);
+                if gone > 0 {
+                    fx.expired += gone;
+                    fx.stores.push((s.snapshot(), AfterStore::Nothing));
+                }
+                self.after(&group_id, fx);
+                continue;
+            }
             match l.state.consumer.as_mut() {
                 Some(c) => {
                     let gone = c.on_timer(now, &self.topics);
@@ -243,11 +253,18 @@ impl Coordinator {
             return;
         };
         let now = Instant::now();
+        let mut share = None;
         let ((group, consumer), epoch) = match result {
             Ok(Some((stored, epoch))) => {
                 self.stats.groups_loaded.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(group = %group_id, epoch, members = stored.members.len(), "group loaded");
-                if GroupType::of(&stored) == GroupType::Consumer {
+                if GroupType::of(&stored) == GroupType::Share {
+                    share = Some(ShareGroup::load(stored, self.cfg.share.clone(), now));
+                    (
+                        (ClassicGroup::new(group_id.clone(), self.cfg.clone()), None),
+                        epoch,
+                    )
+                } else if GroupType::of(&stored) == GroupType::Consumer {
                     let c = ConsumerGroup::load(stored, self.cfg.clone(), now);
                     (
                         (
@@ -275,8 +292,16 @@ impl Coordinator {
                 return;
             }
         };
-        self.slots
-            .insert_loaded(group_id.clone(), epoch, Group { group, consumer }, now);
+        self.slots.insert_loaded(
+            group_id.clone(),
+            epoch,
+            Group {
+                group,
+                consumer,
+                share,
+            },
+            now,
+        );
         let adopting = calls.iter().all(|c| matches!(c, Call::Adopt { .. }));
         for c in calls {
             if self.slots.get(&group_id).is_some() {
@@ -317,13 +342,24 @@ impl Coordinator {
         let ids: Vec<String> = self
             .slots
             .loaded()
-            .filter(|(_, l)| l.state.consumer.is_some())
+            .filter(|(_, l)| l.state.consumer.is_some() || l.state.share.is_some())
             .map(|(id, _)| id.clone())
             .collect();
         for id in ids {
             let Some(l) = self.slots.get_mut(&id) else {
                 continue;
             };
+            if let Some(s) = l.state.share.as_mut() {
+                let before = s.group_epoch;
+                s.maybe_assign(&self.topics);
+                if s.group_epoch != before {
+                    tracing::info!(group = %id, epoch = s.group_epoch, "subscribed topics changed; share group assigns again");
+                    let mut fx = Effects::default();
+                    fx.stores.push((s.snapshot(), AfterStore::Nothing));
+                    self.after(&id, fx);
+                }
+                continue;
+            }
             let c = l.state.consumer.as_mut().expect("filtered");
             let before = c.group_epoch;
             c.maybe_assign(&self.topics);
@@ -355,8 +391,18 @@ impl Coordinator {
         let names: BTreeSet<String> = self
             .slots
             .loaded()
-            .filter_map(|(_, l)| l.state.consumer.as_ref())
-            .flat_map(|c| c.subscribed_topics())
+            .flat_map(|(_, l)| {
+                let mut t = l
+                    .state
+                    .consumer
+                    .as_ref()
+                    .map(|c| c.subscribed_topics())
+                    .unwrap_or_default();
+                if let Some(s) = &l.state.share {
+                    t.extend(s.subscribed_topics());
+                }
+                t
+            })
             .collect();
         if names.is_empty() {
             return;

@@ -11,9 +11,10 @@ use uuid::Uuid;
 use super::calls::{Call, Failed, Msg};
 use super::consumer::{HeartbeatArgs, HeartbeatResult};
 use super::coordinator::Coordinator;
+use super::share::{ShareHeartbeatArgs, ShareHeartbeatResult};
 use super::{
     CommitArgs, ConsumerDescription, GroupDescription, GroupStats, GroupsConfig, JoinArgs,
-    JoinResult, LeaveMember, Listed, Owns, SyncArgs, SyncResult, Written,
+    JoinResult, LeaveMember, Listed, Owns, ShareDescription, SyncArgs, SyncResult, Written,
 };
 use crate::coordinator::start_thread;
 use crate::error::ErrorCode;
@@ -155,6 +156,19 @@ impl Groups {
 
     pub async fn consumer_describe(&self, group_id: String) -> ConsumerDescription {
         self.call(|reply| Call::ConsumerDescribe { group_id, reply })
+            .await
+    }
+
+    pub async fn share_heartbeat(
+        &self,
+        args: ShareHeartbeatArgs,
+        topics: Vec<(String, Uuid, i32)>,
+    ) -> ShareHeartbeatResult {
+        self.call(|r| Call::ShareHeartbeat(args, topics, r)).await
+    }
+
+    pub async fn share_describe(&self, group_id: String) -> ShareDescription {
+        self.call(|reply| Call::ShareDescribe { group_id, reply })
             .await
     }
 

@@ -36,6 +36,7 @@ pub mod classic;
 pub mod consumer;
 mod coordinator;
 mod handle;
+pub mod share;
 mod state;
 mod stored;
 mod writes;
@@ -46,7 +47,8 @@ use std::time::Duration;
 pub use crate::coordinator::Owns;
 pub use calls::{
     CommitArgs, ConsumerDescription, Failed, GroupDescription, JoinArgs, JoinResult, JoinedMember,
-    LeaveMember, Listed, MemberDescription, SyncArgs, SyncResult, TxnTarget, Written,
+    LeaveMember, Listed, MemberDescription, ShareDescription, SyncArgs, SyncResult, TxnTarget,
+    Written,
 };
 pub use handle::Groups;
 
@@ -84,6 +86,8 @@ pub struct GroupsConfig {
     pub consumer_heartbeat_interval: Duration,
     /// Which topics a member's subscription regex may match.
     pub topic_access: TopicAccess,
+    /// Share groups' settings.
+    pub share: share::ShareConfig,
 }
 
 /// Which topics a consumer group member's regular expression may match:
@@ -133,6 +137,7 @@ impl Default for GroupsConfig {
             consumer_session_timeout: Duration::from_millis(45_000),
             consumer_heartbeat_interval: Duration::from_millis(5_000),
             topic_access: TopicAccess::default(),
+            share: share::ShareConfig::default(),
         }
     }
 }

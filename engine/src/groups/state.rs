@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::classic::{ClassicGroup, State};
 use super::consumer::{ConsumerGroup, TopicsView};
+use super::share::ShareGroup;
 use super::stored::GroupType;
 use super::{GroupDescription, MemberDescription};
 use crate::coordinator::KeyState;
@@ -20,6 +21,9 @@ pub(super) struct Group {
     /// Set when the group is a KIP-848 consumer group (`group` is then an
     /// unused empty classic group).
     pub consumer: Option<ConsumerGroup>,
+    /// Set when the group is a KIP-932 share group (`group` is then an
+    /// unused empty classic group).
+    pub share: Option<ShareGroup>,
 }
 
 impl KeyState for Group {
@@ -28,6 +32,9 @@ impl KeyState for Group {
     }
 
     fn next_wake(&self) -> Option<Instant> {
+        if let Some(s) = &self.share {
+            return s.next_wake();
+        }
         match &self.consumer {
             Some(c) => c.next_wake(),
             None => self.group.next_wake(),
@@ -38,6 +45,9 @@ impl KeyState for Group {
 impl Group {
     /// No member (of either kind) and nobody waiting.
     pub fn empty(&self) -> bool {
+        if let Some(s) = &self.share {
+            return s.is_empty();
+        }
         match &self.consumer {
             Some(c) => c.is_empty(),
             None => self.group.idle(),
@@ -45,6 +55,9 @@ impl Group {
     }
 
     pub fn state_name(&self) -> &'static str {
+        if let Some(s) = &self.share {
+            return s.state();
+        }
         match &self.consumer {
             Some(c) => c.state(),
             None => self.group.state.name(),
@@ -52,6 +65,9 @@ impl Group {
     }
 
     pub fn protocol_type(&self) -> String {
+        if self.share.is_some() {
+            return "share".into();
+        }
         match &self.consumer {
             Some(_) => "consumer".into(),
             None => self.group.protocol_type.clone().unwrap_or_default(),
@@ -59,7 +75,9 @@ impl Group {
     }
 
     pub fn kind(&self) -> &'static str {
-        if self.consumer.is_some() {
+        if self.share.is_some() {
+            GroupType::Share.name()
+        } else if self.consumer.is_some() {
             GroupType::Consumer.name()
         } else {
             GroupType::Classic.name()
@@ -69,6 +87,27 @@ impl Group {
     /// DescribeGroups' answer. `known`: the group exists (stored, or with
     /// members or writes); a loaded consumer group always does.
     pub fn describe(&self, known: bool) -> GroupDescription {
+        if let Some(s) = &self.share {
+            return GroupDescription {
+                error: ErrorCode::None,
+                exists: true,
+                state: s.state(),
+                protocol_type: "share".into(),
+                protocol: super::share::ASSIGNOR.into(),
+                members: s
+                    .members
+                    .values()
+                    .map(|m| MemberDescription {
+                        member_id: m.member_id.clone(),
+                        instance_id: None,
+                        client_id: m.client_id.clone(),
+                        client_host: m.client_host.clone(),
+                        metadata: Bytes::new(),
+                        assignment: Bytes::new(),
+                    })
+                    .collect(),
+            };
+        }
         match &self.consumer {
             Some(c) => GroupDescription {
                 error: ErrorCode::None,
@@ -107,6 +146,13 @@ impl Group {
 
     /// Whether DeleteGroups may delete the group.
     pub fn deletable(&self, known: bool) -> Result<(), ErrorCode> {
+        if let Some(s) = &self.share {
+            return if s.is_empty() {
+                Ok(())
+            } else {
+                Err(ErrorCode::NonEmptyGroup)
+            };
+        }
         match &self.consumer {
             Some(c) if !c.is_empty() => Err(ErrorCode::NonEmptyGroup),
             Some(_) => Ok(()),
@@ -130,6 +176,11 @@ impl Group {
         known: bool,
         topics: &TopicsView,
     ) -> Result<BTreeSet<String>, ErrorCode> {
+        if self.share.is_some() {
+            // A share group's offsets are its share-partitions'
+            // (DeleteShareGroupOffsets).
+            return Err(ErrorCode::GroupIdNotFound);
+        }
         match &self.consumer {
             Some(c) => Ok(c.consumed_topics(topics)),
             None => {

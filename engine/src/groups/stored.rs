@@ -20,6 +20,8 @@ pub enum GroupType {
     Classic,
     /// KIP-848 (ConsumerGroupHeartbeat).
     Consumer,
+    /// KIP-932 (ShareGroupHeartbeat).
+    Share,
 }
 
 impl GroupType {
@@ -27,15 +29,16 @@ impl GroupType {
         match self {
             GroupType::Classic => "classic",
             GroupType::Consumer => "consumer",
+            GroupType::Share => "share",
         }
     }
 
-    /// The kind of a stored group (classic unless it says consumer).
+    /// The kind of a stored group (classic unless it says otherwise).
     pub fn of(stored: &StoredGroup) -> GroupType {
-        if stored.group_type == GroupType::Consumer.name() {
-            GroupType::Consumer
-        } else {
-            GroupType::Classic
+        match stored.group_type.as_str() {
+            "consumer" => GroupType::Consumer,
+            "share" => GroupType::Share,
+            _ => GroupType::Classic,
         }
     }
 }
@@ -219,6 +222,36 @@ pub fn decode_subscription(mut b: &[u8]) -> StoredSubscription {
             regex,
             principal,
         })
+    };
+    go().unwrap_or_default()
+}
+
+/// A share group member's subscription: version 1, topics, rack.
+pub fn encode_share_subscription(topics: &[String], rack: Option<&str>) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    b.put_u8(1);
+    b.put_u32(topics.len() as u32);
+    for t in topics {
+        put_str(&mut b, t);
+    }
+    put_str(&mut b, rack.unwrap_or(""));
+    b.to_vec()
+}
+
+/// (topics, rack) of a stored share group member; nothing when unreadable
+/// (it subscribes again on its next heartbeat).
+pub fn decode_share_subscription(mut b: &[u8]) -> (Vec<String>, Option<String>) {
+    let mut go = || -> Option<_> {
+        if b.remaining() < 5 || b.get_u8() != 1 {
+            return None;
+        }
+        let n = b.get_u32() as usize;
+        let mut topics = Vec::with_capacity(n.min(1024));
+        for _ in 0..n {
+            topics.push(get_str(&mut b)?);
+        }
+        let rack = Some(get_str(&mut b)?).filter(|s| !s.is_empty());
+        Some((topics, rack))
     };
     go().unwrap_or_default()
 }

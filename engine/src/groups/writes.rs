@@ -14,6 +14,7 @@ use uuid::Uuid;
 use super::classic::{AfterStore, Effects};
 use super::consumer::HeartbeatResult;
 use super::coordinator::{Coordinator, Done, Loaded};
+use super::share::ShareHeartbeatResult;
 use super::stored::GroupType;
 use super::{GroupStats, JoinResult, TxnTarget, Written};
 use crate::coordinator::WriteQueue;
@@ -124,7 +125,9 @@ impl Coordinator {
                     l.epoch = *epoch;
                 }
                 if code == ErrorCode::CoordinatorNotAvailable
-                    && slot.as_ref().is_some_and(|l| l.state.consumer.is_some())
+                    && slot
+                        .as_ref()
+                        .is_some_and(|l| l.state.consumer.is_some() || l.state.share.is_some())
                 {
                     // Memory is ahead of PostgreSQL: answer nothing from it;
                     // the group loads again from what is stored.
@@ -158,6 +161,13 @@ impl Coordinator {
                                 result
                             } else {
                                 HeartbeatResult::error(code, None)
+                            });
+                        }
+                        AfterStore::ShareHeartbeat { reply, result } => {
+                            let _ = reply.send(if code == ErrorCode::None {
+                                result
+                            } else {
+                                ShareHeartbeatResult::error(code, None)
                             });
                         }
                         AfterStore::Nothing => {}
@@ -308,6 +318,9 @@ pub(super) fn fail_writes(writes: &mut WriteQueue<Write>, error: ErrorCode) {
                         }
                         AfterStore::ConsumerHeartbeat { reply, .. } => {
                             let _ = reply.send(HeartbeatResult::error(error, None));
+                        }
+                        AfterStore::ShareHeartbeat { reply, .. } => {
+                            let _ = reply.send(ShareHeartbeatResult::error(error, None));
                         }
                         AfterStore::Assignments { .. } | AfterStore::Nothing => {}
                     }

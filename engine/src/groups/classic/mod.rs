@@ -101,6 +101,11 @@ pub enum AfterStore {
         reply: oneshot::Sender<super::consumer::HeartbeatResult>,
         result: super::consumer::HeartbeatResult,
     },
+    /// A share group heartbeat that changed the group: answered once stored.
+    ShareHeartbeat {
+        reply: oneshot::Sender<super::share::ShareHeartbeatResult>,
+        result: super::share::ShareHeartbeatResult,
+    },
 }
 
 /// Side effects of a call, for the coordinator.

@@ -1,0 +1,334 @@
+//! ShareFetch (key 78, KIP-932): a share group member fetches records it
+//! then holds alone until it acknowledges them or its lock runs out; the
+//! acknowledgements of what it fetched before ride along.
+//!
+//! Per partition of the member's share session: acknowledgements first;
+//! then the first acquirable offset is read from the share-partition
+//! state, the records from there are read as a Fetch reads them, and the
+//! offsets those batches hold are acquired by compare-and-set on the state
+//! (a consumer on another agent that took some first leaves the rest).
+//! With nothing acquired the request waits for new records up to
+//! MaxWaitMs.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use futures::future::{select, Either};
+use kafka_protocol::messages::share_fetch_response::{
+    AcquiredRecords, PartitionData, ShareFetchableTopicResponse,
+};
+use kafka_protocol::messages::{ApiKey, ShareFetchRequest, ShareFetchResponse};
+use uuid::Uuid;
+
+use super::share_support::{
+    acknowledge, batches, partition_error, requester, resolve_topics, rules_of, Batches,
+};
+use super::{str_bytes, Api, Req};
+use crate::error::ErrorCode;
+use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX, SHARE_FETCH_RECHECK_MS};
+use crate::records::batch_extent;
+use crate::shard::Shard;
+use crate::share::partition::{Acquired, Rules, Span};
+use crate::share::sessions::{release, Key, Step};
+use crate::share::store::{change, Changed, StartAt};
+
+/// ShareFetch, version 1 (v2's record-limit mode and lock renewal are
+/// not served; clients use v1 for everything else).
+pub const API: Api<ShareFetchRequest> = Api::new(ApiKey::ShareFetch, 1, 1);
+
+fn top_error(code: ErrorCode, message: String) -> ShareFetchResponse {
+    ShareFetchResponse::default()
+        .with_error_code(code.code())
+        .with_error_message(Some(message).filter(|m| !m.is_empty()).map(|m| str_bytes(&m)))
+}
+
+pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ShareFetchRequest) -> ShareFetchResponse {
+    let (group, member) = match requester(
+        shard,
+        req,
+        body.group_id.as_ref().map(|g| g.0.as_str()),
+        body.member_id.as_ref().map(|m| m.as_str()),
+    ) {
+        Ok(who) => who,
+        Err((code, message)) => {
+            tracing::debug!(error = ?code, %message, "share fetch refused");
+            return top_error(code, message);
+        }
+    };
+    let (rules, start) = rules_of(shard, &group);
+    // What the request names: partitions added to the session (with their
+    // acknowledgements) and forgotten.
+    let mut added: Vec<Key> = Vec::new();
+    let mut acks: Vec<(Key, Batches)> = Vec::new();
+    for t in &body.topics {
+        for p in &t.partitions {
+            let key = (t.topic_id, p.partition_index);
+            added.push(key);
+            if !p.acknowledgement_batches.is_empty() {
+                let wire = p
+                    .acknowledgement_batches
+                    .iter()
+                    .map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types));
+                match batches(wire) {
+                    Ok(b) => acks.push((key, b)),
+                    Err((code, message)) => return top_error(code, message),
+                }
+            }
+        }
+    }
+    let forgotten: Vec<Key> = body
+        .forgotten_topics_data
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t.topic_id, *p)))
+        .collect();
+    let conn = req.conn.clone();
+    let step = match conn.as_ref() {
+        None => Err((ErrorCode::ShareSessionNotFound, String::new())),
+        Some(c) => c.share_sessions.borrow_mut().fetch_step(
+            (group.clone(), member.clone()),
+            body.share_session_epoch,
+            &added,
+            &forgotten,
+            !acks.is_empty(),
+            (&shard.agent.meta, rules),
+        ),
+    };
+    let step = match step {
+        Ok(s) => s,
+        Err((code, message)) => {
+            tracing::debug!(%group, %member, error = ?code, %message, "share fetch session refused");
+            return top_error(code, message);
+        }
+    };
+    let keys = match &step {
+        Step::Fetch(k) | Step::Close(k) => k.clone(),
+    };
+    let topics = resolve_topics(
+        shard,
+        req,
+        keys.iter().chain(acks.iter().map(|a| &a.0)).map(|k| k.0),
+    )
+    .await;
+    let mut out: HashMap<Key, PartitionData> = HashMap::new();
+    let entry = |out: &mut HashMap<Key, PartitionData>, key: Key| {
+        out.entry(key)
+            .or_insert_with(|| PartitionData::default().with_partition_index(key.1))
+            .partition_index
+    };
+    for (key, batches) in &acks {
+        entry(&mut out, *key);
+        let (code, message) = match partition_error(&topics, *key) {
+            Some(e) => (e, None),
+            None => acknowledge(shard, &group, &member, *key, batches, &rules).await,
+        };
+        if let Some(p) = out.get_mut(key) {
+            p.acknowledge_error_code = code.code();
+            p.acknowledge_error_message = message.map(|m| str_bytes(&m));
+        }
+    }
+    match step {
+        Step::Close(keys) => release(&shard.agent.meta, &group, &member, &keys, &rules).await,
+        Step::Fetch(keys) => {
+            let mut fetchable = Vec::new();
+            for key in keys {
+                entry(&mut out, key);
+                match partition_error(&topics, key) {
+                    Some(e) => {
+                        if let Some(p) = out.get_mut(&key) {
+                            p.error_code = e.code();
+                        }
+                    }
+                    None => fetchable.push(key),
+                }
+            }
+            let fetched = fetch(shard, &body, &group, &member, &fetchable, &rules, start).await;
+            for (key, records, acquired) in fetched {
+                if let Some(p) = out.get_mut(&key) {
+                    p.records = Some(records);
+                    p.acquired_records = acquired
+                        .into_iter()
+                        .map(|(first, last, count)| {
+                            AcquiredRecords::default()
+                                .with_first_offset(first)
+                                .with_last_offset(last)
+                                .with_delivery_count(count.min(i16::MAX as u16) as i16)
+                        })
+                        .collect();
+                }
+            }
+        }
+    }
+    let mut by_topic: HashMap<Uuid, Vec<PartitionData>> = HashMap::new();
+    for ((topic, _), mut p) in out {
+        if p.records.is_none() {
+            p.records = Some(bytes::Bytes::new());
+        }
+        by_topic.entry(topic).or_default().push(p);
+    }
+    let mut responses: Vec<ShareFetchableTopicResponse> = by_topic
+        .into_iter()
+        .map(|(topic_id, mut partitions)| {
+            partitions.sort_by_key(|p| p.partition_index);
+            ShareFetchableTopicResponse::default()
+                .with_topic_id(topic_id)
+                .with_partitions(partitions)
+        })
+        .collect();
+    responses.sort_by_key(|t| t.topic_id);
+    ShareFetchResponse::default()
+        .with_acquisition_lock_timeout_ms(rules.lock_ms.min(i32::MAX as i64) as i32)
+        .with_responses(responses)
+}
+
+/// Acquires records of `keys` for `member`, waiting up to MaxWaitMs for
+/// some: each partition's batches (whole, as stored) and what of them the
+/// member holds now.
+async fn fetch(
+    shard: &Rc<Shard>,
+    body: &ShareFetchRequest,
+    group: &str,
+    member: &str,
+    keys: &[Key],
+    rules: &Rules,
+    start: StartAt,
+) -> Vec<(Key, bytes::Bytes, Vec<Acquired>)> {
+    let deadline =
+        Instant::now() + Duration::from_millis(body.max_wait_ms.clamp(0, FETCH_WAIT_MS_MAX) as u64);
+    let max_bytes = (body.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX);
+    let max_records = body.max_records.max(1) as usize;
+    if keys.is_empty() || body.max_bytes == 0 {
+        return Vec::new();
+    }
+    loop {
+        // Register before reading, so a commit in between is not missed.
+        let changed = shard.reader.watermarks.changed();
+        let got = fetch_once(shard, group, member, keys, rules, start, max_bytes, max_records).await;
+        let now = Instant::now();
+        let any = got.iter().any(|(_, _, a)| !a.is_empty());
+        if any
+            || now >= deadline
+            || shard
+                .agent
+                .stopping
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return got;
+        }
+        // New records, or a recheck: records given back or whose lock ran
+        // out are acquirable again without any new record.
+        let wait = (deadline - now).min(Duration::from_millis(SHARE_FETCH_RECHECK_MS));
+        let timer = Box::pin(rutomq_shards::sleep(wait));
+        if let Either::Right(_) = select(changed, timer).await {
+            if Instant::now() >= deadline {
+                return got;
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn fetch_once(
+    shard: &Rc<Shard>,
+    group: &str,
+    member: &str,
+    keys: &[Key],
+    rules: &Rules,
+    start: StartAt,
+    max_bytes: usize,
+    max_records: usize,
+) -> Vec<(Key, bytes::Bytes, Vec<Acquired>)> {
+    let meta = &shard.agent.meta;
+    let mut out = Vec::with_capacity(keys.len());
+    let mut bytes_left = max_bytes;
+    let mut records_left = max_records;
+    for &key in keys {
+        let empty = (key, bytes::Bytes::new(), Vec::new());
+        if bytes_left == 0 || records_left == 0 {
+            out.push(empty);
+            continue;
+        }
+        let now = crate::wall::now_ms();
+        // Where to read from (a new share-partition is stored where it
+        // starts).
+        let from = match change(meta, group, key, Some(start), |p, ends| {
+            p.expire(now, rules);
+            (p.next_fetch(rules).filter(|f| *f < ends.high_watermark), false)
+        })
+        .await
+        {
+            Ok(Changed::Done(Some(f))) => f,
+            Ok(_) | Err(_) => {
+                out.push(empty);
+                continue;
+            }
+        };
+        let mut grant = shard.fetch_budget.reserve(bytes_left);
+        if grant.bytes == 0 {
+            out.push(empty);
+            continue;
+        }
+        let read = match shard
+            .reader
+            .read_partition(key.0, key.1, from, grant.bytes, false)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(%group, topic = %key.0, partition = key.1, error = ?e, "share fetch read failed");
+                out.push(empty);
+                continue;
+            }
+        };
+        let spans: Vec<Span> = read
+            .records
+            .batches
+            .iter()
+            .filter_map(|(base, batch)| {
+                let (delta, control) = batch_extent(batch)?;
+                Some(Span {
+                    first: *base,
+                    last: base + delta as i64,
+                    data: !control,
+                })
+            })
+            .collect();
+        let now = crate::wall::now_ms();
+        let acquired = match change(meta, group, key, Some(start), |p, _| {
+            let before = p.clone();
+            p.expire(now, rules);
+            let a = p.acquire(member, &spans, records_left, now, rules);
+            let changed = *p != before;
+            (a, changed)
+        })
+        .await
+        {
+            Ok(Changed::Done(a)) => a,
+            Ok(_) | Err(_) => Vec::new(),
+        };
+        if acquired.is_empty() {
+            out.push(empty);
+            continue;
+        }
+        let taken: usize = acquired.iter().map(|a| (a.1 - a.0 + 1) as usize).sum();
+        records_left = records_left.saturating_sub(taken);
+        // Only the batches holding acquired offsets go back.
+        let (lo, hi) = (acquired[0].0, acquired[acquired.len() - 1].1);
+        let mut buf = BytesMut::new();
+        for (base, batch) in &read.records.batches {
+            let last = batch_extent(batch).map_or(*base, |(d, _)| base + d as i64);
+            if last >= lo && *base <= hi {
+                crate::records::put_with_base_offset(&mut buf, batch, *base);
+            }
+        }
+        grant.shrink_to(buf.len());
+        bytes_left = bytes_left.saturating_sub(buf.len());
+        shard
+            .metrics
+            .fetch_bytes
+            .fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        out.push((key, buf.freeze(), acquired));
+    }
+    out
+}

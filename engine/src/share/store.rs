@@ -1,0 +1,132 @@
+//! A share-partition's state changed in PostgreSQL: loaded, changed by a
+//! pure function, written back if still at the version read (else loaded
+//! again and changed again). Agents never hold share-partition state
+//! between requests, so any agent serves any share consumer.
+
+use rutomq_meta::share::{ShareLoaded, ShareRow, ShareWrite};
+use rutomq_meta::Meta;
+use uuid::Uuid;
+
+use super::partition::SharePartition;
+use crate::error::ErrorCode;
+use crate::limits::SHARE_CAS_ATTEMPTS_MAX;
+
+/// Where a new share-partition starts (share.auto.offset.reset).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StartAt {
+    /// The log's end when first consumed (Kafka's default).
+    Latest,
+    /// The log's start.
+    Earliest,
+}
+
+impl StartAt {
+    /// From the group config's value (`by_duration:` is read as latest).
+    pub fn parse(value: Option<&str>) -> StartAt {
+        match value.map(str::trim) {
+            Some("earliest") => StartAt::Earliest,
+            _ => StartAt::Latest,
+        }
+    }
+}
+
+/// The partition's log as a change sees it.
+#[derive(Clone, Copy, Debug)]
+pub struct Ends {
+    pub high_watermark: i64,
+    pub log_start: i64,
+}
+
+/// What a change came to.
+#[derive(Debug)]
+pub enum Changed<T> {
+    Done(T),
+    /// No such partition.
+    NoPartition,
+    /// The group has no stored row (it never had a member).
+    NoGroup,
+    /// The group has no state of the partition (and none was to be made).
+    NoState,
+    /// Others kept changing the state first.
+    Busy,
+}
+
+/// Applies `change` to `group_id`'s state of `key`; `change` says whether
+/// it changed anything to write. A state not there yet starts at `start`
+/// (and is stored: where it started must not move), or is not made when
+/// `start` is `None`; one below the log's start (retention) moves up to
+/// it.
+pub async fn change<T>(
+    meta: &Meta,
+    group_id: &str,
+    key: (Uuid, i32),
+    start: Option<StartAt>,
+    mut change: impl FnMut(&mut SharePartition, Ends) -> (T, bool),
+) -> Result<Changed<T>, ErrorCode> {
+    for _ in 0..SHARE_CAS_ATTEMPTS_MAX {
+        let loaded = meta
+            .share_load(group_id.to_owned(), vec![key])
+            .await
+            .map_err(|e| {
+                tracing::warn!(group = %group_id, error = %e, "cannot load a share-partition");
+                ErrorCode::from(&e)
+            })?;
+        let Some(ShareLoaded {
+            ends: Some((high_watermark, log_start)),
+            row,
+            ..
+        }) = loaded.into_iter().next()
+        else {
+            return Ok(Changed::NoPartition);
+        };
+        let ends = Ends {
+            high_watermark,
+            log_start,
+        };
+        let (mut state, version, state_epoch) = match &row {
+            None => {
+                let at = match start {
+                    None => return Ok(Changed::NoState),
+                    Some(StartAt::Latest) => high_watermark,
+                    Some(StartAt::Earliest) => log_start,
+                };
+                (SharePartition::new(at), None, 0)
+            }
+            Some(r) => (
+                SharePartition::decode(&r.state).unwrap_or_else(|| {
+                    tracing::warn!(group = %group_id, topic = %key.0, partition = key.1,
+                        "unreadable share-partition state; starting again from its start offset");
+                    SharePartition::new(r.start_offset)
+                }),
+                Some(r.version),
+                r.state_epoch,
+            ),
+        };
+        let moved = state.start() < log_start;
+        if moved {
+            state.reset(log_start);
+        }
+        let (out, changed) = change(&mut state, ends);
+        if !changed && !moved && version.is_some() {
+            return Ok(Changed::Done(out));
+        }
+        let row = ShareRow {
+            version: version.unwrap_or(0),
+            state_epoch,
+            start_offset: state.start(),
+            state: state.encode().to_vec(),
+        };
+        match meta
+            .share_write(group_id.to_owned(), key, version, row)
+            .await
+            .map_err(|e| {
+                tracing::warn!(group = %group_id, error = %e, "cannot write a share-partition");
+                ErrorCode::from(&e)
+            })? {
+            ShareWrite::Written => return Ok(Changed::Done(out)),
+            ShareWrite::NoGroup => return Ok(Changed::NoGroup),
+            ShareWrite::Raced => continue,
+        }
+    }
+    Ok(Changed::Busy)
+}
