@@ -112,6 +112,31 @@ def test_share_consumers_split_one_partition(agent, share_consumer, request):
     assert all(len(recs) > 0 for recs in got), [len(r) for r in got]
     assert all(count == 1 for recs in got for (_, count, _) in recs)
 
+    # The group is empty now: Kafka's tool shows, resets and deletes its
+    # start offsets (DescribeShareGroupOffsets, AlterShareGroupOffsets,
+    # DeleteShareGroupOffsets), then deletes the group (DeleteGroups).
+    def tool(*args, ok=True):
+        res = kafka_tool(run_sh, "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
+                         "--bootstrap-server", boot, *args, ok=ok)
+        return res.stdout + res.stderr
+
+    def start_offset():
+        for ln in tool("--describe", "--group", group).splitlines():
+            cols = ln.split()
+            if topic in cols:
+                return cols[cols.index(topic) + 2]
+        return None
+
+    wait_until("the group empty", lambda: "Empty" in tool("--describe", "--group", group, "--state"), 30)
+    assert start_offset() == "300"
+    out = tool("--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute")
+    assert topic in out, out
+    assert start_offset() == "0"
+    tool("--delete-offsets", "--group", group, "--topic", topic)
+    assert start_offset() in (None, "-"), tool("--describe", "--group", group)
+    tool("--delete", "--group", group)
+    assert group not in tool("--list").split()
+
 
 def test_released_and_expired_records_come_again(agent, share_consumer, request):
     run_sh = request.getfixturevalue("roundtrip_clients")

@@ -30,7 +30,10 @@ impl Coordinator {
         // empty is dropped by `after`.)
         let known = l.epoch > 0 || !l.state.empty() || !l.writes.is_idle();
         // Share groups and the others never share an id (Kafka's rule).
-        let share_call = matches!(call, Call::ShareHeartbeat(..) | Call::ShareDescribe { .. });
+        let share_call = matches!(
+            call,
+            Call::ShareHeartbeat(..) | Call::ShareDescribe { .. } | Call::ShareEmpty { .. }
+        );
         let generic = matches!(
             call,
             Call::Describe { .. }
@@ -77,6 +80,13 @@ impl Coordinator {
                     ));
                     return self.after(group_id, Effects::default());
                 }
+                Call::ShareEmpty { reply, create, .. } if is_other || !create => {
+                    if is_other {
+                        tracing::debug!(group = %group_id, "share group offsets asked of a group of another type");
+                    }
+                    let _ = reply.send(ErrorCode::GroupIdNotFound);
+                    return self.after(group_id, Effects::default());
+                }
                 Call::ShareDescribe { reply, .. } => {
                     let message = if is_other {
                         format!("Group {group_id} is not a share group.")
@@ -92,7 +102,7 @@ impl Coordinator {
                 call => {
                     l.state.share =
                         Some(ShareGroup::new(group_id.to_owned(), self.cfg.share.clone()));
-                    return self.apply_share(group_id, call, now);
+                    return self.apply_share(group_id, call, known, now);
                 }
             }
         }
@@ -175,7 +185,7 @@ impl Coordinator {
             other => other,
         };
         if l.state.share.is_some() {
-            self.apply_share(group_id, call, now);
+            self.apply_share(group_id, call, known, now);
         } else if l.state.consumer.is_some() {
             self.apply_consumer(group_id, call, known, now);
         } else {
@@ -277,7 +287,7 @@ impl Coordinator {
                 });
             }
             Call::ConsumerHeartbeat(..) => unreachable!("routed to apply_consumer"),
-            Call::ShareHeartbeat(..) | Call::ShareDescribe { .. } => {
+            Call::ShareHeartbeat(..) | Call::ShareDescribe { .. } | Call::ShareEmpty { .. } => {
                 unreachable!("routed to apply_share")
             }
             Call::Describe { .. } | Call::Delete { .. } | Call::DeleteOffsets { .. } => {
@@ -382,7 +392,7 @@ impl Coordinator {
     }
 
     /// Applies a call to a share group.
-    fn apply_share(&mut self, group_id: &str, call: Call, now: Instant) {
+    fn apply_share(&mut self, group_id: &str, call: Call, known: bool, now: Instant) {
         let Some(l) = self.slots.get_mut(group_id) else {
             return call.fail(ErrorCode::CoordinatorNotAvailable);
         };
@@ -414,6 +424,16 @@ impl Coordinator {
                     assignment_epoch: g.assignment_epoch,
                     members: g.members.values().cloned().collect(),
                 });
+            }
+            Call::ShareEmpty { reply, .. } => {
+                if !g.is_empty() {
+                    let _ = reply.send(ErrorCode::NonEmptyGroup);
+                } else if known {
+                    let _ = reply.send(ErrorCode::None);
+                } else {
+                    // New: stored first (its share-partitions refer to it).
+                    fx.stores.push((g.snapshot(), AfterStore::Stored(reply)));
+                }
             }
             Call::Adopt { .. } => {}
             other => other.fail(ErrorCode::GroupIdNotFound),

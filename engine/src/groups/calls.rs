@@ -190,6 +190,13 @@ pub(super) enum Call {
         group_id: String,
         reply: oneshot::Sender<ShareDescription>,
     },
+    /// The share-group offset APIs: is the group an empty share group
+    /// (stored, made so when `create` and it does not exist)?
+    ShareEmpty {
+        group_id: String,
+        create: bool,
+        reply: oneshot::Sender<ErrorCode>,
+    },
     /// Load the group if this agent coordinates it (orphan adoption).
     Adopt {
         group_id: String,
@@ -267,6 +274,7 @@ impl Call {
             Call::ConsumerDescribe { group_id, .. } => group_id,
             Call::ShareHeartbeat(a, _, _) => &a.group_id,
             Call::ShareDescribe { group_id, .. } => group_id,
+            Call::ShareEmpty { group_id, .. } => group_id,
             Call::ValidateFetch { group_id, .. } => group_id,
             Call::Heartbeat { group_id, .. }
             | Call::Leave { group_id, .. }
@@ -297,6 +305,7 @@ impl Call {
             Call::ConsumerDescribe { reply, .. } => answer(reply, error),
             Call::ShareHeartbeat(_, _, r) => answer(r, error),
             Call::ShareDescribe { reply, .. } => answer(reply, error),
+            Call::ShareEmpty { reply, .. } => answer(reply, error),
             Call::Adopt { .. } => {}
         }
     }

@@ -172,6 +172,18 @@ impl Groups {
             .await
     }
 
+    /// Whether `group_id` is an empty share group (made, empty, when
+    /// `create` and no group has that id): NONE, NON_EMPTY_GROUP or
+    /// GROUP_ID_NOT_FOUND.
+    pub async fn share_empty(&self, group_id: String, create: bool) -> ErrorCode {
+        self.call(|reply| Call::ShareEmpty {
+            group_id,
+            create,
+            reply,
+        })
+        .await
+    }
+
     /// The groups this agent coordinates.
     pub async fn list(&self) -> Result<Vec<Listed>, ErrorCode> {
         let (tx, rx) = oneshot::channel();

@@ -163,6 +163,9 @@ impl Coordinator {
                                 HeartbeatResult::error(code, None)
                             });
                         }
+                        AfterStore::Stored(reply) => {
+                            let _ = reply.send(code);
+                        }
                         AfterStore::ShareHeartbeat { reply, result } => {
                             let _ = reply.send(if code == ErrorCode::None {
                                 result
@@ -321,6 +324,9 @@ pub(super) fn fail_writes(writes: &mut WriteQueue<Write>, error: ErrorCode) {
                         }
                         AfterStore::ShareHeartbeat { reply, .. } => {
                             let _ = reply.send(ShareHeartbeatResult::error(error, None));
+                        }
+                        AfterStore::Stored(reply) => {
+                            let _ = reply.send(error);
                         }
                         AfterStore::Assignments { .. } | AfterStore::Nothing => {}
                     }

@@ -63,6 +63,33 @@ pub async fn change<T>(
     start: Option<StartAt>,
     mut change: impl FnMut(&mut SharePartition, Ends) -> (T, bool),
 ) -> Result<Changed<T>, ErrorCode> {
+    change_epoch(meta, group_id, key, start, |p, _, ends| change(p, ends)).await
+}
+
+/// Sets where the group's consumption of `key` starts (AlterShareGroupOffsets):
+/// nothing in flight any more, a new state epoch.
+pub async fn set_start(
+    meta: &Meta,
+    group_id: &str,
+    key: (Uuid, i32),
+    offset: i64,
+) -> Result<Changed<()>, ErrorCode> {
+    change_epoch(meta, group_id, key, Some(StartAt::Latest), |p, epoch, _| {
+        *p = SharePartition::new(offset);
+        *epoch = epoch.wrapping_add(1);
+        ((), true)
+    })
+    .await
+}
+
+/// [`change`], which may also move the state epoch.
+async fn change_epoch<T>(
+    meta: &Meta,
+    group_id: &str,
+    key: (Uuid, i32),
+    start: Option<StartAt>,
+    mut change: impl FnMut(&mut SharePartition, &mut i32, Ends) -> (T, bool),
+) -> Result<Changed<T>, ErrorCode> {
     for _ in 0..SHARE_CAS_ATTEMPTS_MAX {
         let loaded = meta
             .share_load(group_id.to_owned(), vec![key])
@@ -83,7 +110,7 @@ pub async fn change<T>(
             high_watermark,
             log_start,
         };
-        let (mut state, version, state_epoch) = match &row {
+        let (mut state, version, mut state_epoch) = match &row {
             None => {
                 let at = match start {
                     None => return Ok(Changed::NoState),
@@ -106,7 +133,7 @@ pub async fn change<T>(
         if moved {
             state.reset(log_start);
         }
-        let (out, changed) = change(&mut state, ends);
+        let (out, changed) = change(&mut state, &mut state_epoch, ends);
         if !changed && !moved && version.is_some() {
             return Ok(Changed::Done(out));
         }

@@ -101,6 +101,8 @@ pub enum AfterStore {
         reply: oneshot::Sender<super::consumer::HeartbeatResult>,
         result: super::consumer::HeartbeatResult,
     },
+    /// A share group made by an offset API: answered once stored.
+    Stored(oneshot::Sender<ErrorCode>),
     /// A share group heartbeat that changed the group: answered once stored.
     ShareHeartbeat {
         reply: oneshot::Sender<super::share::ShareHeartbeatResult>,
