@@ -173,6 +173,25 @@ impl Meta {
         .await
     }
 
+    /// Forgets the group's state of partitions; how many went.
+    pub async fn share_delete_partitions(
+        &self,
+        group_id: String,
+        keys: Vec<(Uuid, i32)>,
+    ) -> Result<u64, MetaError> {
+        self.run(move |c| async move {
+            let topics: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
+            let partitions: Vec<i32> = keys.iter().map(|k| k.1).collect();
+            Ok(c.execute(
+                "DELETE FROM share_partitions s USING unnest($2::uuid[], $3::integer[]) AS k (topic_id, partition) \
+                 WHERE s.group_id = $1 AND s.topic_id = k.topic_id AND s.partition = k.partition",
+                &[&group_id, &topics, &partitions],
+            )
+            .await?)
+        })
+        .await
+    }
+
     /// Forgets the group's state of the topics `topic_ids` (their
     /// consumption starts over from share.auto.offset.reset). Returns how
     /// many share-partitions went.

@@ -7,7 +7,7 @@ use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use kafka_protocol::protocol::StrBytes;
 
-use super::access::allowed;
+use super::access::{allowed, cluster_allowed};
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::security::acl::{op, resource};
@@ -16,6 +16,10 @@ use crate::shard::Shard;
 /// Kafka's coordinator key types.
 const KEY_GROUP: i8 = 0;
 const KEY_TRANSACTION: i8 = 1;
+/// A share-partition's state ("group:topicId:partition"), which Kafka's
+/// brokers find their share coordinator by; any agent serves the
+/// share-state APIs (the state is in PostgreSQL).
+const KEY_SHARE: i8 = 2;
 
 /// FindCoordinator, versions 0–6.
 pub const API: Api<FindCoordinatorRequest> = Api::new(ApiKey::FindCoordinator, 0, 6);
@@ -41,9 +45,19 @@ pub async fn handle(
             {
                 base.with_key(key).with_error_code(denied.code())
             }
+            // Kafka: CLUSTER_ACTION on the cluster.
+            KEY_SHARE if !cluster_allowed(shard, req, op::CLUSTER_ACTION) => base
+                .with_key(key)
+                .with_error_code(ErrorCode::ClusterAuthorizationFailed.code()),
+            KEY_SHARE if key.split(':').count() != 3 => base
+                .with_key(key)
+                .with_error_code(ErrorCode::InvalidRequest.code())
+                .with_error_message(Some(str_bytes(
+                    "a share coordinator key is group:topicId:partition",
+                ))),
             // Groups and transactional ids are spread over the live agents
             // the same way; each kind has its own coordinator.
-            KEY_GROUP | KEY_TRANSACTION => {
+            KEY_GROUP | KEY_TRANSACTION | KEY_SHARE => {
                 let a = shard.agent.coordinator_for(&key);
                 match a.endpoint(req.listener_name(shard)) {
                     Some((host, port)) => base

@@ -162,3 +162,22 @@ pub async fn acknowledge(
     tracing::debug!(group, member, topic = %key.0, partition = key.1, error = ?code, %message, "acknowledgement refused");
     (code, Some(message).filter(|m| !m.is_empty()))
 }
+
+/// A share-partition's state replaced with Kafka's persisted form at
+/// `state_epoch` (the share-state APIs): the partition's answer.
+pub async fn replaced(
+    shard: &Shard,
+    group: &str,
+    key: Key,
+    state_epoch: i32,
+    state: crate::share::partition::SharePartition,
+) -> ErrorCode {
+    match crate::share::store::replace(&shard.agent.meta, group, key, state_epoch, state).await {
+        Ok(Changed::Done(Ok(()))) => ErrorCode::None,
+        Ok(Changed::Done(Err(e))) => e,
+        Ok(Changed::NoPartition) => ErrorCode::UnknownTopicOrPartition,
+        Ok(Changed::NoGroup) => ErrorCode::GroupIdNotFound,
+        Ok(Changed::NoState | Changed::Busy) => ErrorCode::CoordinatorLoadInProgress,
+        Err(e) => e,
+    }
+}

@@ -119,7 +119,12 @@ unthrottled!(
     SaslHandshakeResponse,
     SaslAuthenticateResponse,
     WriteTxnMarkersResponse,
-    DescribeQuorumResponse
+    DescribeQuorumResponse,
+    InitializeShareGroupStateResponse,
+    ReadShareGroupStateResponse,
+    WriteShareGroupStateResponse,
+    DeleteShareGroupStateResponse,
+    ReadShareGroupStateSummaryResponse,
 );
 
 /// The quotas in force for a request's connection, resolved once per

@@ -422,6 +422,68 @@ impl SharePartition {
         }
     }
 
+    // ---- Kafka's persisted form (the share-state APIs) -----------------------
+
+    /// The window as Kafka's share coordinator keeps it: runs of `(first,
+    /// last, delivery state, delivery count)`; an acquired record is kept
+    /// as available (locks do not outlive their holder's agent).
+    pub fn state_batches(&self) -> Vec<(i64, i64, i8, i16)> {
+        let mut out: Vec<(i64, i64, i8, i16)> = Vec::new();
+        for (i, r) in self.recs.iter().enumerate() {
+            let o = self.start + i as i64;
+            let state = match r.state {
+                RecState::Acquired => RecState::Available,
+                s => s,
+            } as i8;
+            let count = r.deliveries.min(i16::MAX as u16) as i16;
+            match out.last_mut() {
+                Some(last) if last.1 + 1 == o && last.2 == state && last.3 == count => last.1 = o,
+                _ => out.push((o, o, state, count)),
+            }
+        }
+        out
+    }
+
+    /// A share-partition from Kafka's persisted form
+    /// (WriteShareGroupState): offsets between the batches are available.
+    pub fn from_state_batches(
+        start: i64,
+        batches: &[(i64, i64, i8, i16)],
+    ) -> Result<SharePartition, String> {
+        let mut p = SharePartition::new(start);
+        for &(first, last, state, count) in batches {
+            if first > last || first < p.end() {
+                return Err(format!(
+                    "state batch {first}..{last} overlaps, is out of order or precedes the start offset {start}"
+                ));
+            }
+            if (last - start) as u64 >= SHARE_WINDOW_MAX as u64 {
+                return Err(format!(
+                    "state batches reach {} offsets past the start; at most {SHARE_WINDOW_MAX}",
+                    last - start + 1
+                ));
+            }
+            let state = match state {
+                0 | 1 => RecState::Available,
+                2 => RecState::Acknowledged,
+                4 => RecState::Archived,
+                other => return Err(format!("delivery state {other} is not 0, 1, 2 or 4")),
+            };
+            while p.end() < first {
+                p.recs.push_back(FREE);
+            }
+            for _ in first..=last {
+                p.recs.push_back(Rec {
+                    state,
+                    deliveries: count.max(0) as u16,
+                    ..FREE
+                });
+            }
+        }
+        p.advance();
+        Ok(p)
+    }
+
     // ---- stored form -------------------------------------------------------
 
     /// The stored bytes: version 1, start, owners, then runs of equal

@@ -82,8 +82,46 @@ pub async fn set_start(
     .await
 }
 
+/// A share-partition as Kafka's share coordinator keeps it: (state
+/// epoch, start offset, state batches); `None` when the group has none.
+pub async fn read(
+    meta: &Meta,
+    group_id: &str,
+    key: (Uuid, i32),
+) -> Result<Option<(i32, i64, Vec<(i64, i64, i8, i16)>)>, ErrorCode> {
+    match change_epoch(meta, group_id, key, None, |p, epoch, _| {
+        ((*epoch, p.start(), p.state_batches()), false)
+    })
+    .await?
+    {
+        Changed::Done(s) => Ok(Some(s)),
+        _ => Ok(None),
+    }
+}
+
+/// Replaces a share-partition's state with Kafka's persisted form
+/// (InitializeShareGroupState, WriteShareGroupState) at `state_epoch`,
+/// which may not be older than the stored one (FENCED_STATE_EPOCH).
+pub async fn replace(
+    meta: &Meta,
+    group_id: &str,
+    key: (Uuid, i32),
+    state_epoch: i32,
+    state: SharePartition,
+) -> Result<Changed<Result<(), ErrorCode>>, ErrorCode> {
+    change_epoch(meta, group_id, key, Some(StartAt::Latest), |p, epoch, _| {
+        if state_epoch < *epoch {
+            return (Err(ErrorCode::FencedStateEpoch), false);
+        }
+        *p = state.clone();
+        *epoch = state_epoch;
+        (Ok(()), true)
+    })
+    .await
+}
+
 /// [`change`], which may also move the state epoch.
-async fn change_epoch<T>(
+pub async fn change_epoch<T>(
     meta: &Meta,
     group_id: &str,
     key: (Uuid, i32),

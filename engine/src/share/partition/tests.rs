@@ -194,3 +194,22 @@ fn the_stored_form_round_trips_and_refuses_garbage() {
     huge.put_i64(0);
     assert_eq!(SharePartition::decode(&huge), None);
 }
+
+#[test]
+fn kafkas_persisted_form_round_trips() {
+    let r = rules();
+    let mut p = SharePartition::new(5);
+    p.acquire("a", &[data(5, 12)], 100, 0, &r);
+    p.acknowledge("a", &[(5, 12, vec![2, 1, 1, 3, 2, 2, 1, 1])], &r)
+        .unwrap();
+    let batches = p.state_batches();
+    assert_eq!(batches[0], (5, 5, 0, 1));
+    let back = SharePartition::from_state_batches(p.start(), &batches).unwrap();
+    assert_eq!(back.state_batches(), batches);
+    assert!(SharePartition::from_state_batches(0, &[(3, 2, 0, 0)]).is_err());
+    assert!(SharePartition::from_state_batches(0, &[(0, 2, 9, 0)]).is_err());
+    assert!(SharePartition::from_state_batches(0, &[(0, 1 << 40, 0, 0)]).is_err());
+    // Between batches: available.
+    let gap = SharePartition::from_state_batches(0, &[(2, 3, 2, 1)]).unwrap();
+    assert_eq!(gap.next_fetch(&r), Some(0));
+}
