@@ -73,6 +73,7 @@ CLIENTS = [
     ("test_admin_tools.py::test_debian_kcat*", "kcat (Debian, librdkafka 2.0.2)"),
     ("test_admin_tools.py::*", f"Kafka CLI tools {V['tools']}"),
     ("test_delegation_tokens.py::*", f"Kafka CLI tools {V['tools']}"),
+    ("test_share_groups.py::*", f"Java kafka-clients {V['tools']} (KafkaShareConsumer); Kafka CLI tools {V['tools']}"),
     ("test_client_telemetry.py::*", f"librdkafka; Java kafka-clients {V['tools']} (Kafka CLI tools)"),
     ("test_kafka_python.py::*", f"kafka-python {V['kafka_python']}"),
     ("test_librdkafka.py::*promised*", f"librdkafka (confluent-kafka {V['rdkafka_promised']})"),
@@ -99,8 +100,9 @@ DIFFERENCES = """\
 | KRaft controller, quorum and broker-registration APIs | The 15 controller/broker-internal keys are not served (agents register in PostgreSQL). DescribeQuorum is answered INVALID_REQUEST with why (no KRaft quorum: the ordered metadata is PostgreSQL's), so `kafka-metadata-quorum` exits 1 at once with that message. |
 | Dynamic broker configs set per broker | The topic defaults among them (`log.retention.ms`, `message.max.bytes`, ...) are cluster-wide on rutomq (`--entity-default`; one agent's value is INVALID_REQUEST with why: any agent serves any partition). Kafka's other dynamic broker configs are stored and described with no effect (the documentation field says so); those rutomq sets by its flags or TLS files (listeners, SASL mechanisms, `ssl.*`, `max.connections*`) are refused with where to set them. |
 | Broker loggers (log4j names) | The agent's tracing targets, named with dots (`rutomq.api.produce`), `root` the default; SET and DELETE as in Kafka, kept until restart. |
+| Share-partition state kept by a share coordinator (`__share_group_state`), partition leaders holding the in-flight records | Each share-partition's state is a PostgreSQL row changed by compare-and-set, so consumers of one partition may fetch through any agents at once; the share-state APIs (83–87) read and write that row (a written state's leading acknowledged records are done at once: the start moves past them). Share sessions live on the client's connection. |
 | Client telemetry (KIP-714) exported by a broker plugin | Built in: pushed client metrics are exported on `/metrics` as `rutomq_client_metric` (bounded); sums are asked cumulative (`delta_temporality` false). |
-| Feature flags (KIP-584) | ApiVersions lists `group.version` 1 (KIP-848) alone, epoch 0; every other feature is at level 0 for clients (`transaction.version` 0: Java 4.x and franz-go producers keep the original transaction protocol). UpdateFeatures succeeds only when it keeps a level and refuses any change whole with INVALID_UPDATE_VERSION and why. |
+| Feature flags (KIP-584) | ApiVersions lists `group.version` 1 (KIP-848) and `share.version` 1 (KIP-932), epoch 0; every other feature is at level 0 for clients (`transaction.version` 0: Java 4.x and franz-go producers keep the original transaction protocol). UpdateFeatures succeeds only when it keeps a level and refuses any change whole with INVALID_UPDATE_VERSION and why. |
 """
 
 

@@ -21,19 +21,28 @@ pub struct Feature {
 
 /// rutomq's features, at fixed levels (UpdateFeatures changes none). Kafka
 /// lists no feature whose level is 0, and clients take an unlisted one at
-/// 0; so listed is only `group.version` 1, KIP-848's consumer groups.
-/// Left at 0: `transaction.version` (at 2, KIP-890 part 2, Java 4.x and
-/// franz-go producers would drop AddPartitionsToTxn and expect an epoch
-/// bump per transaction, which rutomq does not serve yet), `share.version`
-/// and `streams.version` (no share or streams groups yet),
+/// 0; so listed are only `group.version` 1 (KIP-848's consumer groups) and
+/// `share.version` 1 (KIP-932's share groups; Kafka's own clients do not
+/// check it, tools show it). Left at 0: `transaction.version` (at 2,
+/// KIP-890 part 2, Java 4.x and franz-go producers would drop
+/// AddPartitionsToTxn and expect an epoch bump per transaction, which
+/// rutomq does not serve yet), `streams.version` (no streams groups yet),
 /// `eligible.leader.replicas.version` (no replicas), `kraft.version` and
 /// `metadata.version` (no KRaft: the metadata is in PostgreSQL).
-pub const FEATURES: &[Feature] = &[Feature {
-    name: "group.version",
-    min: 0,
-    max: 1,
-    finalized: 1,
-}];
+pub const FEATURES: &[Feature] = &[
+    Feature {
+        name: "group.version",
+        min: 0,
+        max: 1,
+        finalized: 1,
+    },
+    Feature {
+        name: "share.version",
+        min: 0,
+        max: 1,
+        finalized: 1,
+    },
+];
 
 /// The finalized features' epoch: they never change, so one epoch (not
 /// -1, which clients read as "no finalized features").
@@ -122,7 +131,20 @@ pub fn unsupported(correlation_id: i32) -> Option<Bytes> {
 
 #[cfg(test)]
 mod tests {
-    use super::valid_software;
+    use super::{table, valid_software, APIS};
+
+    #[test]
+    fn api_versions_lists_the_handler_table() {
+        let listed: Vec<(i16, i16, i16)> = table()
+            .iter()
+            .map(|v| (v.api_key, v.min_version, v.max_version))
+            .collect();
+        let served: Vec<(i16, i16, i16)> = APIS
+            .iter()
+            .map(|a| (a.key as i16, a.advertised_min, a.max))
+            .collect();
+        assert_eq!(listed, served);
+    }
 
     #[test]
     fn software_names_follow_kafkas_pattern() {

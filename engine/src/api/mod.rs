@@ -647,6 +647,17 @@ mod tests {
                 a.key
             );
         }
+        // Every promised key is served but these (streams groups, KIP-1071:
+        // kafka-protocol 0.18 has no codec for them; issue 18).
+        const NOT_YET: [i16; 2] = [88, 89];
+        let served: std::collections::BTreeSet<i16> = APIS.iter().map(|a| a.key as i16).collect();
+        let expected: std::collections::BTreeSet<i16> = promised
+            .iter()
+            .copied()
+            .filter(|k| !NOT_YET.contains(k))
+            .collect();
+        assert_eq!(served, expected);
+        assert_eq!(served.len(), 72);
     }
 
     #[test]

@@ -254,8 +254,9 @@ impl SharePartition {
                 ));
             }
             previous_last = *last;
-            let len = last - first + 1;
-            if types.is_empty() || (types.len() != 1 && types.len() as i64 != len) {
+            // Offsets come from the wire: a range may be any width.
+            let len = last.checked_sub(*first).and_then(|d| d.checked_add(1));
+            if types.is_empty() || (types.len() != 1 && len != Some(types.len() as i64)) {
                 return invalid(format!(
                     "acknowledgement batch {first}..{last} has {} types; one, or one per offset",
                     types.len()

@@ -98,6 +98,8 @@ fn bad_acknowledgements_change_nothing() {
         vec![(0, 4, vec![1])],
         vec![(0, 1, vec![])],
         vec![(0, 0, vec![4])],
+        vec![(i64::MIN, i64::MAX, vec![1, 1])],
+        vec![(i64::MIN, i64::MAX, vec![1])],
     ] {
         assert!(p.acknowledge("a", &bad, &r).is_err(), "{bad:?}");
         assert_eq!(p, before);
