@@ -68,6 +68,8 @@ pub struct Agent {
     pub tokens: Arc<crate::security::tokens::Tokens>,
     /// Client telemetry (KIP-714) pushed to this agent.
     pub telemetry: crate::telemetry::Telemetry,
+    /// Which connection holds each share group member's share session.
+    pub share_sessions: Arc<crate::share::sessions::Registry>,
 }
 
 impl Agent {

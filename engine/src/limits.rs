@@ -196,6 +196,8 @@ pub const TIMERS_STALE_SLACK_MAX: usize = 1024;
 
 // ---- share groups (KIP-932) ----------------------------------------------------
 
+/// Kafka's longest share group member id (a UUID's text).
+pub const SHARE_MEMBER_ID_BYTES_MAX: usize = 36;
 /// Offsets a share-partition's in-flight window holds at most, whatever
 /// group.share.partition.max.record.locks says (the window is stored whole
 /// on every change).

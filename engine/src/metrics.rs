@@ -29,6 +29,12 @@ pub struct ShardMetrics {
     pub requests_before_authentication: AtomicU64,
     /// Operations the authorizer refused (one per resource refused).
     pub authorization_denials: AtomicU64,
+    /// Records share fetches handed out (KIP-932), and how many of them
+    /// had been delivered before.
+    pub share_records_acquired: AtomicU64,
+    pub share_records_redelivered: AtomicU64,
+    /// Share-partitions whose acknowledgements were refused.
+    pub share_acknowledgements_refused: AtomicU64,
 }
 
 impl ShardMetrics {
@@ -167,6 +173,21 @@ pub fn render(out: &mut String, shards: &[std::sync::Arc<ShardMetrics>]) {
             "rutomq_requests_before_authentication_total",
             "Connections closed for sending another request before authenticating.",
             &|s: &ShardMetrics| s.requests_before_authentication.load(r),
+        ),
+        (
+            "rutomq_share_records_acquired_total",
+            "Records share fetches handed out to share group members (redeliveries included).",
+            &|s: &ShardMetrics| s.share_records_acquired.load(r),
+        ),
+        (
+            "rutomq_share_records_redelivered_total",
+            "Records share fetches handed out again (released, or their lock ran out).",
+            &|s: &ShardMetrics| s.share_records_redelivered.load(r),
+        ),
+        (
+            "rutomq_share_acknowledgements_refused_total",
+            "Share-partitions whose acknowledgements were refused (records not held, or malformed).",
+            &|s: &ShardMetrics| s.share_acknowledgements_refused.load(r),
         ),
         (
             "rutomq_authorization_denials_total",

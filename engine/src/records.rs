@@ -621,9 +621,7 @@ pub fn batch_extent(batch: &[u8]) -> Option<(i32, bool)> {
     if batch.len() < BATCH_HEADER_BYTES {
         return None;
     }
-    let attributes = i16::from_be_bytes([batch[21], batch[22]]);
-    let delta = i32::from_be_bytes([batch[23], batch[24], batch[25], batch[26]]);
-    Some((delta, attributes & ATTR_CONTROL != 0))
+    Some((i32_at(batch, 23), i16_at(batch, 21) & ATTR_CONTROL != 0))
 }
 
 /// Walks consecutive batches in bytes read back from an object. Lengths are

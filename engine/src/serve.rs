@@ -201,6 +201,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         dynamic: dynamic.clone(),
         tokens: tokens.clone(),
         telemetry: Default::default(),
+        share_sessions: Default::default(),
     });
     refresh_cluster(&rt, &agent);
     let weak = Arc::downgrade(&agent);

@@ -6,7 +6,7 @@
 
 use uuid::Uuid;
 
-use crate::{Meta, MetaError};
+use crate::{sql, Meta, MetaError};
 
 /// A share-partition's stored state.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,27 +34,10 @@ pub enum ShareWrite {
     Written,
     /// Another agent changed (or created) the state first: load it again.
     Raced,
-    /// The group is not stored (it has no row in `groups`).
+    /// No share group has that id (none is stored, or the group is of
+    /// another type).
     NoGroup,
 }
-
-const LOAD: &str = "\
-SELECT k.topic_id, k.partition, p.next_offset, p.log_start_offset,
-       s.version, s.state_epoch, s.start_offset, s.state
-FROM unnest($2::uuid[], $3::integer[]) AS k (topic_id, partition)
-LEFT JOIN partitions p ON p.topic_id = k.topic_id AND p.partition = k.partition
-LEFT JOIN share_partitions s
-       ON s.group_id = $1 AND s.topic_id = k.topic_id AND s.partition = k.partition";
-
-const INSERT: &str = "\
-INSERT INTO share_partitions (group_id, topic_id, partition, version, state_epoch, start_offset, state)
-VALUES ($1, $2, $3, 1, $4, $5, $6)
-ON CONFLICT DO NOTHING";
-
-const UPDATE: &str = "\
-UPDATE share_partitions
-SET version = version + 1, state_epoch = $5, start_offset = $6, state = $7, updated_at = now()
-WHERE group_id = $1 AND topic_id = $2 AND partition = $3 AND version = $4";
 
 impl Meta {
     /// The share-partitions `keys` of `group_id`, in the order asked.
@@ -66,7 +49,9 @@ impl Meta {
         self.run(move |c| async move {
             let topics: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
             let partitions: Vec<i32> = keys.iter().map(|k| k.1).collect();
-            let rows = c.query(LOAD, &[&group_id, &topics, &partitions]).await?;
+            let rows = c
+                .query(sql::SHARE_LOAD, &[&group_id, &topics, &partitions])
+                .await?;
             Ok(rows
                 .into_iter()
                 .map(|r| {
@@ -103,7 +88,7 @@ impl Meta {
                 None => {
                     match c
                         .execute(
-                            INSERT,
+                            sql::SHARE_INSERT,
                             &[
                                 &group_id,
                                 &key.0,
@@ -128,7 +113,7 @@ impl Meta {
                 }
                 Some(v) => {
                     c.execute(
-                        UPDATE,
+                        sql::SHARE_UPDATE,
                         &[
                             &group_id,
                             &key.0,
@@ -142,11 +127,21 @@ impl Meta {
                     .await?
                 }
             };
-            Ok(if n == 1 {
-                ShareWrite::Written
-            } else {
-                ShareWrite::Raced
-            })
+            if n == 1 {
+                return Ok(ShareWrite::Written);
+            }
+            if version.is_none() {
+                // Not inserted: another agent did first, or no share group
+                // has that id.
+                let kind: Option<String> = c
+                    .query_opt(sql::SHARE_GROUP_TYPE, &[&group_id])
+                    .await?
+                    .map(|r| r.get(0));
+                if kind.as_deref() != Some("share") {
+                    return Ok(ShareWrite::NoGroup);
+                }
+            }
+            Ok(ShareWrite::Raced)
         })
         .await
     }
@@ -158,13 +153,7 @@ impl Meta {
         group_id: String,
     ) -> Result<Vec<(Uuid, i32, i32, i64)>, MetaError> {
         self.run(move |c| async move {
-            let rows = c
-                .query(
-                    "SELECT topic_id, partition, state_epoch, start_offset FROM share_partitions \
-                     WHERE group_id = $1 ORDER BY topic_id, partition",
-                    &[&group_id],
-                )
-                .await?;
+            let rows = c.query(sql::SHARE_OFFSETS, &[&group_id]).await?;
             Ok(rows
                 .iter()
                 .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
@@ -183,8 +172,7 @@ impl Meta {
             let topics: Vec<Uuid> = keys.iter().map(|k| k.0).collect();
             let partitions: Vec<i32> = keys.iter().map(|k| k.1).collect();
             Ok(c.execute(
-                "DELETE FROM share_partitions s USING unnest($2::uuid[], $3::integer[]) AS k (topic_id, partition) \
-                 WHERE s.group_id = $1 AND s.topic_id = k.topic_id AND s.partition = k.partition",
+                sql::SHARE_DELETE_PARTITIONS,
                 &[&group_id, &topics, &partitions],
             )
             .await?)
@@ -201,11 +189,10 @@ impl Meta {
         topic_ids: Vec<Uuid>,
     ) -> Result<u64, MetaError> {
         self.run(move |c| async move {
-            Ok(c.execute(
-                "DELETE FROM share_partitions WHERE group_id = $1 AND topic_id = ANY($2)",
-                &[&group_id, &topic_ids],
+            Ok(
+                c.execute(sql::SHARE_DELETE_TOPICS, &[&group_id, &topic_ids])
+                    .await?,
             )
-            .await?)
         })
         .await
     }

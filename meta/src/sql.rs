@@ -107,6 +107,13 @@ statements! {
     DYNAMIC_LOCK => "dynamic_lock.sql",
     DYNAMIC_CLEAR => "dynamic_clear.sql",
     DYNAMIC_REPLACE => "dynamic_replace.sql",
+    SHARE_LOAD => "share_load.sql",
+    SHARE_INSERT => "share_insert.sql",
+    SHARE_UPDATE => "share_update.sql",
+    SHARE_OFFSETS => "share_offsets.sql",
+    SHARE_DELETE_PARTITIONS => "share_delete_partitions.sql",
+    SHARE_DELETE_TOPICS => "share_delete_topics.sql",
+    SHARE_GROUP_TYPE => "share_group_type.sql",
 }
 
 /// A transactional id's row, locked for the coordinator's one transaction:

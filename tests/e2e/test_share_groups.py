@@ -5,7 +5,8 @@
 # consumer releases comes again with delivery count 2; records a consumer
 # holds without acknowledging go to another consumer once their
 # acquisition lock runs out (share.record.lock.duration.ms, a group
-# config set with kafka-configs), with delivery count 2. Kafka's
+# config set with kafka-configs), with delivery count 2; /metrics counts
+# the records handed out and handed out again. Kafka's
 # kafka-share-groups lists the group and describes its members.
 # How: one agent; tests/share/ShareConsume.java compiled against the
 # kafka-tools 4.2.0 jars (tests/clients/run.sh tools), run as separate
@@ -167,3 +168,7 @@ def test_released_and_expired_records_come_again(agent, share_consumer, request)
     assert took >= 10, f"the held records came back after {took:.1f}s, before their lock ran out"
     assert sorted(o for (o, _, _) in recs) == list(range(20, 30))
     holder.proc.kill()
+    # The agent counts what it handed out again.
+    m = agent.metrics()
+    assert m.get("rutomq_share_records_redelivered_total", 0) >= 20 + len(held), m
+    assert m.get("rutomq_share_records_acquired_total", 0) >= 40 + len(held), m

@@ -23,7 +23,7 @@ use kafka_protocol::messages::{ApiKey, ShareFetchRequest, ShareFetchResponse};
 use uuid::Uuid;
 
 use super::share_support::{
-    acknowledge, batches, partition_error, requester, resolve_topics, rules_of, Batches,
+    acknowledge, batches, partition_error, requester, resolve_topics, rules_of, Batches, Refused,
 };
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
@@ -31,8 +31,8 @@ use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX, SHARE_FETCH_REC
 use crate::records::batch_extent;
 use crate::shard::Shard;
 use crate::share::partition::{Acquired, Rules, Span};
-use crate::share::sessions::{release, Key, Step};
-use crate::share::store::{change, Changed, StartAt};
+use crate::share::sessions::{release, Key, Release, Step};
+use crate::share::store::{acquire, plan_read, At, StartAt};
 
 /// ShareFetch, version 1 (v2's record-limit mode and lock renewal are
 /// not served; clients use v1 for everything else).
@@ -61,7 +61,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ShareFetchRequest) -> Sh
     // What the request names: partitions added to the session (with their
     // acknowledgements) and forgotten.
     let mut added: Vec<Key> = Vec::new();
-    let mut acks: Vec<(Key, Batches)> = Vec::new();
+    let mut acks: Vec<(Key, Result<Batches, Refused>)> = Vec::new();
     for t in &body.topics {
         for p in &t.partitions {
             let key = (t.topic_id, p.partition_index);
@@ -71,10 +71,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ShareFetchRequest) -> Sh
                     .acknowledgement_batches
                     .iter()
                     .map(|b| (b.first_offset, b.last_offset, &b.acknowledge_types));
-                match batches(wire) {
-                    Ok(b) => acks.push((key, b)),
-                    Err((code, message)) => return top_error(code, message),
-                }
+                acks.push((key, batches(wire)));
             }
         }
     }
@@ -92,13 +89,22 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ShareFetchRequest) -> Sh
             &added,
             &forgotten,
             !acks.is_empty(),
-            (&shard.agent.meta, rules),
+            Release {
+                meta: &shard.agent.meta,
+                rules,
+                registry: &shard.agent.share_sessions,
+            },
         ),
     };
     let step = match step {
         Ok(s) => s,
         Err((code, message)) => {
             tracing::debug!(%group, %member, error = ?code, %message, "share fetch session refused");
+            if code == ErrorCode::ShareSessionLimitReached {
+                // Kafka answers this after MaxWaitMs (the client retries).
+                let ms = body.max_wait_ms.clamp(0, FETCH_WAIT_MS_MAX) as u64;
+                rutomq_shards::sleep(Duration::from_millis(ms)).await;
+            }
             return top_error(code, message);
         }
     };
@@ -119,9 +125,10 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ShareFetchRequest) -> Sh
     };
     for (key, batches) in &acks {
         entry(&mut out, *key);
-        let (code, message) = match partition_error(&topics, *key) {
-            Some(e) => (e, None),
-            None => acknowledge(shard, &group, &member, *key, batches, &rules).await,
+        let (code, message) = match (partition_error(&topics, *key), batches) {
+            (Some(e), _) => (e, None),
+            (None, Err((code, message))) => (*code, Some(message.clone())),
+            (None, Ok(b)) => acknowledge(shard, &group, &member, *key, b, &rules).await,
         };
         if let Some(p) = out.get_mut(key) {
             p.acknowledge_error_code = code.code();
@@ -143,7 +150,20 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ShareFetchRequest) -> Sh
                     None => fetchable.push(key),
                 }
             }
-            let fetched = fetch(shard, &body, &group, &member, &fetchable, &rules, start).await;
+            // Each request starts at another partition, so none starves.
+            if !fetchable.is_empty() {
+                let turn = body.share_session_epoch.max(0) as usize % fetchable.len();
+                fetchable.rotate_left(turn);
+            }
+            let ask = Ask {
+                group: &group,
+                member: &member,
+                rules: &rules,
+                start,
+                max_bytes: (body.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX),
+                max_records: body.max_records.max(0) as usize,
+            };
+            let fetched = fetch(shard, &body, &ask, &fetchable).await;
             for (key, records, acquired) in fetched {
                 if let Some(p) = out.get_mut(&key) {
                     p.records = Some(records);
@@ -182,87 +202,86 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ShareFetchRequest) -> Sh
         .with_responses(responses)
 }
 
+/// What one share fetch asks.
+struct Ask<'a> {
+    group: &'a str,
+    member: &'a str,
+    rules: &'a Rules,
+    start: StartAt,
+    max_bytes: usize,
+    max_records: usize,
+}
+
 /// Acquires records of `keys` for `member`, waiting up to MaxWaitMs for
 /// some: each partition's batches (whole, as stored) and what of them the
-/// member holds now.
+/// member holds now. While it waits it looks again when a partition's high
+/// watermark moves, and every `SHARE_FETCH_RECHECK_MS` (records given back
+/// or whose lock ran out need no new record).
 async fn fetch(
     shard: &Rc<Shard>,
     body: &ShareFetchRequest,
-    group: &str,
-    member: &str,
+    ask: &Ask<'_>,
     keys: &[Key],
-    rules: &Rules,
-    start: StartAt,
 ) -> Vec<(Key, bytes::Bytes, Vec<Acquired>)> {
     let deadline =
         Instant::now() + Duration::from_millis(body.max_wait_ms.clamp(0, FETCH_WAIT_MS_MAX) as u64);
-    let max_bytes = (body.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX);
-    let max_records = body.max_records.max(1) as usize;
-    if keys.is_empty() || body.max_bytes == 0 {
+    if keys.is_empty() || ask.max_bytes == 0 || ask.max_records == 0 {
         return Vec::new();
     }
+    let marks = || -> Vec<Option<i64>> {
+        keys.iter()
+            .map(|k| shard.reader.watermarks.known(k.0, k.1))
+            .collect()
+    };
     loop {
         // Register before reading, so a commit in between is not missed.
-        let changed = shard.reader.watermarks.changed();
-        let got = fetch_once(shard, group, member, keys, rules, start, max_bytes, max_records).await;
-        let now = Instant::now();
+        let mut changed = shard.reader.watermarks.changed();
+        let seen = marks();
+        let got = fetch_once(shard, ask, keys).await;
         let any = got.iter().any(|(_, _, a)| !a.is_empty());
-        if any
-            || now >= deadline
-            || shard
-                .agent
-                .stopping
-                .load(std::sync::atomic::Ordering::Relaxed)
-        {
+        let stopping = shard
+            .agent
+            .stopping
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if any || stopping || Instant::now() >= deadline {
             return got;
         }
-        // New records, or a recheck: records given back or whose lock ran
-        // out are acquirable again without any new record.
-        let wait = (deadline - now).min(Duration::from_millis(SHARE_FETCH_RECHECK_MS));
-        let timer = Box::pin(rutomq_shards::sleep(wait));
-        if let Either::Right(_) = select(changed, timer).await {
-            if Instant::now() >= deadline {
-                return got;
+        let recheck = (Instant::now() + Duration::from_millis(SHARE_FETCH_RECHECK_MS)).min(deadline);
+        loop {
+            let wait = recheck.saturating_duration_since(Instant::now());
+            let timer = Box::pin(rutomq_shards::sleep(wait));
+            match select(changed, timer).await {
+                // Another partition's commit: wait on.
+                Either::Left(_) if marks() == seen => changed = shard.reader.watermarks.changed(),
+                _ => break,
             }
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn fetch_once(
     shard: &Rc<Shard>,
-    group: &str,
-    member: &str,
+    ask: &Ask<'_>,
     keys: &[Key],
-    rules: &Rules,
-    start: StartAt,
-    max_bytes: usize,
-    max_records: usize,
 ) -> Vec<(Key, bytes::Bytes, Vec<Acquired>)> {
-    let meta = &shard.agent.meta;
     let mut out = Vec::with_capacity(keys.len());
-    let mut bytes_left = max_bytes;
-    let mut records_left = max_records;
+    let mut bytes_left = ask.max_bytes;
+    let mut records_left = ask.max_records;
     for &key in keys {
         let empty = (key, bytes::Bytes::new(), Vec::new());
         if bytes_left == 0 || records_left == 0 {
             out.push(empty);
             continue;
         }
-        let now = crate::wall::now_ms();
-        // Where to read from (a new share-partition is stored where it
-        // starts).
-        let from = match change(meta, group, key, Some(start), |p, ends| {
-            p.expire(now, rules);
-            (p.next_fetch(rules).filter(|f| *f < ends.high_watermark), false)
-        })
-        .await
-        {
-            Ok(Changed::Done(Some(f))) => f,
-            Ok(_) | Err(_) => {
-                out.push(empty);
-                continue;
-            }
+        let at = At {
+            meta: &shard.agent.meta,
+            group_id: ask.group,
+            key,
+            rules: ask.rules,
+        };
+        let Some(planned) = plan_read(&at, ask.start).await else {
+            out.push(empty);
+            continue;
         };
         let mut grant = shard.fetch_budget.reserve(bytes_left);
         if grant.bytes == 0 {
@@ -271,12 +290,12 @@ async fn fetch_once(
         }
         let read = match shard
             .reader
-            .read_partition(key.0, key.1, from, grant.bytes, false)
+            .read_partition(key.0, key.1, planned.from, grant.bytes, false)
             .await
         {
             Ok(r) => r,
             Err(e) => {
-                tracing::debug!(%group, topic = %key.0, partition = key.1, error = ?e, "share fetch read failed");
+                tracing::debug!(group = ask.group, topic = %key.0, partition = key.1, error = ?e, "share fetch read failed");
                 out.push(empty);
                 continue;
             }
@@ -294,24 +313,22 @@ async fn fetch_once(
                 })
             })
             .collect();
-        let now = crate::wall::now_ms();
-        let acquired = match change(meta, group, key, Some(start), |p, _| {
-            let before = p.clone();
-            p.expire(now, rules);
-            let a = p.acquire(member, &spans, records_left, now, rules);
-            let changed = *p != before;
-            (a, changed)
-        })
-        .await
-        {
-            Ok(Changed::Done(a)) => a,
-            Ok(_) | Err(_) => Vec::new(),
-        };
+        let acquired = acquire(&at, ask.member, planned, &spans, records_left).await;
         if acquired.is_empty() {
             out.push(empty);
             continue;
         }
         let taken: usize = acquired.iter().map(|a| (a.1 - a.0 + 1) as usize).sum();
+        let again: usize = acquired
+            .iter()
+            .filter(|a| a.2 > 1)
+            .map(|a| (a.1 - a.0 + 1) as usize)
+            .sum();
+        let m = &shard.metrics;
+        m.share_records_acquired
+            .fetch_add(taken as u64, std::sync::atomic::Ordering::Relaxed);
+        m.share_records_redelivered
+            .fetch_add(again as u64, std::sync::atomic::Ordering::Relaxed);
         records_left = records_left.saturating_sub(taken);
         // Only the batches holding acquired offsets go back.
         let (lo, hi) = (acquired[0].0, acquired[acquired.len() - 1].1);
@@ -324,9 +341,7 @@ async fn fetch_once(
         }
         grant.shrink_to(buf.len());
         bytes_left = bytes_left.saturating_sub(buf.len());
-        shard
-            .metrics
-            .fetch_bytes
+        m.fetch_bytes
             .fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
         out.push((key, buf.freeze(), acquired));
     }

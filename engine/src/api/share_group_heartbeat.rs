@@ -11,11 +11,9 @@ use super::{group_coordinator, str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::groups::consumer::to_wire;
 use crate::groups::share::{ShareHeartbeatArgs, ShareHeartbeatResult};
+use crate::limits::SHARE_MEMBER_ID_BYTES_MAX as MEMBER_ID_BYTES_MAX;
 use crate::security::acl::{op, resource};
 use crate::shard::Shard;
-
-/// Kafka's longest member id (a UUID's text).
-const MEMBER_ID_BYTES_MAX: usize = 36;
 
 /// ShareGroupHeartbeat, version 1 (Kafka 4.1+; v0 was 4.0's early access).
 pub const API: Api<ShareGroupHeartbeatRequest> = Api::new(ApiKey::ShareGroupHeartbeat, 1, 1);

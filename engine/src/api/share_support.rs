@@ -9,18 +9,18 @@ use uuid::Uuid;
 use super::access::allowed;
 use super::Req;
 use crate::error::ErrorCode;
-use crate::limits::SHARE_ACK_BATCHES_MAX;
+use crate::limits::{SHARE_ACK_BATCHES_MAX, SHARE_MEMBER_ID_BYTES_MAX as MEMBER_ID_BYTES_MAX};
 use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 use crate::share::partition::Rules;
 use crate::share::sessions::Key;
 use crate::share::store::{change, Changed, StartAt};
 
-/// Kafka's longest member id (a UUID's text).
-pub const MEMBER_ID_BYTES_MAX: usize = 36;
-
 /// Acknowledgement batches: (first, last, types).
 pub type Batches = Vec<(i64, i64, Vec<i8>)>;
+
+/// A refusal: Kafka's error and why.
+pub type Refused = (ErrorCode, String);
 
 /// The group and member a share request comes from, checked as Kafka does
 /// (READ on the group, a member id of 1 to 36 characters).
@@ -29,7 +29,7 @@ pub fn requester(
     req: &Req,
     group_id: Option<&str>,
     member_id: Option<&str>,
-) -> Result<(String, String), (ErrorCode, String)> {
+) -> Result<(String, String), Refused> {
     let group = group_id.unwrap_or_default();
     if group.is_empty() || group.contains('\0') {
         return Err((ErrorCode::InvalidGroupId, "GroupId can't be empty.".into()));
@@ -115,7 +115,7 @@ pub fn partition_error(topics: &HashMap<Uuid, Topic>, key: Key) -> Option<ErrorC
 /// Batches from the wire, bounded.
 pub fn batches<'a>(
     wire: impl ExactSizeIterator<Item = (i64, i64, &'a Vec<i8>)>,
-) -> Result<Batches, (ErrorCode, String)> {
+) -> Result<Batches, Refused> {
     if wire.len() > SHARE_ACK_BATCHES_MAX {
         return Err((
             ErrorCode::InvalidRequest,
@@ -159,6 +159,10 @@ pub async fn acknowledge(
         ),
         Err(e) => (e, String::new()),
     };
+    shard
+        .metrics
+        .share_acknowledgements_refused
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     tracing::debug!(group, member, topic = %key.0, partition = key.1, error = ?code, %message, "acknowledgement refused");
     (code, Some(message).filter(|m| !m.is_empty()))
 }

@@ -274,7 +274,11 @@ impl ShareGroup {
                 m.rack_id = a.rack_id;
             }
         }
+        let before = self.group_epoch;
         self.maybe_assign(topics);
+        // Epochs are stored as they move: after a reload, members go on
+        // at theirs.
+        *changed |= self.group_epoch != before;
         // The member takes the assignment of the group's epoch now (no
         // revocation to wait for).
         let epoch = self.assignment_epoch;
@@ -284,6 +288,7 @@ impl ShareGroup {
         if m.epoch != epoch {
             m.previous_epoch = m.epoch;
             m.epoch = epoch;
+            *changed = true;
         }
         ShareHeartbeatResult {
             error: ErrorCode::None,

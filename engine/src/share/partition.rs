@@ -85,6 +85,11 @@ pub struct Rules {
     pub max_locks: usize,
 }
 
+const _: () = assert!(
+    SHARE_WINDOW_MAX < u16::MAX as usize,
+    "owner indexes are u16"
+);
+
 impl Default for Rules {
     fn default() -> Self {
         Rules {
@@ -147,10 +152,8 @@ impl SharePartition {
         if let Some(i) = self.owners.iter().position(|o| o == member) {
             return i as u16 + 1;
         }
-        // Owners no record refers to any more make room first.
-        if self.owners.len() >= u16::MAX as usize - 1 {
-            self.compact_owners();
-        }
+        // Owners are compacted as records are given back (`advance`): at
+        // most one per record in the window.
         self.owners.push(member.to_owned());
         self.owners.len() as u16
     }
@@ -216,7 +219,8 @@ impl SharePartition {
         n
     }
 
-    /// Moves the start past the leading done records.
+    /// Moves the start past the leading done records, and forgets members
+    /// that hold nothing any more.
     fn advance(&mut self) {
         while self.recs.front().is_some_and(|r| r.state.done()) {
             self.recs.pop_front();
@@ -224,6 +228,8 @@ impl SharePartition {
         }
         if self.recs.is_empty() {
             self.owners.clear();
+        } else if !self.owners.is_empty() {
+            self.compact_owners();
         }
     }
 
@@ -337,29 +343,28 @@ impl SharePartition {
     }
 
     /// Acquires for `member`, until `now_ms + lock_ms`, the deliverable
-    /// offsets of `spans` (what a read returned, in offset order) that are
-    /// available or new, about `max_records` of them (a batch is not
-    /// split). New offsets with nothing to deliver (control batches, and
-    /// holes between spans) are archived as they join the window. Returns
-    /// the acquired ranges with their delivery counts.
+    /// offsets of `spans` (what a read from offset `from` returned, in
+    /// offset order) that are available or new, about `max_records` of
+    /// them (a batch is not split). New offsets with nothing to deliver
+    /// (control batches, and holes between spans the read covered) are
+    /// archived as they join the window; when the read began past the end
+    /// (the state moved back since it was planned) nothing new is taken.
+    /// Returns the acquired ranges with their delivery counts.
     pub fn acquire(
         &mut self,
         member: &str,
+        from: i64,
         spans: &[Span],
         max_records: usize,
         now_ms: i64,
         rules: &Rules,
     ) -> Vec<Acquired> {
         let window_max = rules.max_locks.min(SHARE_WINDOW_MAX);
-        let owner = self.owner_index(member);
         let deadline_ms = now_ms.saturating_add(rules.lock_ms);
+        let mut owner = 0u16;
         let mut taken = 0usize;
         let mut out: Vec<Acquired> = Vec::new();
-        let mut push = |o: i64, d: u16| match out.last_mut() {
-            Some(last) if last.1 + 1 == o && last.2 == d => last.1 = o,
-            _ => out.push((o, o, d)),
-        };
-        for s in spans {
+        'spans: for s in spans {
             if taken >= max_records.max(1) {
                 break;
             }
@@ -367,9 +372,10 @@ impl SharePartition {
             if first > s.last {
                 continue;
             }
-            // A hole before a new span: offsets with no record.
             if first > self.end() {
-                if (first - self.start) as usize > window_max {
+                // Offsets between the end and this span hold no record only
+                // if the read covered them.
+                if from > self.end() || (first - self.start) as usize > window_max {
                     break;
                 }
                 while self.end() < first {
@@ -383,24 +389,30 @@ impl SharePartition {
                 let i = (o - self.start) as usize;
                 if i == self.recs.len() {
                     if self.recs.len() >= window_max {
-                        break;
+                        break 'spans;
                     }
                     self.recs.push_back(FREE);
                 }
-                let r = &mut self.recs[i];
-                if r.state != RecState::Available {
+                if self.recs[i].state != RecState::Available {
                     continue;
                 }
                 if !s.data {
-                    r.state = RecState::Archived;
+                    self.recs[i].state = RecState::Archived;
                     continue;
                 }
+                if owner == 0 {
+                    owner = self.owner_index(member);
+                }
+                let r = &mut self.recs[i];
                 r.state = RecState::Acquired;
                 r.deliveries = r.deliveries.saturating_add(1);
                 r.owner = owner;
                 r.deadline_ms = deadline_ms;
                 taken += 1;
-                push(o, r.deliveries);
+                match out.last_mut() {
+                    Some(last) if last.1 + 1 == o && last.2 == r.deliveries => last.1 = o,
+                    _ => out.push((o, o, r.deliveries)),
+                }
             }
         }
         self.advance();

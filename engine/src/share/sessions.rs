@@ -7,6 +7,8 @@
 //! are given back at once instead of at their locks' timeout.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use rutomq_meta::Meta;
 use uuid::Uuid;
@@ -23,6 +25,51 @@ struct Session {
     /// The epoch the next request must name.
     epoch: i32,
     partitions: BTreeSet<Key>,
+    /// Its number in the agent's registry.
+    token: u64,
+}
+
+/// A member: (group, member id).
+pub type Member = (String, String);
+
+/// The agent's current share session of each member (a member that
+/// reconnects opens a new one; the old connection's session must not give
+/// back what the new one holds). One entry per open session.
+#[derive(Default)]
+pub struct Registry {
+    current: Mutex<HashMap<Member, u64>>,
+    next: AtomicU64,
+}
+
+impl Registry {
+    /// A new session of `id`, current from now on.
+    fn open(&self, id: &Member) -> u64 {
+        let token = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        self.current
+            .lock()
+            .expect("share session registry")
+            .insert(id.clone(), token);
+        token
+    }
+
+    /// Ends session `token` of `id`; whether it was the current one.
+    fn close(&self, id: &Member, token: u64) -> bool {
+        let mut current = self.current.lock().expect("share session registry");
+        if current.get(id) == Some(&token) {
+            current.remove(id);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// What giving records back needs: the metadata handle, the group's
+/// rules, and the agent's registry.
+pub struct Release<'a> {
+    pub meta: &'a Meta,
+    pub rules: Rules,
+    pub registry: &'a Arc<Registry>,
 }
 
 /// What a ShareFetch's session step decided.
@@ -39,7 +86,7 @@ pub enum Step {
 pub struct Sessions {
     map: HashMap<(String, String), Session>,
     /// What giving records back needs, once a session was opened.
-    release: Option<(Meta, Rules)>,
+    release: Option<(Meta, Rules, Arc<Registry>)>,
 }
 
 fn next_epoch(e: i32) -> i32 {
@@ -60,7 +107,7 @@ impl Sessions {
         added: &[Key],
         forgotten: &[Key],
         has_acks: bool,
-        release: (&Meta, Rules),
+        release: Release<'_>,
     ) -> Result<Step, (ErrorCode, String)> {
         match epoch {
             0 => {
@@ -86,19 +133,29 @@ impl Sessions {
                     ));
                 }
                 let keys = partitions.iter().copied().collect();
-                self.release = Some((release.0.clone(), release.1));
-                self.map.insert(
-                    id,
+                let token = release.registry.open(&id);
+                if let Some(old) = self.map.insert(
+                    id.clone(),
                     Session {
                         epoch: 1,
                         partitions,
+                        token,
                     },
-                );
+                ) {
+                    // Replaced on this connection: its records wait for
+                    // their locks (Kafka's way).
+                    release.registry.close(&id, old.token);
+                }
+                self.release = Some((
+                    release.meta.clone(),
+                    release.rules,
+                    release.registry.clone(),
+                ));
                 Ok(Step::Fetch(keys))
             }
             -1 => match self.map.remove(&id) {
                 None => Err(not_found()),
-                Some(s) => Ok(Step::Close(s.partitions.into_iter().collect())),
+                Some(s) => Ok(Step::Close(self.closed(&id, s))),
             },
             _ => {
                 let s = self.map.get_mut(&id).ok_or_else(not_found)?;
@@ -135,7 +192,7 @@ impl Sessions {
             )),
             -1 => match self.map.remove(&id) {
                 None => Err(not_found()),
-                Some(s) => Ok(Some(s.partitions.into_iter().collect())),
+                Some(s) => Ok(Some(self.closed(&id, s))),
             },
             _ => {
                 let s = self.map.get_mut(&id).ok_or_else(not_found)?;
@@ -145,6 +202,22 @@ impl Sessions {
                 s.epoch = next_epoch(epoch);
                 Ok(None)
             }
+        }
+    }
+}
+
+impl Sessions {
+    /// The partitions whose records a closed session gives back: none
+    /// when the member has a newer session on the agent.
+    fn closed(&self, id: &Member, s: Session) -> Vec<Key> {
+        let current = self
+            .release
+            .as_ref()
+            .is_none_or(|(_, _, registry)| registry.close(id, s.token));
+        if current {
+            s.partitions.into_iter().collect()
+        } else {
+            Vec::new()
         }
     }
 }
@@ -166,11 +239,12 @@ fn bad_epoch(asked: i32, expected: i32) -> (ErrorCode, String) {
 impl Drop for Sessions {
     /// The connection went: its members' records are given back.
     fn drop(&mut self) {
-        let Some((meta, rules)) = self.release.take() else {
+        let Some((meta, rules, registry)) = self.release.take() else {
             return;
         };
         for ((group, member), s) in self.map.drain() {
-            if s.partitions.is_empty() {
+            let current = registry.close(&(group.clone(), member.clone()), s.token);
+            if s.partitions.is_empty() || !current {
                 continue;
             }
             let meta = meta.clone();

@@ -7,7 +7,7 @@ use rutomq_meta::share::{ShareLoaded, ShareRow, ShareWrite};
 use rutomq_meta::Meta;
 use uuid::Uuid;
 
-use super::partition::SharePartition;
+use super::partition::{Acquired, Rules, SharePartition, Span};
 use crate::error::ErrorCode;
 use crate::limits::SHARE_CAS_ATTEMPTS_MAX;
 
@@ -129,6 +129,7 @@ pub async fn change_epoch<T>(
     mut change: impl FnMut(&mut SharePartition, &mut i32, Ends) -> (T, bool),
 ) -> Result<Changed<T>, ErrorCode> {
     for _ in 0..SHARE_CAS_ATTEMPTS_MAX {
+        // One attempt: load, change, write if still at the version read.
         let loaded = meta
             .share_load(group_id.to_owned(), vec![key])
             .await
@@ -190,8 +191,88 @@ pub async fn change_epoch<T>(
             })? {
             ShareWrite::Written => return Ok(Changed::Done(out)),
             ShareWrite::NoGroup => return Ok(Changed::NoGroup),
-            ShareWrite::Raced => continue,
+            ShareWrite::Raced => {
+                // Others change it at once: back off a little (jittered),
+                // so consumers of one partition take turns.
+                let us = 200 + (Uuid::new_v4().as_u128() % 1_000) as u64;
+                rutomq_shards::sleep(std::time::Duration::from_micros(us)).await;
+            }
         }
     }
     Ok(Changed::Busy)
+}
+
+/// One share-partition of one group, as a share fetch works on it.
+pub struct At<'a> {
+    pub meta: &'a Meta,
+    pub group_id: &'a str,
+    pub key: (Uuid, i32),
+    pub rules: &'a Rules,
+}
+
+/// Where a read for a share fetch starts: the first acquirable offset, and
+/// the state epoch it was planned at.
+#[derive(Clone, Copy, Debug)]
+pub struct Planned {
+    pub from: i64,
+    pub epoch: i32,
+}
+
+/// Where a share fetch reads from: the first acquirable offset below the
+/// high watermark (`None`: nothing to acquire now). A share-partition
+/// first consumed is stored where it starts, so its start does not move
+/// with the log.
+pub async fn plan_read(at: &At<'_>, start: StartAt) -> Option<Planned> {
+    let now = crate::wall::now_ms();
+    let rules = at.rules;
+    match change_epoch(
+        at.meta,
+        at.group_id,
+        at.key,
+        Some(start),
+        |p, epoch, ends| {
+            p.expire(now, rules);
+            let from = p.next_fetch(rules).filter(|f| *f < ends.high_watermark);
+            (
+                from.map(|from| Planned {
+                    from,
+                    epoch: *epoch,
+                }),
+                false,
+            )
+        },
+    )
+    .await
+    {
+        Ok(Changed::Done(planned)) => planned,
+        _ => None,
+    }
+}
+
+/// Acquires for `member` the offsets of `spans`, read as `planned`
+/// (nothing when the state was set anew since).
+pub async fn acquire(
+    at: &At<'_>,
+    member: &str,
+    planned: Planned,
+    spans: &[Span],
+    max_records: usize,
+) -> Vec<Acquired> {
+    let now = crate::wall::now_ms();
+    let rules = at.rules;
+    let result = change_epoch(at.meta, at.group_id, at.key, None, |p, epoch, _| {
+        if *epoch != planned.epoch {
+            return (Vec::new(), false);
+        }
+        let before = p.clone();
+        p.expire(now, rules);
+        let got = p.acquire(member, planned.from, spans, max_records, now, rules);
+        let changed = *p != before;
+        (got, changed)
+    })
+    .await;
+    match result {
+        Ok(Changed::Done(got)) => got,
+        _ => Vec::new(),
+    }
 }

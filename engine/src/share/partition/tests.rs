@@ -20,10 +20,10 @@ fn rules() -> Rules {
 fn two_members_get_distinct_records_of_one_partition() {
     let r = rules();
     let mut p = SharePartition::new(0);
-    let a = p.acquire("a", &[data(0, 4), data(5, 9)], 5, 0, &r);
+    let a = p.acquire("a", 0, &[data(0, 4), data(5, 9)], 5, 0, &r);
     assert_eq!(a, vec![(0, 4, 1)]);
     assert_eq!(p.next_fetch(&r), Some(5));
-    let b = p.acquire("b", &[data(0, 4), data(5, 9)], 5, 0, &r);
+    let b = p.acquire("b", 0, &[data(0, 4), data(5, 9)], 5, 0, &r);
     assert_eq!(b, vec![(5, 9, 1)]);
     assert_eq!(p.acquired(), 10);
     // Each acknowledges only its own.
@@ -45,13 +45,16 @@ fn two_members_get_distinct_records_of_one_partition() {
 fn an_expired_lock_makes_records_available_again_with_their_count() {
     let r = rules();
     let mut p = SharePartition::new(0);
-    assert_eq!(p.acquire("a", &[data(0, 2)], 10, 0, &r), vec![(0, 2, 1)]);
+    assert_eq!(p.acquire("a", 0, &[data(0, 2)], 10, 0, &r), vec![(0, 2, 1)]);
     assert_eq!(p.expire(999, &r), 0);
     assert_eq!(p.expire(1000, &r), 3);
     // Too late to acknowledge.
     assert!(p.acknowledge("a", &[(0, 2, vec![1])], &r).is_err());
     assert_eq!(p.next_fetch(&r), Some(0));
-    assert_eq!(p.acquire("b", &[data(0, 2)], 10, 1000, &r), vec![(0, 2, 2)]);
+    assert_eq!(
+        p.acquire("b", 0, &[data(0, 2)], 10, 1000, &r),
+        vec![(0, 2, 2)]
+    );
 }
 
 #[test]
@@ -59,7 +62,7 @@ fn records_delivered_the_limit_are_archived() {
     let r = rules();
     let mut p = SharePartition::new(0);
     for n in 1..=3 {
-        assert_eq!(p.acquire("a", &[data(0, 0)], 10, 0, &r), vec![(0, 0, n)]);
+        assert_eq!(p.acquire("a", 0, &[data(0, 0)], 10, 0, &r), vec![(0, 0, n)]);
         p.acknowledge("a", &[(0, 0, vec![2])], &r).unwrap();
     }
     // Released the third time: archived, the start moves past it.
@@ -70,14 +73,14 @@ fn records_delivered_the_limit_are_archived() {
 fn per_offset_types_and_gaps() {
     let r = rules();
     let mut p = SharePartition::new(10);
-    p.acquire("a", &[data(10, 13)], 10, 0, &r);
+    p.acquire("a", 10, &[data(10, 13)], 10, 0, &r);
     p.acknowledge("a", &[(10, 13, vec![1, 2, 3, 0])], &r)
         .unwrap();
     // 10 accepted: start moves to 11, which is available again.
     assert_eq!(p.start(), 11);
     assert_eq!(p.next_fetch(&r), Some(11));
     assert_eq!(
-        p.acquire("a", &[data(10, 13)], 10, 0, &r),
+        p.acquire("a", 10, &[data(10, 13)], 10, 0, &r),
         vec![(11, 11, 2)]
     );
     p.acknowledge("a", &[(11, 11, vec![1])], &r).unwrap();
@@ -88,7 +91,7 @@ fn per_offset_types_and_gaps() {
 fn bad_acknowledgements_change_nothing() {
     let r = rules();
     let mut p = SharePartition::new(0);
-    p.acquire("a", &[data(0, 3)], 10, 0, &r);
+    p.acquire("a", 0, &[data(0, 3)], 10, 0, &r);
     let before = p.clone();
     for bad in [
         vec![(0, 1, vec![1]), (2, 3, vec![9])],
@@ -120,7 +123,7 @@ fn control_batches_and_holes_are_archived_not_delivered() {
         data(5, 6),
     ];
     assert_eq!(
-        p.acquire("a", &spans, 10, 0, &r),
+        p.acquire("a", 0, &spans, 10, 0, &r),
         vec![(0, 1, 1), (5, 6, 1)]
     );
     p.acknowledge("a", &[(0, 1, vec![1])], &r).unwrap();
@@ -136,10 +139,13 @@ fn the_window_is_bounded_and_a_batch_is_not_split() {
     };
     let mut p = SharePartition::new(0);
     assert_eq!(
-        p.acquire("a", &[data(0, 2), data(3, 9)], 2, 0, &r),
+        p.acquire("a", 0, &[data(0, 2), data(3, 9)], 2, 0, &r),
         vec![(0, 2, 1)]
     );
-    assert_eq!(p.acquire("a", &[data(3, 9)], 100, 0, &r), vec![(3, 3, 1)]);
+    assert_eq!(
+        p.acquire("a", 3, &[data(3, 9)], 100, 0, &r),
+        vec![(3, 3, 1)]
+    );
     assert_eq!(p.next_fetch(&r), None);
     p.acknowledge("a", &[(0, 1, vec![1])], &r).unwrap();
     assert_eq!(p.next_fetch(&r), Some(4));
@@ -149,8 +155,8 @@ fn the_window_is_bounded_and_a_batch_is_not_split() {
 fn a_member_leaving_gives_its_records_back() {
     let r = rules();
     let mut p = SharePartition::new(0);
-    p.acquire("a", &[data(0, 1)], 10, 0, &r);
-    p.acquire("b", &[data(2, 3)], 10, 0, &r);
+    p.acquire("a", 0, &[data(0, 1)], 10, 0, &r);
+    p.acquire("b", 2, &[data(2, 3)], 10, 0, &r);
     assert_eq!(p.release_member("a", &r), 2);
     assert_eq!(p.next_fetch(&r), Some(0));
     assert_eq!(p.acquired(), 2);
@@ -160,7 +166,7 @@ fn a_member_leaving_gives_its_records_back() {
 fn reset_moves_the_start() {
     let r = rules();
     let mut p = SharePartition::new(0);
-    p.acquire("a", &[data(0, 5)], 10, 0, &r);
+    p.acquire("a", 0, &[data(0, 5)], 10, 0, &r);
     p.reset(3);
     assert_eq!((p.start(), p.end()), (3, 6));
     p.reset(100);
@@ -171,8 +177,8 @@ fn reset_moves_the_start() {
 fn the_stored_form_round_trips_and_refuses_garbage() {
     let r = rules();
     let mut p = SharePartition::new(7);
-    p.acquire("member-a", &[data(7, 20)], 5, 42, &r);
-    p.acquire("member-b", &[data(7, 20)], 5, 43, &r);
+    p.acquire("member-a", 7, &[data(7, 20)], 5, 42, &r);
+    p.acquire("member-b", 7, &[data(7, 20)], 5, 43, &r);
     p.acknowledge("member-a", &[(7, 8, vec![1, 3])], &r)
         .unwrap();
     let bytes = p.encode();
@@ -201,7 +207,7 @@ fn the_stored_form_round_trips_and_refuses_garbage() {
 fn kafkas_persisted_form_round_trips() {
     let r = rules();
     let mut p = SharePartition::new(5);
-    p.acquire("a", &[data(5, 12)], 100, 0, &r);
+    p.acquire("a", 5, &[data(5, 12)], 100, 0, &r);
     p.acknowledge("a", &[(5, 12, vec![2, 1, 1, 3, 2, 2, 1, 1])], &r)
         .unwrap();
     let batches = p.state_batches();
@@ -214,4 +220,30 @@ fn kafkas_persisted_form_round_trips() {
     // Between batches: available.
     let gap = SharePartition::from_state_batches(0, &[(2, 3, 2, 1)]).unwrap();
     assert_eq!(gap.next_fetch(&r), Some(0));
+}
+
+#[test]
+fn members_holding_nothing_are_forgotten() {
+    let r = rules();
+    let mut p = SharePartition::new(0);
+    p.acquire("a", 0, &[data(0, 0)], 1, 0, &r);
+    // Others asking for what is taken leave no trace.
+    for m in 0..100 {
+        assert!(p
+            .acquire(&format!("m{m}"), 0, &[data(0, 0)], 1, 0, &r)
+            .is_empty());
+    }
+    assert_eq!(p.owners, vec!["a".to_owned()]);
+    p.acquire("b", 1, &[data(1, 1)], 1, 0, &r);
+    p.acknowledge("a", &[(0, 0, vec![1])], &r).unwrap();
+    assert_eq!(p.owners, vec!["b".to_owned()]);
+}
+
+#[test]
+fn a_read_past_the_end_takes_nothing_new() {
+    let r = rules();
+    let mut p = SharePartition::new(0);
+    // The read was planned from 10 (before a reset moved the start back to 0).
+    assert_eq!(p.acquire("a", 10, &[data(10, 12)], 10, 0, &r), vec![]);
+    assert_eq!((p.start(), p.end()), (0, 0));
 }

@@ -1,0 +1,1 @@
+SELECT group_type FROM groups WHERE group_id = $1
