@@ -9,11 +9,13 @@ mod access;
 mod codec;
 mod config_support;
 mod fuzz;
+pub mod generated;
 mod group_support;
 mod retired;
 mod share_support;
 mod throttle;
 mod token_support;
+pub mod wire;
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
