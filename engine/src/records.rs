@@ -615,13 +615,27 @@ pub struct StoredBatch {
     pub max_timestamp: i64,
 }
 
-/// A stored batch's last offset delta and whether it is a control batch
-/// (`None` when shorter than a batch header).
-pub fn batch_extent(batch: &[u8]) -> Option<(i32, bool)> {
+/// What a reader needs of a stored batch's header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BatchHead {
+    pub last_offset_delta: i32,
+    pub control: bool,
+    pub transactional: bool,
+    pub producer_id: i64,
+}
+
+/// A stored batch's header (`None` when shorter than one).
+pub fn batch_head(batch: &[u8]) -> Option<BatchHead> {
     if batch.len() < BATCH_HEADER_BYTES {
         return None;
     }
-    Some((i32_at(batch, 23), i16_at(batch, 21) & ATTR_CONTROL != 0))
+    let attributes = i16_at(batch, 21);
+    Some(BatchHead {
+        last_offset_delta: i32_at(batch, 23),
+        control: attributes & ATTR_CONTROL != 0,
+        transactional: attributes & ATTR_TRANSACTIONAL != 0,
+        producer_id: i64_at(batch, 43),
+    })
 }
 
 /// Walks consecutive batches in bytes read back from an object. Lengths are

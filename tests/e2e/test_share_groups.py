@@ -6,7 +6,8 @@
 # holds without acknowledging go to another consumer once their
 # acquisition lock runs out (share.record.lock.duration.ms, a group
 # config set with kafka-configs), with delivery count 2; /metrics counts
-# the records handed out and handed out again. Kafka's
+# the records handed out and handed out again; a read_committed share
+# group never gets an aborted transaction's records. Kafka's
 # kafka-share-groups lists the group and describes its members.
 # How: one agent; tests/share/ShareConsume.java compiled against the
 # kafka-tools 4.2.0 jars (tests/clients/run.sh tools), run as separate
@@ -172,3 +173,30 @@ def test_released_and_expired_records_come_again(agent, share_consumer, request)
     m = agent.metrics()
     assert m.get("rutomq_share_records_redelivered_total", 0) >= 20 + len(held), m
     assert m.get("rutomq_share_records_acquired_total", 0) >= 40 + len(held), m
+
+
+def test_read_committed_share_group_skips_aborted_records(agent, share_consumer, request):
+    """share.isolation.level=read_committed: records of an aborted
+    transaction are never delivered; those of a committed one are."""
+    from confluent_kafka import Producer as TxnProducer
+    run_sh = request.getfixturevalue("roundtrip_clients")
+    boot = agent.bootstrap
+    topic, group = unique_topic("share"), unique_topic("queue")
+    create_topic(boot, topic, partitions=1)
+    kafka_tool(run_sh, "kafka.admin.ConfigCommand", "--bootstrap-server", boot, "--alter",
+               "--entity-type", "groups", "--entity-name", group,
+               "--add-config", "share.auto.offset.reset=earliest,share.isolation.level=read_committed")
+    p = TxnProducer({"bootstrap.servers": boot, "transactional.id": unique_topic("txn")})
+    p.init_transactions(30)
+    for outcome in ("abort", "commit"):
+        p.begin_transaction()
+        for i in range(5):
+            p.produce(topic, f"{outcome}-{i}".encode(), partition=0)
+        p.flush(30)
+        if outcome == "abort":
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+    recs = Consumer(share_consumer, boot, group, topic, "accept").finish()
+    values = sorted(v for (_, _, v) in recs)
+    assert values == [f"commit-{i}" for i in range(5)], recs

@@ -39,7 +39,7 @@ pub async fn handle(
         Ok(who) => who,
         Err((code, message)) => return top_error(code, message),
     };
-    let (rules, _) = rules_of(shard, &group);
+    let (rules, _, _) = rules_of(shard, &group);
     let closed = match req.conn.as_ref() {
         None => Err((ErrorCode::ShareSessionNotFound, String::new())),
         Some(c) => c

@@ -28,9 +28,9 @@ use super::share_support::{
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX, SHARE_FETCH_RECHECK_MS};
-use crate::records::batch_extent;
+use crate::records::batch_head;
 use crate::shard::Shard;
-use crate::share::partition::{Acquired, Rules, Span};
+use crate::share::partition::{spans_of, Acquired, Rules};
 use crate::share::sessions::{release, Key, Release, Step};
 use crate::share::store::{acquire, plan_read, At, StartAt};
 
@@ -57,7 +57,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ShareFetchRequest) -> Sh
             return top_error(code, message);
         }
     };
-    let (rules, start) = rules_of(shard, &group);
+    let (rules, start, committed) = rules_of(shard, &group);
     // What the request names: partitions added to the session (with their
     // acknowledgements) and forgotten.
     let mut added: Vec<Key> = Vec::new();
@@ -162,6 +162,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ShareFetchRequest) -> Sh
                 start,
                 max_bytes: (body.max_bytes.max(0) as usize).min(FETCH_RESPONSE_BYTES_MAX),
                 max_records: body.max_records.max(0) as usize,
+                committed,
             };
             let fetched = fetch(shard, &body, &ask, &fetchable).await;
             for (key, records, acquired) in fetched {
@@ -210,6 +211,9 @@ struct Ask<'a> {
     start: StartAt,
     max_bytes: usize,
     max_records: usize,
+    /// share.isolation.level=read_committed: up to the last stable
+    /// offset, aborted transactions' records archived, not delivered.
+    committed: bool,
 }
 
 /// Acquires records of `keys` for `member`, waiting up to MaxWaitMs for
@@ -290,7 +294,7 @@ async fn fetch_once(
         }
         let read = match shard
             .reader
-            .read_partition(key.0, key.1, planned.from, grant.bytes, false)
+            .read_partition(key.0, key.1, planned.from, grant.bytes, ask.committed)
             .await
         {
             Ok(r) => r,
@@ -300,19 +304,7 @@ async fn fetch_once(
                 continue;
             }
         };
-        let spans: Vec<Span> = read
-            .records
-            .batches
-            .iter()
-            .filter_map(|(base, batch)| {
-                let (delta, control) = batch_extent(batch)?;
-                Some(Span {
-                    first: *base,
-                    last: base + delta as i64,
-                    data: !control,
-                })
-            })
-            .collect();
+        let spans = spans_of(&read.records.batches, read.aborted.as_deref());
         let acquired = acquire(&at, ask.member, planned, &spans, records_left).await;
         if acquired.is_empty() {
             out.push(empty);
@@ -334,7 +326,7 @@ async fn fetch_once(
         let (lo, hi) = (acquired[0].0, acquired[acquired.len() - 1].1);
         let mut buf = BytesMut::new();
         for (base, batch) in &read.records.batches {
-            let last = batch_extent(batch).map_or(*base, |(d, _)| base + d as i64);
+            let last = batch_head(batch).map_or(*base, |h| base + h.last_offset_delta as i64);
             if last >= lo && *base <= hi {
                 crate::records::put_with_base_offset(&mut buf, batch, *base);
             }

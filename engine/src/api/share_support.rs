@@ -47,16 +47,20 @@ pub fn requester(
     Ok((group.to_owned(), member.to_owned()))
 }
 
-/// The group's rules and where its new share-partitions start, from its
-/// group configs (Kafka's defaults otherwise).
-pub fn rules_of(shard: &Shard, group: &str) -> (Rules, StartAt) {
+/// The group's rules, where its new share-partitions start and whether it
+/// reads committed records only, from its group configs (Kafka's defaults
+/// otherwise).
+pub fn rules_of(shard: &Shard, group: &str) -> (Rules, StartAt, bool) {
     shard.configs.with(&shard.agent.dynamic.copy, |c| {
         let mut rules = Rules::default();
         if let Some(ms) = c.group_ms(group, "share.record.lock.duration.ms") {
             rules.lock_ms = ms.min(i64::MAX as u64) as i64;
         }
         let start = StartAt::parse(c.group_value(group, "share.auto.offset.reset").as_deref());
-        (rules, start)
+        let committed = c
+            .group_value(group, "share.isolation.level")
+            .is_some_and(|v| v.trim() == "read_committed");
+        (rules, start, committed)
     })
 }
 

@@ -113,6 +113,39 @@ pub struct Span {
     pub data: bool,
 }
 
+/// The spans of batches read from a partition (base offset, stored
+/// bytes): control batches, and with `aborted` (a read_committed read's
+/// aborted transactions: producer id, first offset) the data of aborted
+/// transactions, are not deliverable, as a read_committed consumer skips
+/// them.
+pub fn spans_of(batches: &[(i64, Bytes)], aborted: Option<&[(i64, i64)]>) -> Vec<Span> {
+    let mut aborting: Vec<i64> = Vec::new();
+    let mut next_aborted = 0usize;
+    let aborted = aborted.unwrap_or(&[]);
+    let mut out = Vec::with_capacity(batches.len());
+    for (base, batch) in batches {
+        let Some(h) = crate::records::batch_head(batch) else {
+            continue;
+        };
+        // Transactions aborted that began at or before this batch.
+        while next_aborted < aborted.len() && aborted[next_aborted].1 <= *base {
+            aborting.push(aborted[next_aborted].0);
+            next_aborted += 1;
+        }
+        let in_aborted = h.transactional && aborting.contains(&h.producer_id);
+        if h.control {
+            // A marker ends its producer's transaction.
+            aborting.retain(|p| *p != h.producer_id);
+        }
+        out.push(Span {
+            first: *base,
+            last: base + h.last_offset_delta as i64,
+            data: !h.control && !in_aborted,
+        });
+    }
+    out
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SharePartition {
     start: i64,

@@ -247,3 +247,44 @@ fn a_read_past_the_end_takes_nothing_new() {
     assert_eq!(p.acquire("a", 10, &[data(10, 12)], 10, 0, &r), vec![]);
     assert_eq!((p.start(), p.end()), (0, 0));
 }
+
+/// A batch header (the rest is not read): attributes, last offset delta,
+/// producer id.
+fn head(attributes: i16, delta: i32, producer: i64) -> Bytes {
+    let mut b = vec![0u8; crate::records::BATCH_HEADER_BYTES];
+    b[21..23].copy_from_slice(&attributes.to_be_bytes());
+    b[23..27].copy_from_slice(&delta.to_be_bytes());
+    b[43..51].copy_from_slice(&producer.to_be_bytes());
+    Bytes::from(b)
+}
+
+#[test]
+fn aborted_transactions_and_markers_are_not_deliverable() {
+    const TXN: i16 = 0x10;
+    const CONTROL: i16 = 0x20;
+    let batches = vec![
+        (0, head(0, 1, -1)),            // plain: 0..1
+        (2, head(TXN, 0, 7)),           // aborted below
+        (3, head(TXN, 0, 8)),           // committed
+        (4, head(TXN | CONTROL, 0, 7)), // ABORT marker of 7
+        (5, head(TXN | CONTROL, 0, 8)), // COMMIT marker of 8
+        (6, head(TXN, 0, 7)),           // 7's next transaction: not aborted
+    ];
+    let spans = spans_of(&batches, Some(&[(7, 2)]));
+    let data: Vec<(i64, bool)> = spans.iter().map(|s| (s.first, s.data)).collect();
+    assert_eq!(
+        data,
+        vec![
+            (0, true),
+            (2, false),
+            (3, true),
+            (4, false),
+            (5, false),
+            (6, true)
+        ]
+    );
+    // read_uncommitted: only markers are skipped.
+    let all = spans_of(&batches, None);
+    assert_eq!(all.iter().filter(|s| s.data).count(), 4);
+    assert_eq!(spans[0].last, 1);
+}
