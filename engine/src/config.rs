@@ -306,6 +306,41 @@ pub struct ServeArgs {
         default_value_t = 5_000
     )]
     pub group_consumer_heartbeat_interval_ms: u64,
+    /// Share group members' session timeout (group.share.session.timeout.ms).
+    #[arg(
+        long,
+        env = "RUTOMQ_GROUP_SHARE_SESSION_TIMEOUT_MS",
+        default_value_t = 45_000
+    )]
+    pub group_share_session_timeout_ms: u64,
+    /// Share group members' heartbeat interval
+    /// (group.share.heartbeat.interval.ms).
+    #[arg(
+        long,
+        env = "RUTOMQ_GROUP_SHARE_HEARTBEAT_INTERVAL_MS",
+        default_value_t = 5_000
+    )]
+    pub group_share_heartbeat_interval_ms: u64,
+    /// Members of one share group at most (group.share.max.size).
+    #[arg(long, env = "RUTOMQ_GROUP_SHARE_MAX_SIZE", default_value_t = 200,
+          value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub group_share_max_size: u64,
+    /// How long a share group member holds the records it fetched
+    /// (group.share.record.lock.duration.ms; a group's
+    /// share.record.lock.duration.ms replaces it).
+    #[arg(long, env = "RUTOMQ_GROUP_SHARE_RECORD_LOCK_DURATION_MS", default_value_t = 30_000,
+          value_parser = clap::value_parser!(u64).range(1_000..=3_600_000))]
+    pub group_share_record_lock_duration_ms: u64,
+    /// Deliveries of a record to share group members before it is archived
+    /// (group.share.delivery.count.limit).
+    #[arg(long, env = "RUTOMQ_GROUP_SHARE_DELIVERY_COUNT_LIMIT", default_value_t = 5,
+          value_parser = clap::value_parser!(u16).range(2..=10))]
+    pub group_share_delivery_count_limit: u16,
+    /// Records in flight per share-partition at most
+    /// (group.share.partition.max.record.locks).
+    #[arg(long, env = "RUTOMQ_GROUP_SHARE_PARTITION_MAX_RECORD_LOCKS", default_value_t = 2_000,
+          value_parser = clap::value_parser!(u64).range(100..=10_000))]
+    pub group_share_partition_max_record_locks: u64,
     /// Rack reported in Metadata.
     #[arg(long, env = "RUTOMQ_RACK")]
     pub rack: Option<String>,
@@ -476,7 +511,16 @@ impl ServeArgs {
                 self.group_consumer_heartbeat_interval_ms,
             ),
             topic_access: crate::groups::TopicAccess::default(),
-            share: crate::groups::share::ShareConfig::default(),
+            share: crate::groups::share::ShareConfig {
+                session_timeout: Duration::from_millis(self.group_share_session_timeout_ms),
+                heartbeat_interval: Duration::from_millis(self.group_share_heartbeat_interval_ms),
+                size_max: self.group_share_max_size as usize,
+                rules: crate::share::partition::Rules {
+                    delivery_limit: self.group_share_delivery_count_limit,
+                    lock_ms: self.group_share_record_lock_duration_ms as i64,
+                    max_locks: self.group_share_partition_max_record_locks as usize,
+                },
+            },
         }
     }
 

@@ -26,6 +26,9 @@ pub struct ShareLoaded {
     /// (high watermark, log start offset)
     pub ends: Option<(i64, i64)>,
     pub row: Option<ShareRow>,
+    /// PostgreSQL's clock (ms since the Unix epoch): every agent's lock
+    /// deadlines are on this one clock.
+    pub now_ms: i64,
 }
 
 /// What a compare-and-set found.
@@ -67,6 +70,7 @@ impl Meta {
                             start_offset: r.get(6),
                             state: r.get(7),
                         }),
+                        now_ms: r.get(8),
                     }
                 })
                 .collect())

@@ -51,8 +51,8 @@ pub fn requester(
 /// reads committed records only, from its group configs (Kafka's defaults
 /// otherwise).
 pub fn rules_of(shard: &Shard, group: &str) -> (Rules, StartAt, bool) {
+    let mut rules: Rules = shard.agent.groups().cfg.share.rules;
     shard.configs.with(&shard.agent.dynamic.copy, |c| {
-        let mut rules = Rules::default();
         if let Some(ms) = c.group_ms(group, "share.record.lock.duration.ms") {
             rules.lock_ms = ms.min(i64::MAX as u64) as i64;
         }
@@ -139,9 +139,8 @@ pub async fn acknowledge(
     batches: &Batches,
     rules: &Rules,
 ) -> (ErrorCode, Option<String>) {
-    let now = crate::wall::now_ms();
-    let result = change(&shard.agent.meta, group, key, None, |p, _| {
-        p.expire(now, rules);
+    let result = change(&shard.agent.meta, group, key, None, |p, ends| {
+        p.expire(ends.now_ms, rules);
         match p.acknowledge(member, batches, rules) {
             Ok(()) => (Ok(()), true),
             Err(e) => (Err(e), false),

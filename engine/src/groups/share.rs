@@ -28,6 +28,10 @@ pub struct ShareConfig {
     pub heartbeat_interval: Duration,
     /// group.share.max.size
     pub size_max: usize,
+    /// How the groups' share-partitions hand out records
+    /// (group.share.delivery.count.limit, group.share.record.lock.duration.ms,
+    /// group.share.partition.max.record.locks).
+    pub rules: crate::share::partition::Rules,
 }
 
 impl Default for ShareConfig {
@@ -36,6 +40,7 @@ impl Default for ShareConfig {
             session_timeout: Duration::from_millis(45_000),
             heartbeat_interval: Duration::from_millis(5_000),
             size_max: 200,
+            rules: Default::default(),
         }
     }
 }

@@ -30,11 +30,13 @@ impl StartAt {
     }
 }
 
-/// The partition's log as a change sees it.
+/// The partition's log as a change sees it, and the time: PostgreSQL's
+/// clock, so that lock deadlines set by any agent are on one clock.
 #[derive(Clone, Copy, Debug)]
 pub struct Ends {
     pub high_watermark: i64,
     pub log_start: i64,
+    pub now_ms: i64,
 }
 
 /// What a change came to.
@@ -140,6 +142,7 @@ pub async fn change_epoch<T>(
         let Some(ShareLoaded {
             ends: Some((high_watermark, log_start)),
             row,
+            now_ms,
             ..
         }) = loaded.into_iter().next()
         else {
@@ -148,6 +151,7 @@ pub async fn change_epoch<T>(
         let ends = Ends {
             high_watermark,
             log_start,
+            now_ms,
         };
         let (mut state, version, mut state_epoch) = match &row {
             None => {
@@ -223,7 +227,6 @@ pub struct Planned {
 /// first consumed is stored where it starts, so its start does not move
 /// with the log.
 pub async fn plan_read(at: &At<'_>, start: StartAt) -> Option<Planned> {
-    let now = crate::wall::now_ms();
     let rules = at.rules;
     match change_epoch(
         at.meta,
@@ -231,7 +234,7 @@ pub async fn plan_read(at: &At<'_>, start: StartAt) -> Option<Planned> {
         at.key,
         Some(start),
         |p, epoch, ends| {
-            p.expire(now, rules);
+            p.expire(ends.now_ms, rules);
             let from = p.next_fetch(rules).filter(|f| *f < ends.high_watermark);
             (
                 from.map(|from| Planned {
@@ -258,15 +261,14 @@ pub async fn acquire(
     spans: &[Span],
     max_records: usize,
 ) -> Vec<Acquired> {
-    let now = crate::wall::now_ms();
     let rules = at.rules;
-    let result = change_epoch(at.meta, at.group_id, at.key, None, |p, epoch, _| {
+    let result = change_epoch(at.meta, at.group_id, at.key, None, |p, epoch, ends| {
         if *epoch != planned.epoch {
             return (Vec::new(), false);
         }
         let before = p.clone();
-        p.expire(now, rules);
-        let got = p.acquire(member, planned.from, spans, max_records, now, rules);
+        p.expire(ends.now_ms, rules);
+        let got = p.acquire(member, planned.from, spans, max_records, ends.now_ms, rules);
         let changed = *p != before;
         (got, changed)
     })
