@@ -8,10 +8,10 @@ use kafka_protocol::messages::{
 };
 use uuid::Uuid;
 
-use super::access::allowed;
-use super::{group_coordinator, str_bytes, Api, Req};
+use super::share_support::{empty_share_group, named_topic};
+use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
-use crate::security::acl::{op, resource};
+use crate::security::acl::op;
 use crate::shard::Shard;
 
 /// DeleteShareGroupOffsets, version 0.
@@ -30,27 +30,15 @@ pub async fn handle(
             .with_error_code(e.code())
             .with_error_message(Some(m).filter(|m| !m.is_empty()).map(str_bytes))
     };
-    let groups = match group_coordinator(shard, req, op::DELETE, &group_id) {
-        Ok(g) => g,
-        Err(e) => return top(e, ""),
-    };
-    match groups.share_empty(group_id.clone(), false).await {
-        ErrorCode::None => {}
-        ErrorCode::NonEmptyGroup => return top(ErrorCode::NonEmptyGroup, "The group is not empty."),
-        ErrorCode::GroupIdNotFound => {
-            return top(ErrorCode::GroupIdNotFound, "The group is not a share group or does not exist.")
-        }
-        e => return top(e, ""),
+    if let Err((e, m)) = empty_share_group(shard, req, op::DELETE, &group_id, false).await {
+        return top(e, m);
     }
     let mut out = Vec::with_capacity(body.topics.len());
     for t in body.topics {
         let name = t.topic_name.0.as_str();
-        let denied = !allowed(shard, req, op::READ, resource::TOPIC, name);
-        let found = if denied {
-            None
-        } else {
-            shard.topics.by_name(name).await.ok().flatten()
-        };
+        let resolved = named_topic(shard, req, op::READ, name).await;
+        let denied = resolved.is_err();
+        let found = resolved.ok().flatten();
         let (code, message) = match &found {
             _ if denied => (ErrorCode::TopicAuthorizationFailed, None),
             None => (ErrorCode::UnknownTopicOrPartition, None),

@@ -7,6 +7,7 @@ use kafka_protocol::messages::delete_share_group_state_response::{
 use kafka_protocol::messages::{ApiKey, DeleteShareGroupStateRequest, DeleteShareGroupStateResponse};
 
 use super::access::cluster_allowed;
+use super::share_support::state_refusal;
 use super::{Api, Req};
 use crate::error::ErrorCode;
 use crate::security::acl::op;
@@ -25,10 +26,8 @@ pub async fn handle(
     let mut results = Vec::with_capacity(body.topics.len());
     for t in &body.topics {
         let keys: Vec<(uuid::Uuid, i32)> = t.partitions.iter().map(|p| (t.topic_id, p.partition)).collect();
-        let code = if !authorized {
-            ErrorCode::ClusterAuthorizationFailed
-        } else if group.is_empty() {
-            ErrorCode::InvalidRequest
+        let code = if let Some(e) = state_refusal(authorized, &group) {
+            e
         } else {
             match shard.agent.meta.share_delete_partitions(group.clone(), keys).await {
                 Ok(_) => ErrorCode::None,

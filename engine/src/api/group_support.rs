@@ -164,3 +164,20 @@ impl ResolvedOffsets {
         out
     }
 }
+
+/// Assigned partitions with their topic names, as the describe APIs list
+/// them: (topic id, name, partitions); a topic deleted meanwhile is named "".
+pub async fn named_partitions(
+    shard: &Shard,
+    p: &crate::groups::consumer::Partitions,
+) -> Vec<(Uuid, String, Vec<i32>)> {
+    let mut topics = Vec::with_capacity(p.len());
+    for (id, ps) in crate::groups::consumer::to_wire(p) {
+        let name = match shard.topics.by_id(id).await {
+            Ok(Some(t)) => t.name,
+            _ => String::new(),
+        };
+        topics.push((id, name, ps));
+    }
+    topics
+}

@@ -13,7 +13,7 @@ use kafka_protocol::messages::{
 };
 
 use super::access::cluster_allowed;
-use super::share_support::replaced;
+use super::share_support::{replaced, state_refusal};
 use super::{Api, Req};
 use crate::error::ErrorCode;
 use crate::security::acl::op;
@@ -36,9 +36,9 @@ pub async fn handle(
         let mut partitions = Vec::with_capacity(t.partitions.len());
         for p in &t.partitions {
             let key = (t.topic_id, p.partition);
-            let code = if !authorized {
-                ErrorCode::ClusterAuthorizationFailed
-            } else if group.is_empty() || p.start_offset < -1 {
+            let code = if let Some(e) = state_refusal(authorized, &group) {
+                e
+            } else if p.start_offset < -1 {
                 ErrorCode::InvalidRequest
             } else if p.start_offset == -1 {
                 match shard

@@ -10,6 +10,7 @@ use kafka_protocol::messages::{
 };
 
 use super::access::cluster_allowed;
+use super::share_support::state_refusal;
 use super::{Api, Req};
 use crate::error::ErrorCode;
 use crate::security::acl::op;
@@ -35,10 +36,8 @@ pub async fn handle(
                 .with_partition(p.partition)
                 .with_leader_epoch(-1)
                 .with_start_offset(-1);
-            let out = if !authorized {
-                base.with_error_code(ErrorCode::ClusterAuthorizationFailed.code())
-            } else if group.is_empty() {
-                base.with_error_code(ErrorCode::InvalidRequest.code())
+            let out = if let Some(e) = state_refusal(authorized, group) {
+                base.with_error_code(e.code())
             } else {
                 match read(&shard.agent.meta, group, (t.topic_id, p.partition)).await {
                     Ok(Some((epoch, start, _))) => {

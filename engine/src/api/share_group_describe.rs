@@ -13,7 +13,8 @@ use kafka_protocol::messages::{
 use super::access::visible;
 use super::{group_coordinator, group_operations, str_bytes, Api, Req};
 use crate::error::ErrorCode;
-use crate::groups::consumer::{to_wire, Partitions};
+use super::group_support::named_partitions;
+use crate::groups::consumer::Partitions;
 use crate::groups::share::ASSIGNOR;
 use crate::security::acl::{op, resource};
 use crate::shard::Shard;
@@ -90,20 +91,18 @@ pub async fn handle(
     ShareGroupDescribeResponse::default().with_groups(out)
 }
 
-/// Partitions with their topic names (a topic deleted meanwhile is named "").
+/// Partitions with their topic names.
 async fn assignment(shard: &Shard, p: &Partitions) -> Assignment {
-    let mut topics = Vec::with_capacity(p.len());
-    for (id, ps) in to_wire(p) {
-        let name = match shard.topics.by_id(id).await {
-            Ok(Some(t)) => t.name,
-            _ => String::new(),
-        };
-        topics.push(
-            TopicPartitions::default()
-                .with_topic_id(id)
-                .with_topic_name(TopicName(str_bytes(&name)))
-                .with_partitions(ps),
-        );
-    }
-    Assignment::default().with_topic_partitions(topics)
+    Assignment::default().with_topic_partitions(
+        named_partitions(shard, p)
+            .await
+            .into_iter()
+            .map(|(id, name, ps)| {
+                TopicPartitions::default()
+                    .with_topic_id(id)
+                    .with_topic_name(TopicName(str_bytes(&name)))
+                    .with_partitions(ps)
+            })
+            .collect(),
+    )
 }

@@ -188,3 +188,51 @@ pub async fn replaced(
         Err(e) => e,
     }
 }
+
+/// The share-group offset APIs' first step: `operation` on the group, and
+/// the group an empty share group (made so when `create` and no group has
+/// the id): Kafka's error and message otherwise.
+pub async fn empty_share_group(
+    shard: &Shard,
+    req: &Req,
+    operation: i8,
+    group_id: &str,
+    create: bool,
+) -> Result<(), (ErrorCode, &'static str)> {
+    let groups = super::group_coordinator(shard, req, operation, group_id).map_err(|e| (e, ""))?;
+    match groups.share_empty(group_id.to_owned(), create).await {
+        ErrorCode::None => Ok(()),
+        ErrorCode::NonEmptyGroup => Err((ErrorCode::NonEmptyGroup, "The group is not empty.")),
+        ErrorCode::GroupIdNotFound => Err((
+            ErrorCode::GroupIdNotFound,
+            "The group is not a share group or does not exist.",
+        )),
+        e => Err((e, "")),
+    }
+}
+
+/// A topic an offset API names, resolved: its record, `Err` when the
+/// caller may not `operation` it (TOPIC_AUTHORIZATION_FAILED).
+pub async fn named_topic(
+    shard: &Shard,
+    req: &Req,
+    operation: i8,
+    name: &str,
+) -> Result<Option<rutomq_meta::TopicRecord>, ErrorCode> {
+    if !allowed(shard, req, operation, resource::TOPIC, name) {
+        return Err(ErrorCode::TopicAuthorizationFailed);
+    }
+    Ok(shard.topics.by_name(name).await.ok().flatten())
+}
+
+/// The share-state APIs' check of each partition: CLUSTER_ACTION, and a
+/// group id.
+pub fn state_refusal(authorized: bool, group: &str) -> Option<ErrorCode> {
+    if !authorized {
+        Some(ErrorCode::ClusterAuthorizationFailed)
+    } else if group.is_empty() {
+        Some(ErrorCode::InvalidRequest)
+    } else {
+        None
+    }
+}

@@ -9,7 +9,7 @@ use kafka_protocol::messages::write_share_group_state_response::{
 use kafka_protocol::messages::{ApiKey, WriteShareGroupStateRequest, WriteShareGroupStateResponse};
 
 use super::access::cluster_allowed;
-use super::share_support::replaced;
+use super::share_support::{replaced, state_refusal};
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::security::acl::op;
@@ -35,12 +35,12 @@ pub async fn handle(
                 .iter()
                 .map(|b| (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count))
                 .collect();
-            let (code, message) = if !authorized {
-                (ErrorCode::ClusterAuthorizationFailed, None)
-            } else if group.is_empty() || p.start_offset < 0 {
+            let (code, message) = if let Some(e) = state_refusal(authorized, &group) {
+                (e, None)
+            } else if p.start_offset < 0 {
                 (
                     ErrorCode::InvalidRequest,
-                    Some("a group id and a start offset are needed".to_owned()),
+                    Some("a start offset is needed".to_owned()),
                 )
             } else {
                 match SharePartition::from_state_batches(p.start_offset, &batches) {

@@ -170,13 +170,31 @@ fn get_str(b: &mut &[u8]) -> Option<String> {
     Some(s)
 }
 
+/// Version 1, then a list of strings: how both kinds' stored member
+/// subscriptions begin.
+fn put_v1_strs(b: &mut BytesMut, list: &[String]) {
+    b.put_u8(1);
+    b.put_u32(list.len() as u32);
+    for t in list {
+        put_str(b, t);
+    }
+}
+
+fn get_v1_strs(b: &mut &[u8]) -> Option<Vec<String>> {
+    if b.remaining() < 5 || b.get_u8() != 1 {
+        return None;
+    }
+    let n = b.get_u32() as usize;
+    let mut list = Vec::with_capacity(n.min(1024));
+    for _ in 0..n {
+        list.push(get_str(b)?);
+    }
+    Some(list)
+}
+
 pub fn encode_subscription(m: &ConsumerMember) -> Vec<u8> {
     let mut b = BytesMut::new();
-    b.put_u8(1);
-    b.put_u32(m.subscribed.len() as u32);
-    for t in &m.subscribed {
-        put_str(&mut b, t);
-    }
+    put_v1_strs(&mut b, &m.subscribed);
     put_str(&mut b, m.assignor.as_deref().unwrap_or(""));
     put_str(&mut b, m.rack_id.as_deref().unwrap_or(""));
     put_str(&mut b, m.regex.as_ref().map_or("", |r| r.0.as_str()));
@@ -201,14 +219,7 @@ pub struct StoredSubscription {
 
 pub fn decode_subscription(mut b: &[u8]) -> StoredSubscription {
     let mut go = || -> Option<_> {
-        if b.remaining() < 5 || b.get_u8() != 1 {
-            return None;
-        }
-        let n = b.get_u32() as usize;
-        let mut topics = Vec::with_capacity(n.min(1024));
-        for _ in 0..n {
-            topics.push(get_str(&mut b)?);
-        }
+        let topics = get_v1_strs(&mut b)?;
         let assignor = Some(get_str(&mut b)?).filter(|s| !s.is_empty());
         let rack = Some(get_str(&mut b)?).filter(|s| !s.is_empty());
         let regex = get_str(&mut b).unwrap_or_default();
@@ -229,11 +240,7 @@ pub fn decode_subscription(mut b: &[u8]) -> StoredSubscription {
 /// A share group member's subscription: version 1, topics, rack.
 pub fn encode_share_subscription(topics: &[String], rack: Option<&str>) -> Vec<u8> {
     let mut b = BytesMut::new();
-    b.put_u8(1);
-    b.put_u32(topics.len() as u32);
-    for t in topics {
-        put_str(&mut b, t);
-    }
+    put_v1_strs(&mut b, topics);
     put_str(&mut b, rack.unwrap_or(""));
     b.to_vec()
 }
@@ -242,14 +249,7 @@ pub fn encode_share_subscription(topics: &[String], rack: Option<&str>) -> Vec<u
 /// (it subscribes again on its next heartbeat).
 pub fn decode_share_subscription(mut b: &[u8]) -> (Vec<String>, Option<String>) {
     let mut go = || -> Option<_> {
-        if b.remaining() < 5 || b.get_u8() != 1 {
-            return None;
-        }
-        let n = b.get_u32() as usize;
-        let mut topics = Vec::with_capacity(n.min(1024));
-        for _ in 0..n {
-            topics.push(get_str(&mut b)?);
-        }
+        let topics = get_v1_strs(&mut b)?;
         let rack = Some(get_str(&mut b)?).filter(|s| !s.is_empty());
         Some((topics, rack))
     };
