@@ -3,7 +3,7 @@
 // jars of the kafka-tools artifact (4.x: the share consumer does not exist
 // in 3.x clients).
 //
-// Usage: ShareConsume BOOTSTRAP GROUP TOPIC MODE IDLE_MS DEADLINE_MS
+// Usage: ShareConsume BOOTSTRAP GROUP TOPIC MODE IDLE_MS DEADLINE_MS [MAX_POLL_RECORDS [QUIET]]
 //   MODE accept:  accepts every record it gets
 //        release: releases a record the first time it gets it, accepts
 //                 it when it comes again
@@ -12,6 +12,8 @@
 // Prints "READY" once it polled the first time, then one line per record:
 // "REC <partition> <offset> <deliveryCount> <value>", and "DONE" when no
 // record came for IDLE_MS after the first one (or at DEADLINE_MS).
+// MAX_POLL_RECORDS: 10 unless given. QUIET ("quiet"): no REC lines, but
+// "COUNT <records> <first ms> <last ms>" before DONE (benches/share.sh).
 import java.time.Duration;
 import java.util.List;
 import java.util.Properties;
@@ -33,7 +35,9 @@ public class ShareConsume {
         p.put("key.deserializer", StringDeserializer.class.getName());
         p.put("value.deserializer", StringDeserializer.class.getName());
         p.put("share.acknowledgement.mode", "explicit");
-        p.put("max.poll.records", "10");
+        p.put("max.poll.records", args.length > 6 ? args[6] : "10");
+        boolean quiet = args.length > 7 && args[7].equals("quiet");
+        long count = 0, firstMs = 0, lastMs = 0;
         try (KafkaShareConsumer<String, String> c = new KafkaShareConsumer<>(p)) {
             c.subscribe(List.of(topic));
             boolean ready = false, seen = false;
@@ -46,8 +50,15 @@ public class ShareConsume {
                     ready = true;
                 }
                 for (ConsumerRecord<String, String> r : recs) {
-                    System.out.println("REC " + r.partition() + " " + r.offset() + " "
-                        + r.deliveryCount().orElse((short) -1) + " " + r.value());
+                    count++;
+                    lastMs = System.currentTimeMillis();
+                    if (firstMs == 0) {
+                        firstMs = lastMs;
+                    }
+                    if (!quiet) {
+                        System.out.println("REC " + r.partition() + " " + r.offset() + " "
+                            + r.deliveryCount().orElse((short) -1) + " " + r.value());
+                    }
                     if (mode.equals("hold")) {
                         continue;
                     }
@@ -68,6 +79,9 @@ public class ShareConsume {
                 } else if (seen && System.currentTimeMillis() - lastRecord > idleMs) {
                     break;
                 }
+            }
+            if (quiet) {
+                System.out.println("COUNT " + count + " " + firstMs + " " + lastMs);
             }
             System.out.println("DONE");
             System.out.flush();
