@@ -128,57 +128,107 @@ pub async fn change_epoch<T>(
     group_id: &str,
     key: (Uuid, i32),
     start: Option<StartAt>,
-    mut change: impl FnMut(&mut SharePartition, &mut i32, Ends) -> (T, bool),
+    change: impl FnMut(&mut SharePartition, &mut i32, Ends) -> (T, bool),
 ) -> Result<Changed<T>, ErrorCode> {
+    Ok(
+        match change_from(meta, group_id, key, start, None, change).await? {
+            Changed::Done((out, _)) => Changed::Done(out),
+            Changed::NoPartition => Changed::NoPartition,
+            Changed::NoGroup => Changed::NoGroup,
+            Changed::NoState => Changed::NoState,
+            Changed::Busy => Changed::Busy,
+        },
+    )
+}
+
+/// A share-partition's state as stored (after a change): what a later
+/// change of the same request may start from without loading it again.
+#[derive(Clone, Debug)]
+pub struct Known {
+    version: i64,
+    epoch: i32,
+    state: SharePartition,
+    ends: Ends,
+    /// When `ends.now_ms` was read.
+    at: std::time::Instant,
+}
+
+/// [`change_epoch`], starting from `known` when given (a compare-and-set
+/// without a load first; a load and another try when it raced), and
+/// giving the state as it was left.
+async fn change_from<T>(
+    meta: &Meta,
+    group_id: &str,
+    key: (Uuid, i32),
+    start: Option<StartAt>,
+    mut known: Option<Known>,
+    mut change: impl FnMut(&mut SharePartition, &mut i32, Ends) -> (T, bool),
+) -> Result<Changed<(T, Known)>, ErrorCode> {
     for _ in 0..SHARE_CAS_ATTEMPTS_MAX {
-        // One attempt: load, change, write if still at the version read.
-        let loaded = meta
-            .share_load(group_id.to_owned(), vec![key])
-            .await
-            .map_err(|e| {
-                tracing::warn!(group = %group_id, error = %e, "cannot load a share-partition");
-                ErrorCode::from(&e)
-            })?;
-        let Some(ShareLoaded {
-            ends: Some((high_watermark, log_start)),
-            row,
-            now_ms,
-            ..
-        }) = loaded.into_iter().next()
-        else {
-            return Ok(Changed::NoPartition);
-        };
-        let ends = Ends {
-            high_watermark,
-            log_start,
-            now_ms,
-        };
-        let (mut state, version, mut state_epoch) = match &row {
+        // One attempt: load (or start from what is known), change, write if
+        // still at the version read.
+        let (mut state, version, mut state_epoch, ends, read_at) = match known.take() {
+            Some(k) => (k.state, Some(k.version), k.epoch, k.ends, k.at),
             None => {
-                let at = match start {
-                    None => return Ok(Changed::NoState),
-                    Some(StartAt::Latest) => high_watermark,
-                    Some(StartAt::Earliest) => log_start,
+                let loaded = meta
+                    .share_load(group_id.to_owned(), vec![key])
+                    .await
+                    .map_err(|e| {
+                        tracing::warn!(group = %group_id, error = %e, "cannot load a share-partition");
+                        ErrorCode::from(&e)
+                    })?;
+                let Some(ShareLoaded {
+                    ends: Some((high_watermark, log_start)),
+                    row,
+                    now_ms,
+                    ..
+                }) = loaded.into_iter().next()
+                else {
+                    return Ok(Changed::NoPartition);
                 };
-                (SharePartition::new(at), None, 0)
+                let ends = Ends {
+                    high_watermark,
+                    log_start,
+                    now_ms,
+                };
+                let at = std::time::Instant::now();
+                match &row {
+                    None => {
+                        let at_offset = match start {
+                            None => return Ok(Changed::NoState),
+                            Some(StartAt::Latest) => high_watermark,
+                            Some(StartAt::Earliest) => log_start,
+                        };
+                        (SharePartition::new(at_offset), None, 0, ends, at)
+                    }
+                    Some(r) => (
+                        SharePartition::decode(&r.state).unwrap_or_else(|| {
+                            tracing::warn!(group = %group_id, topic = %key.0, partition = key.1,
+                                "unreadable share-partition state; starting again from its start offset");
+                            SharePartition::new(r.start_offset)
+                        }),
+                        Some(r.version),
+                        r.state_epoch,
+                        ends,
+                        at,
+                    ),
+                }
             }
-            Some(r) => (
-                SharePartition::decode(&r.state).unwrap_or_else(|| {
-                    tracing::warn!(group = %group_id, topic = %key.0, partition = key.1,
-                        "unreadable share-partition state; starting again from its start offset");
-                    SharePartition::new(r.start_offset)
-                }),
-                Some(r.version),
-                r.state_epoch,
-            ),
         };
-        let moved = state.start() < log_start;
+        let moved = state.start() < ends.log_start;
         if moved {
-            state.reset(log_start);
+            state.reset(ends.log_start);
         }
         let (out, changed) = change(&mut state, &mut state_epoch, ends);
-        if !changed && !moved && version.is_some() {
-            return Ok(Changed::Done(out));
+        if let (false, false, Some(v)) = (changed, moved, version) {
+            let known = Known {
+                version: v,
+                epoch: state_epoch,
+                state,
+                ends,
+                at: read_at,
+            };
+            return Ok(Changed::Done((out, known)));
         }
         let row = ShareRow {
             version: version.unwrap_or(0),
@@ -193,7 +243,16 @@ pub async fn change_epoch<T>(
                 tracing::warn!(group = %group_id, error = %e, "cannot write a share-partition");
                 ErrorCode::from(&e)
             })? {
-            ShareWrite::Written => return Ok(Changed::Done(out)),
+            ShareWrite::Written => {
+                let known = Known {
+                    version: version.map_or(1, |v| v + 1),
+                    epoch: state_epoch,
+                    state,
+                    ends,
+                    at: read_at,
+                };
+                return Ok(Changed::Done((out, known)));
+            }
             ShareWrite::NoGroup => return Ok(Changed::NoGroup),
             ShareWrite::Raced => {
                 // Others change it at once: back off a little (jittered),
@@ -214,12 +273,14 @@ pub struct At<'a> {
     pub rules: &'a Rules,
 }
 
-/// Where a read for a share fetch starts: the first acquirable offset, and
-/// the state epoch it was planned at.
-#[derive(Clone, Copy, Debug)]
+/// Where a read for a share fetch starts: the first acquirable offset, the
+/// state epoch it was planned at, and the state as the plan left it (the
+/// acquisition's compare-and-set starts from it).
+#[derive(Clone, Debug)]
 pub struct Planned {
     pub from: i64,
     pub epoch: i32,
+    known: Known,
 }
 
 /// Where a share fetch reads from: the first acquirable offset below the
@@ -228,32 +289,28 @@ pub struct Planned {
 /// with the log.
 pub async fn plan_read(at: &At<'_>, start: StartAt) -> Option<Planned> {
     let rules = at.rules;
-    match change_epoch(
+    let planned = change_from(
         at.meta,
         at.group_id,
         at.key,
         Some(start),
+        None,
         |p, epoch, ends| {
             p.expire(ends.now_ms, rules);
             let from = p.next_fetch(rules).filter(|f| *f < ends.high_watermark);
-            (
-                from.map(|from| Planned {
-                    from,
-                    epoch: *epoch,
-                }),
-                false,
-            )
+            (from.map(|from| (from, *epoch)), false)
         },
     )
-    .await
-    {
-        Ok(Changed::Done(planned)) => planned,
+    .await;
+    match planned {
+        Ok(Changed::Done((Some((from, epoch)), known))) => Some(Planned { from, epoch, known }),
         _ => None,
     }
 }
 
 /// Acquires for `member` the offsets of `spans`, read as `planned`
-/// (nothing when the state was set anew since).
+/// (nothing when the state was set anew since): a compare-and-set on the
+/// state the plan saw, loaded again only when another change came first.
 pub async fn acquire(
     at: &At<'_>,
     member: &str,
@@ -262,19 +319,30 @@ pub async fn acquire(
     max_records: usize,
 ) -> Vec<Acquired> {
     let rules = at.rules;
-    let result = change_epoch(at.meta, at.group_id, at.key, None, |p, epoch, ends| {
-        if *epoch != planned.epoch {
-            return (Vec::new(), false);
-        }
-        let before = p.clone();
-        p.expire(ends.now_ms, rules);
-        let got = p.acquire(member, planned.from, spans, max_records, ends.now_ms, rules);
-        let changed = *p != before;
-        (got, changed)
-    })
+    let (from, epoch) = (planned.from, planned.epoch);
+    let mut known = planned.known;
+    // The read took a while since the plan's clock reading.
+    known.ends.now_ms += known.at.elapsed().as_millis() as i64;
+    let result = change_from(
+        at.meta,
+        at.group_id,
+        at.key,
+        None,
+        Some(known),
+        |p, current, ends| {
+            if *current != epoch {
+                return (Vec::new(), false);
+            }
+            let before = p.clone();
+            p.expire(ends.now_ms, rules);
+            let got = p.acquire(member, from, spans, max_records, ends.now_ms, rules);
+            let changed = *p != before;
+            (got, changed)
+        },
+    )
     .await;
     match result {
-        Ok(Changed::Done(got)) => got,
+        Ok(Changed::Done((got, _))) => got,
         _ => Vec::new(),
     }
 }
