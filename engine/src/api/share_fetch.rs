@@ -117,36 +117,30 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ShareFetchRequest) -> Sh
         keys.iter().chain(acks.iter().map(|a| &a.0)).map(|k| k.0),
     )
     .await;
-    let mut out: HashMap<Key, PartitionData> = HashMap::new();
-    let entry = |out: &mut HashMap<Key, PartitionData>, key: Key| {
+    // Each partition's answer, made when first named.
+    fn entry(out: &mut HashMap<Key, PartitionData>, key: Key) -> &mut PartitionData {
         out.entry(key)
             .or_insert_with(|| PartitionData::default().with_partition_index(key.1))
-            .partition_index
-    };
+    }
+    let mut out: HashMap<Key, PartitionData> = HashMap::new();
     for (key, batches) in &acks {
-        entry(&mut out, *key);
         let (code, message) = match (partition_error(&topics, *key), batches) {
             (Some(e), _) => (e, None),
             (None, Err((code, message))) => (*code, Some(message.clone())),
             (None, Ok(b)) => acknowledge(shard, &group, &member, *key, b, &rules).await,
         };
-        if let Some(p) = out.get_mut(key) {
-            p.acknowledge_error_code = code.code();
-            p.acknowledge_error_message = message.map(|m| str_bytes(&m));
-        }
+        let p = entry(&mut out, *key);
+        p.acknowledge_error_code = code.code();
+        p.acknowledge_error_message = message.map(|m| str_bytes(&m));
     }
     match step {
         Step::Close(keys) => release(&shard.agent.meta, &group, &member, &keys, &rules).await,
         Step::Fetch(keys) => {
             let mut fetchable = Vec::new();
             for key in keys {
-                entry(&mut out, key);
+                let p = entry(&mut out, key);
                 match partition_error(&topics, key) {
-                    Some(e) => {
-                        if let Some(p) = out.get_mut(&key) {
-                            p.error_code = e.code();
-                        }
-                    }
+                    Some(e) => p.error_code = e.code(),
                     None => fetchable.push(key),
                 }
             }

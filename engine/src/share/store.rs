@@ -53,6 +53,18 @@ pub enum Changed<T> {
     Busy,
 }
 
+impl<T> Changed<T> {
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> Changed<U> {
+        match self {
+            Changed::Done(t) => Changed::Done(f(t)),
+            Changed::NoPartition => Changed::NoPartition,
+            Changed::NoGroup => Changed::NoGroup,
+            Changed::NoState => Changed::NoState,
+            Changed::Busy => Changed::Busy,
+        }
+    }
+}
+
 /// Applies `change` to `group_id`'s state of `key`; `change` says whether
 /// it changed anything to write. A state not there yet starts at `start`
 /// (and is stored: where it started must not move), or is not made when
@@ -130,15 +142,9 @@ pub async fn change_epoch<T>(
     start: Option<StartAt>,
     change: impl FnMut(&mut SharePartition, &mut i32, Ends) -> (T, bool),
 ) -> Result<Changed<T>, ErrorCode> {
-    Ok(
-        match change_from(meta, group_id, key, start, None, change).await? {
-            Changed::Done((out, _)) => Changed::Done(out),
-            Changed::NoPartition => Changed::NoPartition,
-            Changed::NoGroup => Changed::NoGroup,
-            Changed::NoState => Changed::NoState,
-            Changed::Busy => Changed::Busy,
-        },
-    )
+    Ok(change_from(meta, group_id, key, start, None, change)
+        .await?
+        .map(|(out, _)| out))
 }
 
 /// A share-partition's state as stored (after a change): what a later
