@@ -306,6 +306,42 @@ pub struct ServeArgs {
         default_value_t = 5_000
     )]
     pub group_consumer_heartbeat_interval_ms: u64,
+    /// Streams group members' session timeout
+    /// (group.streams.session.timeout.ms).
+    #[arg(
+        long,
+        env = "RUTOMQ_GROUP_STREAMS_SESSION_TIMEOUT_MS",
+        default_value_t = 45_000,
+        value_parser = clap::value_parser!(u64).range(1..=3_600_000)
+    )]
+    pub group_streams_session_timeout_ms: u64,
+    /// How often streams group members heartbeat
+    /// (group.streams.heartbeat.interval.ms).
+    #[arg(
+        long,
+        env = "RUTOMQ_GROUP_STREAMS_HEARTBEAT_INTERVAL_MS",
+        default_value_t = 5_000,
+        value_parser = clap::value_parser!(u64).range(1..=3_600_000)
+    )]
+    pub group_streams_heartbeat_interval_ms: u64,
+    /// Members of one streams group at most (group.streams.max.size).
+    #[arg(long, env = "RUTOMQ_GROUP_STREAMS_MAX_SIZE", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub group_streams_max_size: u64,
+    /// Standby replicas of each stateful task
+    /// (group.streams.num.standby.replicas).
+    #[arg(long, env = "RUTOMQ_GROUP_STREAMS_NUM_STANDBY_REPLICAS", default_value_t = 0,
+          value_parser = clap::value_parser!(u32).range(0..=2))]
+    pub group_streams_num_standby_replicas: u32,
+    /// How long a new streams group waits for more members before its
+    /// first assignment (group.streams.initial.rebalance.delay.ms).
+    #[arg(
+        long,
+        env = "RUTOMQ_GROUP_STREAMS_INITIAL_REBALANCE_DELAY_MS",
+        default_value_t = 3_000,
+        value_parser = clap::value_parser!(u64).range(0..=300_000)
+    )]
+    pub group_streams_initial_rebalance_delay_ms: u64,
     /// Share group members' session timeout (group.share.session.timeout.ms).
     #[arg(
         long,
@@ -520,6 +556,15 @@ impl ServeArgs {
                     lock_ms: self.group_share_record_lock_duration_ms as i64,
                     max_locks: self.group_share_partition_max_record_locks as usize,
                 },
+            },
+            streams: crate::groups::streams::StreamsConfig {
+                session_timeout: Duration::from_millis(self.group_streams_session_timeout_ms),
+                heartbeat_interval: Duration::from_millis(self.group_streams_heartbeat_interval_ms),
+                size_max: self.group_streams_max_size as usize,
+                standby_replicas: self.group_streams_num_standby_replicas,
+                initial_rebalance_delay: Duration::from_millis(
+                    self.group_streams_initial_rebalance_delay_ms,
+                ),
             },
         }
     }

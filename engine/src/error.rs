@@ -1,9 +1,10 @@
 //! Kafka's error codes, as one enum. Each layer maps its own error into it.
 
 /// The Kafka protocol error codes rutomq returns.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(i16)]
 pub enum ErrorCode {
+    #[default]
     None = 0,
     OffsetOutOfRange = 1,
     CorruptMessage = 2,
@@ -92,6 +93,7 @@ pub enum ErrorCode {
     InvalidShareSessionEpoch = 123,
     FencedStateEpoch = 124,
     ShareSessionLimitReached = 133,
+    StreamsInvalidTopology = 130,
 }
 
 impl ErrorCode {

@@ -194,6 +194,14 @@ pub const TIMERS_STALE_PER_KEY_MAX: usize = 4;
 /// ...plus this many.
 pub const TIMERS_STALE_SLACK_MAX: usize = 1024;
 
+// ---- streams groups (KIP-1071) --------------------------------------------------
+
+/// A streams group member id's length at most (the client makes a UUID).
+pub const STREAMS_MEMBER_ID_BYTES_MAX: usize = 255;
+/// Topics one streams topology names at most (sources, repartition and
+/// changelog topics).
+pub const STREAMS_TOPOLOGY_TOPICS_MAX: usize = 10_000;
+
 // ---- share groups (KIP-932) ----------------------------------------------------
 
 /// Kafka's longest share group member id (a UUID's text).

@@ -24,6 +24,7 @@ fn group(id: &str, generation: i32) -> StoredGroup {
         leader_id: Some("m1".into()),
         state: "Stable".into(),
         state_since_ms: 1_700_000_000_000,
+        data: Vec::new(),
         members: vec![StoredMember {
             member_id: "m1".into(),
             instance_id: Some("i1".into()),

@@ -16,7 +16,7 @@ use crate::{sql, Meta, MetaError};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StoredGroup {
     pub group_id: String,
-    /// "classic" or "consumer".
+    /// "classic", "consumer", "share" or "streams".
     pub group_type: String,
     pub protocol_type: String,
     pub protocol_name: Option<String>,
@@ -30,6 +30,8 @@ pub struct StoredGroup {
     /// When the group entered `state` (ms since the Unix epoch).
     pub state_since_ms: i64,
     pub members: Vec<StoredMember>,
+    /// The kind's group-level bytes (a streams group's topology).
+    pub data: Vec<u8>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -145,6 +147,7 @@ impl Meta {
                     state: r.get(5),
                     state_since_ms: r.get(6),
                     assignment_epoch: r.get(16),
+                    data: r.get(17),
                     members,
                 },
                 r.get(7),
@@ -202,6 +205,7 @@ impl Meta {
                         &subscriptions,
                         &assignments,
                         &g.assignment_epoch,
+                        &g.data,
                     ],
                 )
                 .await?;

@@ -341,6 +341,7 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaErro
         (10, include_str!("../sql/0010_dynamic_configs.sql")),
         (11, include_str!("../sql/0011_delegation_tokens.sql")),
         (12, include_str!("../sql/0012_share_groups.sql")),
+        (13, include_str!("../sql/0013_streams_groups.sql")),
     ];
     client
         .batch_execute(

@@ -342,7 +342,7 @@ class Gen:
             "use bytes::{Buf, BufMut, Bytes};",
             "use kafka_protocol::protocol::buf::{ByteBuf, ByteBufMut};",
             "use kafka_protocol::protocol::{",
-            "    Decodable, Encodable, HeaderVersion, Message, StrBytes, VersionRange,",
+            "    Decodable, Encodable, HeaderVersion, Message, Request, StrBytes, VersionRange,",
             "};",
             "use uuid::Uuid;",
             "",
@@ -365,10 +365,11 @@ class Gen:
             tail += [f"        if version >= {flex_lo} {{ 1 }} else {{ 0 }}"]
         tail += ["    }", "}", ""]
         if spec["type"] == "request":
+            response = name[: -len("Request")] + "Response"
             tail += [
-                f"impl {name} {{",
-                "    /// The API key.",
-                f"    pub const KEY: i16 = {spec['apiKey']};",
+                f"impl Request for {name} {{",
+                f"    const KEY: i16 = {spec['apiKey']};",
+                f"    type Response = super::{response};",
                 "}",
                 "",
             ]

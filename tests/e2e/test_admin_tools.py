@@ -15,7 +15,7 @@
 #    why (no replicas to move);
 #  - kafka-log-dirs shows the one virtual directory (the object store)
 #    with each partition's bytes there;
-#  - kafka-features describes group.version 1 and share.version 1 and refuses a level change;
+#  - kafka-features describes group.version, share.version and streams.version 1 and refuses a level change;
 #    kafka-metadata-quorum exits 1 at once with why there is no quorum;
 #  - kafka-configs sets dynamic broker configs: the cluster default
 #    (--entity-default) of a topic config is in force on every topic that
@@ -257,7 +257,7 @@ def test_dynamic_configs_reach_every_agent(start_agent, request):
 
 def test_features_and_quorum_tools(agent, request):
     """kafka-features describes the features rutomq lists (group.version
-    1, KIP-848; share.version 1, KIP-932) and refuses a change of level with why; kafka-metadata-quorum
+    1, KIP-848; share.version 1, KIP-932; streams.version 1, KIP-1071) and refuses a change of level with why; kafka-metadata-quorum
     exits 1 at once with why there is no quorum to describe."""
     run_sh = request.getfixturevalue("roundtrip_clients")
     boot = agent.bootstrap
@@ -265,7 +265,8 @@ def test_features_and_quorum_tools(agent, request):
     res = kafka_tool(run_sh, features, "--bootstrap-server", boot, "describe")
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("Feature: ")]
     assert lines == [f"Feature: {name}\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
-                     "FinalizedVersionLevel: 1\tEpoch: 0" for name in ("group.version", "share.version")], res.stdout
+                     "FinalizedVersionLevel: 1\tEpoch: 0" for name in ("group.version", "share.version", "streams.version")],
+                    res.stdout
     res = kafka_tool(run_sh, features, "--bootstrap-server", boot, "upgrade", "--feature",
                      "transaction.version=2", ok=False)
     assert "serves it at level 0 only" in res.stdout + res.stderr, res.stdout + res.stderr

@@ -21,13 +21,13 @@ pub struct Feature {
 
 /// rutomq's features, at fixed levels (UpdateFeatures changes none). Kafka
 /// lists no feature whose level is 0, and clients take an unlisted one at
-/// 0; so listed are only `group.version` 1 (KIP-848's consumer groups) and
-/// `share.version` 1 (KIP-932's share groups; Kafka's own clients do not
-/// check it, tools show it). Left at 0: `transaction.version` (at 2,
+/// 0; so listed are only `group.version` 1 (KIP-848's consumer groups),
+/// `share.version` 1 (KIP-932's share groups) and `streams.version` 1
+/// (KIP-1071's streams groups); Kafka's own clients check neither of the
+/// last two, tools show them. Left at 0: `transaction.version` (at 2,
 /// KIP-890 part 2, Java 4.x and franz-go producers would drop
 /// AddPartitionsToTxn and expect an epoch bump per transaction, which
-/// rutomq does not serve yet), `streams.version` (no streams groups yet),
-/// `eligible.leader.replicas.version` (no replicas), `kraft.version` and
+/// rutomq does not serve yet), `eligible.leader.replicas.version` (no replicas), `kraft.version` and
 /// `metadata.version` (no KRaft: the metadata is in PostgreSQL).
 pub const FEATURES: &[Feature] = &[
     Feature {
@@ -38,6 +38,12 @@ pub const FEATURES: &[Feature] = &[
     },
     Feature {
         name: "share.version",
+        min: 0,
+        max: 1,
+        finalized: 1,
+    },
+    Feature {
+        name: "streams.version",
         min: 0,
         max: 1,
         finalized: 1,
@@ -83,7 +89,7 @@ fn table() -> Vec<ApiVersion> {
     APIS.iter()
         .map(|a| {
             ApiVersion::default()
-                .with_api_key(a.key as i16)
+                .with_api_key(a.key.0)
                 .with_min_version(a.advertised_min)
                 .with_max_version(a.max)
         })
@@ -141,7 +147,7 @@ mod tests {
             .collect();
         let served: Vec<(i16, i16, i16)> = APIS
             .iter()
-            .map(|a| (a.key as i16, a.advertised_min, a.max))
+            .map(|a| (a.key.0, a.advertised_min, a.max))
             .collect();
         assert_eq!(listed, served);
     }

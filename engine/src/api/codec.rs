@@ -4,8 +4,8 @@
 use std::panic::AssertUnwindSafe;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestHeader, ResponseHeader};
-use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
+use kafka_protocol::messages::{RequestHeader, ResponseHeader};
+use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request};
 use rutomq_shards::Close;
 
 /// Decoder panics caught (a bug in a decoder; each closes one connection).
@@ -47,15 +47,13 @@ pub fn encode<R: Encodable + HeaderVersion>(
 }
 
 /// Encodes a request frame body (header + request, no size prefix).
-pub fn encode_request<R: Encodable>(key: ApiKey, version: i16, req: &R) -> Option<Bytes> {
+pub fn encode_request<R: Request>(version: i16, req: &R) -> Option<Bytes> {
     let header = RequestHeader::default()
-        .with_request_api_key(key as i16)
+        .with_request_api_key(R::KEY)
         .with_request_api_version(version)
         .with_correlation_id(7);
     let mut buf = BytesMut::new();
-    header
-        .encode(&mut buf, key.request_header_version(version))
-        .ok()?;
+    header.encode(&mut buf, R::header_version(version)).ok()?;
     req.encode(&mut buf, version).ok()?;
     Some(buf.freeze())
 }

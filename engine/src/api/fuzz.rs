@@ -81,7 +81,7 @@ mod hostile_input {
         for a in APIS {
             for v in a.advertised_min..a.min {
                 let mut f = Vec::new();
-                f.extend_from_slice(&(a.key as i16).to_be_bytes());
+                f.extend_from_slice(&a.key.0.to_be_bytes());
                 f.extend_from_slice(&v.to_be_bytes());
                 f.extend_from_slice(&7i32.to_be_bytes());
                 f.extend_from_slice(&(-1i16).to_be_bytes());
@@ -110,7 +110,7 @@ mod hostile_input {
                     .with_partition_data(vec![PartitionProduceData::default()
                         .with_index(0)
                         .with_records(Some(batch.clone()))])]);
-            out.push(encode_request(ApiKey::Produce, v, &req).expect("produce encodes"));
+            out.push(encode_request(v, &req).expect("produce encodes"));
         }
         out
     }
@@ -150,7 +150,7 @@ mod hostile_input {
                     if n >= 4 && rng.next().is_multiple_of(2) {
                         // Keep a valid api key and version to get past the header.
                         let a = &APIS[(rng.next() as usize) % APIS.len()];
-                        f[..2].copy_from_slice(&(a.key as i16).to_be_bytes());
+                        f[..2].copy_from_slice(&a.key.0.to_be_bytes());
                         f[2..4].copy_from_slice(&a.max.to_be_bytes());
                     }
                 }

@@ -11,6 +11,7 @@ mod config_support;
 mod fuzz;
 pub mod generated;
 mod group_support;
+mod key;
 mod retired;
 mod share_support;
 mod throttle;
@@ -31,6 +32,7 @@ use rutomq_shards::{Close, Reply};
 
 pub use codec::{encode, encode_request, DECODER_PANICS};
 pub use fuzz::fuzz_frame;
+pub use key::Key;
 pub use group_support::{
     group_coordinator, group_operations, resolve_offsets, AskedOffset, ResolvedOffsets,
 };
@@ -86,7 +88,7 @@ macro_rules! apis {
 
         /// Encodes the default request of `key` at `version`, header
         /// included (seed inputs for the decoder fuzz tests).
-        pub fn encode_default_request(key: ApiKey, version: i16) -> Option<Bytes> {
+        pub fn encode_default_request(key: Key, version: i16) -> Option<Bytes> {
             $(
                 if key == $module::API.spec.key {
                     return $module::API.default_request(version);
@@ -143,6 +145,8 @@ apis! {
     offset_delete,
     consumer_group_heartbeat,
     consumer_group_describe,
+    streams_group_heartbeat,
+    streams_group_describe,
     share_group_heartbeat,
     share_group_describe,
     share_fetch,
@@ -180,9 +184,13 @@ pub const NO_AUTHORIZER: &str = "No Authorizer is configured on the broker";
 /// One implemented API and the versions served.
 #[derive(Clone, Copy, Debug)]
 pub struct ApiSpec {
-    pub key: ApiKey,
+    pub key: Key,
     pub min: i16,
     pub max: i16,
+    /// The versions its codec knows.
+    pub codec: (i16, i16),
+    /// The request header version of each version.
+    pub request_header: fn(i16) -> i16,
     /// The oldest version ApiVersions lists: `min`, or older versions
     /// Kafka lists without serving them (answered by [`retired`]).
     pub advertised_min: i16,
@@ -201,12 +209,20 @@ impl<R: Request + Default> Api<R> {
             key as i16 == R::KEY,
             "the API key is not the request type's"
         );
+        Api::generated(min, max)
+    }
+
+    /// An API whose key kafka-protocol lacks (its request type is
+    /// generated).
+    pub const fn generated(min: i16, max: i16) -> Api<R> {
         assert!(min <= max, "empty version range");
         Api {
             spec: ApiSpec {
-                key,
+                key: Key(R::KEY),
                 min,
                 max,
+                codec: (R::VERSIONS.min, R::VERSIONS.max),
+                request_header: <R as HeaderVersion>::header_version,
                 advertised_min: min,
             },
             request: PhantomData,
@@ -231,12 +247,12 @@ impl<R: Request + Default> Api<R> {
     }
 
     fn default_request(&self, version: i16) -> Option<Bytes> {
-        encode_request(self.spec.key, version, &R::default())
+        encode_request(version, &R::default())
     }
 }
 
 pub fn find(key: i16) -> Option<&'static ApiSpec> {
-    APIS.iter().find(|a| a.key as i16 == key)
+    APIS.iter().find(|a| a.key.0 == key)
 }
 
 /// What a response is encoded with.
@@ -396,7 +412,7 @@ impl Service {
 
 /// A parsed request header plus the API it belongs to.
 pub struct Req {
-    pub key: ApiKey,
+    pub key: Key,
     pub version: i16,
     pub header: RequestHeader,
     /// Size of the request frame (without its size prefix).
@@ -546,7 +562,7 @@ pub fn parse_request(mut frame: Bytes) -> Result<Parsed, Close> {
             1
         }
     } else {
-        spec.key.request_header_version(version)
+        (spec.request_header)(version)
     };
     let header: RequestHeader = codec::decode(&mut frame, header_version)?;
     if version < spec.advertised_min || version > spec.max {
@@ -581,10 +597,11 @@ async fn dispatch(shard: Rc<Shard>, conn: Rc<Connection>, frame: Bytes) -> Resul
         Parsed::Request(mut req, body) => {
             req.peer = conn.peer;
             if !conn.auth.borrow().is_authenticated()
-                && !matches!(
-                    req.key,
-                    ApiKey::ApiVersions | ApiKey::SaslHandshake | ApiKey::SaslAuthenticate
-                )
+                && !req.key.is_any(&[
+                    ApiKey::ApiVersions,
+                    ApiKey::SaslHandshake,
+                    ApiKey::SaslAuthenticate,
+                ])
             {
                 let auth = conn.auth.borrow();
                 if auth.session_expired() {
@@ -595,7 +612,7 @@ async fn dispatch(shard: Rc<Shard>, conn: Rc<Connection>, frame: Bytes) -> Resul
                 return Err(Close("request before authentication"));
             }
             if conn.auth.borrow().is_authenticated()
-                && !matches!(req.key, ApiKey::SaslHandshake | ApiKey::SaslAuthenticate)
+                && !req.key.is_any(&[ApiKey::SaslHandshake, ApiKey::SaslAuthenticate])
             {
                 let client_id = req.header.client_id.as_deref().unwrap_or("");
                 req.quota = throttle::client_quota(&shard, &conn, client_id);
@@ -610,12 +627,6 @@ async fn dispatch(shard: Rc<Shard>, conn: Rc<Connection>, frame: Bytes) -> Resul
             Ok(Reply::Now(api_versions::unsupported(correlation_id)))
         }
     }
-}
-
-/// kafka-protocol's own version range for a key, to check the table.
-pub fn library_versions(key: ApiKey) -> (i16, i16) {
-    let v = key.valid_versions();
-    (v.min, v.max)
 }
 
 /// A Kafka string of `s`.
@@ -644,28 +655,22 @@ mod tests {
         assert_eq!(promised.len(), 74);
         for a in APIS {
             assert!(
-                promised.contains(&(a.key as i16)),
+                promised.contains(&a.key.0),
                 "{:?} is not a promised key",
                 a.key
             );
         }
-        // Every promised key is served but these (streams groups, KIP-1071:
-        // kafka-protocol 0.18 has no codec for them; issue 18).
-        const NOT_YET: [i16; 2] = [88, 89];
-        let served: std::collections::BTreeSet<i16> = APIS.iter().map(|a| a.key as i16).collect();
-        let expected: std::collections::BTreeSet<i16> = promised
-            .iter()
-            .copied()
-            .filter(|k| !NOT_YET.contains(k))
-            .collect();
+        // Every promised key is served.
+        let served: std::collections::BTreeSet<i16> = APIS.iter().map(|a| a.key.0).collect();
+        let expected: std::collections::BTreeSet<i16> = promised.iter().copied().collect();
         assert_eq!(served, expected);
-        assert_eq!(served.len(), 72);
+        assert_eq!(served.len(), 74);
     }
 
     #[test]
     fn table_is_within_the_library_and_unique() {
         for (i, a) in APIS.iter().enumerate() {
-            let (lo, hi) = library_versions(a.key);
+            let (lo, hi) = a.codec;
             assert!(a.min >= lo, "{:?} min below the codec's", a.key);
             assert!(a.max <= hi, "{:?} max above the codec's", a.key);
             assert!(a.min <= a.max);

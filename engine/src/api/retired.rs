@@ -15,8 +15,8 @@ use crate::limits::RETIRED_PARTITIONS_MAX;
 
 /// The answer to `req` at a retired version of its API.
 pub fn answer(req: &Req, body: Bytes) -> Result<Reply, Close> {
-    match req.key {
-        ApiKey::Produce => {
+    match req.key.api_key() {
+        Some(ApiKey::Produce) => {
             let (acks, topics) = parse_produce(body)?;
             tracing::info!(client = %req.client_id(), version = req.version,
                 "Produce refused: versions 0-2 are advertised for old clients, not served");
@@ -36,8 +36,8 @@ pub fn answer(req: &Req, body: Bytes) -> Result<Reply, Close> {
 /// Checks a body at a retired version without answering it (hostile-input
 /// tests).
 pub fn parse(req: &Req, body: Bytes) -> Result<(), Close> {
-    match req.key {
-        ApiKey::Produce => parse_produce(body).map(drop),
+    match req.key.api_key() {
+        Some(ApiKey::Produce) => parse_produce(body).map(drop),
         _ => Err(Close("a retired version of an API that has none")),
     }
 }

@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::*;
 
+use super::generated::{StreamsGroupDescribeResponse, StreamsGroupHeartbeatResponse};
+
 use super::{Connection, Req};
 use crate::error::ErrorCode;
 use crate::limits::{QUOTA_THROTTLE_MS_MAX, QUOTA_TIME_THROTTLE_MS_MAX};
@@ -93,6 +95,8 @@ throttled!(
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupDescribeResponse,
     ShareGroupHeartbeatResponse,
+    StreamsGroupHeartbeatResponse,
+    StreamsGroupDescribeResponse,
     ShareGroupDescribeResponse,
     ShareFetchResponse,
     ShareAcknowledgeResponse,

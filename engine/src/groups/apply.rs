@@ -10,10 +10,15 @@ use super::calls::Call;
 use super::classic::{AfterStore, Effects, State};
 use super::consumer::{ConsumerGroup, HeartbeatResult};
 use super::coordinator::Coordinator;
+use super::calls::Failed;
 use super::share::{ShareGroup, ShareHeartbeatResult};
+use super::streams::{StreamsGroup, StreamsHeartbeatResult};
 use super::state::split_deletable;
 use super::writes::{enqueue_offsets, queue_store, Write};
-use super::{ConsumerDescription, JoinResult, ShareDescription, SyncResult, TOPICS_REFRESH};
+use super::{
+    ConsumerDescription, JoinResult, ShareDescription, StreamsDescription, SyncResult,
+    TOPICS_REFRESH,
+};
 use crate::error::ErrorCode;
 
 impl Coordinator {
@@ -61,6 +66,12 @@ impl Coordinator {
                         Some(format!("Group {group_id} is not a consumer group.")),
                     ));
                 }
+                Call::StreamsHeartbeat(_, _, r) => {
+                    let _ = r.send(StreamsHeartbeatResult::error(
+                        ErrorCode::GroupIdNotFound,
+                        format!("Group {group_id} is not a streams group."),
+                    ));
+                }
                 other => other.fail(ErrorCode::GroupIdNotFound),
             }
             return self.after(group_id, Effects::default());
@@ -106,6 +117,117 @@ impl Coordinator {
                 }
             }
         }
+        if let Some(call) = self.route_streams(group_id, call, known, now) {
+            return self.apply_other(group_id, call, known, now);
+        }
+    }
+
+    /// Streams groups' side of the routing: a streams call to a group of
+    /// another kind, or another kind's call to a streams group. `None`:
+    /// answered.
+    fn route_streams(
+        &mut self,
+        group_id: &str,
+        call: Call,
+        known: bool,
+        now: Instant,
+    ) -> Option<Call> {
+        let l = self.slots.get_mut(group_id)?;
+        let streams_call = matches!(
+            call,
+            Call::StreamsHeartbeat(..) | Call::StreamsDescribe { .. }
+        );
+        if streams_call && l.state.streams.is_none() {
+            // Only an empty classic group turns into a streams group (as
+            // Kafka converts it); a new group is made by a joining member.
+            let convertible = l.state.is_classic() && l.state.empty();
+            let other = !convertible;
+            match call {
+                Call::StreamsHeartbeat(a, _, r) if other || a.member_epoch != 0 => {
+                    let message = if other || known {
+                        format!("Group {group_id} is not a streams group.")
+                    } else {
+                        format!("Streams group {group_id} not found.")
+                    };
+                    let _ = r.send(StreamsHeartbeatResult::error(
+                        ErrorCode::GroupIdNotFound,
+                        message,
+                    ));
+                    self.after(group_id, Effects::default());
+                    return None;
+                }
+                Call::StreamsDescribe { reply, .. } => {
+                    let message = if known {
+                        format!("Group {group_id} is not a streams group.")
+                    } else {
+                        format!("Group {group_id} not found.")
+                    };
+                    let mut d = StreamsDescription::failed(ErrorCode::GroupIdNotFound);
+                    d.error_message = Some(message);
+                    let _ = reply.send(d);
+                    self.after(group_id, Effects::default());
+                    return None;
+                }
+                call => {
+                    let mut g = StreamsGroup::new(group_id.to_owned(), self.cfg.streams.clone());
+                    g.group_epoch = l.state.group.generation;
+                    g.assignment_epoch = l.state.group.generation;
+                    l.state.streams = Some(g);
+                    self.apply_streams(group_id, call, known, now);
+                    return None;
+                }
+            }
+        }
+        if l.state.streams.is_some() {
+            let classic_call = matches!(
+                call,
+                Call::Join(..) | Call::Sync(..) | Call::Heartbeat { .. } | Call::Leave { .. }
+            );
+            if classic_call && l.state.empty() && matches!(call, Call::Join(..)) {
+                // An empty streams group becomes a classic one.
+                l.state.streams = None;
+                return Some(call);
+            }
+            match call {
+                Call::Join(a, r) => {
+                    let _ = r.send(JoinResult::error(
+                        ErrorCode::InconsistentGroupProtocol,
+                        &a.member_id,
+                    ));
+                }
+                Call::ConsumerHeartbeat(_, _, r) => {
+                    let _ = r.send(HeartbeatResult::error(
+                        ErrorCode::GroupIdNotFound,
+                        format!("Group {group_id} is not a consumer group."),
+                    ));
+                }
+                Call::ConsumerDescribe { reply, .. } => {
+                    let _ = reply.send(ConsumerDescription::error(
+                        ErrorCode::GroupIdNotFound,
+                        Some(format!("Group {group_id} is not a consumer group.")),
+                    ));
+                }
+                call @ (Call::Describe { .. }
+                | Call::Delete { .. }
+                | Call::DeleteOffsets { .. }) => return Some(call),
+                call => {
+                    self.apply_streams(group_id, call, known, now);
+                    return None;
+                }
+            }
+            self.after(group_id, Effects::default());
+            return None;
+        }
+        Some(call)
+    }
+
+    /// The calls of classic and consumer groups, and those every kind
+    /// answers alike.
+    fn apply_other(&mut self, group_id: &str, call: Call, known: bool, now: Instant) {
+        let Some(l) = self.slots.get_mut(group_id) else {
+            call.fail(ErrorCode::CoordinatorNotAvailable);
+            return;
+        };
         // A call of the other protocol: an empty group switches protocol
         // (Kafka converts empty groups), a group with members refuses it.
         let classic_call = matches!(
@@ -186,6 +308,8 @@ impl Coordinator {
         };
         if l.state.share.is_some() {
             self.apply_share(group_id, call, known, now);
+        } else if l.state.streams.is_some() {
+            self.apply_streams(group_id, call, known, now);
         } else if l.state.consumer.is_some() {
             self.apply_consumer(group_id, call, known, now);
         } else {
@@ -289,6 +413,9 @@ impl Coordinator {
             Call::ConsumerHeartbeat(..) => unreachable!("routed to apply_consumer"),
             Call::ShareHeartbeat(..) | Call::ShareDescribe { .. } | Call::ShareEmpty { .. } => {
                 unreachable!("routed to apply_share")
+            }
+            Call::StreamsHeartbeat(..) | Call::StreamsDescribe { .. } => {
+                unreachable!("routed to apply_streams")
             }
             Call::Describe { .. } | Call::Delete { .. } | Call::DeleteOffsets { .. } => {
                 unreachable!("answered by apply")
@@ -437,6 +564,108 @@ impl Coordinator {
             }
             Call::Adopt { .. } => {}
             other => other.fail(ErrorCode::GroupIdNotFound),
+        }
+        self.after(group_id, fx);
+    }
+
+    /// Applies a call to a streams group.
+    fn apply_streams(&mut self, group_id: &str, call: Call, known: bool, now: Instant) {
+        let Some(l) = self.slots.get_mut(group_id) else {
+            return call.fail(ErrorCode::CoordinatorNotAvailable);
+        };
+        let mut fx = Effects::default();
+        let g = l.state.streams.as_mut().expect("a streams group");
+        match call {
+            Call::StreamsHeartbeat(args, resolved, reply) => {
+                for (name, id, partitions) in resolved {
+                    self.topics.entry(name).or_insert((id, partitions));
+                }
+                let mut changed = false;
+                let result = g.heartbeat(*args, &self.topics, now, &mut changed);
+                if changed && result.error == ErrorCode::None {
+                    fx.stores
+                        .push((g.snapshot(), AfterStore::StreamsHeartbeat { reply, result }));
+                } else {
+                    if changed {
+                        fx.stores.push((g.snapshot(), AfterStore::Nothing));
+                    }
+                    let _ = reply.send(result);
+                }
+            }
+            Call::StreamsDescribe { reply, .. } => {
+                let d = if known || !g.is_empty() {
+                    StreamsDescription {
+                        error: ErrorCode::None,
+                        error_message: None,
+                        state: g.state(),
+                        group_epoch: g.group_epoch,
+                        assignment_epoch: g.assignment_epoch,
+                        topology: g.topology.clone(),
+                        tasks: g
+                            .configured
+                            .as_ref()
+                            .filter(|c| c.is_ready())
+                            .map(|c| c.tasks.clone()),
+                        members: g
+                            .members
+                            .values()
+                            .map(|m| {
+                                let target =
+                                    g.target.get(&m.member_id).cloned().unwrap_or_default();
+                                (m.clone(), target)
+                            })
+                            .collect(),
+                    }
+                } else {
+                    let mut d = StreamsDescription::failed(ErrorCode::GroupIdNotFound);
+                    d.error_message = Some(format!("Group {group_id} not found."));
+                    d
+                };
+                let _ = reply.send(d);
+            }
+            Call::Commit(args, reply) => {
+                let transactional = args.txn.is_some();
+                let verdict = if transactional && args.generation < 0 && args.member_id.is_empty() {
+                    Ok(())
+                } else if !transactional && !args.group_must_exist && !args.member_id.is_empty() {
+                    Err((
+                        ErrorCode::UnsupportedVersion,
+                        "OffsetCommit version 9 or above must be used by members using the streams group protocol".to_owned(),
+                    ))
+                } else {
+                    let names: std::collections::HashMap<uuid::Uuid, &String> =
+                        self.topics.iter().map(|(n, (id, _))| (*id, n)).collect();
+                    let committed: Vec<(String, i32)> = args
+                        .offsets
+                        .iter()
+                        .map(|o| {
+                            let name = names.get(&o.topic_id).map_or_else(String::new, |n| (*n).clone());
+                            (name, o.partition)
+                        })
+                        .collect();
+                    g.validate_commit(&args.member_id, args.generation, &committed)
+                };
+                match verdict {
+                    Err((mut e, message)) => {
+                        tracing::debug!(group = %group_id, member = %args.member_id, error = ?e, %message, "streams group offset commit refused");
+                        if transactional && e == ErrorCode::StaleMemberEpoch {
+                            e = ErrorCode::IllegalGeneration;
+                        }
+                        let _ = reply.send(Err(e));
+                    }
+                    Ok(()) => enqueue_offsets(l, args.offsets, args.txn, reply, &self.stats),
+                }
+            }
+            Call::ValidateFetch {
+                member_id,
+                member_epoch,
+                reply,
+                ..
+            } => {
+                let _ = reply.send(g.validate_fetch(&member_id, member_epoch));
+            }
+            Call::Adopt { .. } => {}
+            other => other.fail(ErrorCode::UnknownMemberId),
         }
         self.after(group_id, fx);
     }

@@ -12,6 +12,7 @@ use uuid::Uuid;
 use super::classic::State;
 use super::consumer::{self, HeartbeatArgs, HeartbeatResult};
 use super::share::{ShareHeartbeatArgs, ShareHeartbeatResult, ShareMember};
+use super::streams::{StreamsHeartbeatArgs, StreamsHeartbeatResult, StreamsMember, Tasks, Topology};
 use crate::error::ErrorCode;
 
 pub struct JoinArgs {
@@ -197,6 +198,17 @@ pub(super) enum Call {
         create: bool,
         reply: oneshot::Sender<ErrorCode>,
     },
+    /// KIP-1071 heartbeat, with the topology's topics the handler
+    /// resolved.
+    StreamsHeartbeat(
+        Box<StreamsHeartbeatArgs>,
+        Vec<(String, Uuid, i32)>,
+        oneshot::Sender<StreamsHeartbeatResult>,
+    ),
+    StreamsDescribe {
+        group_id: String,
+        reply: oneshot::Sender<StreamsDescription>,
+    },
     /// Load the group if this agent coordinates it (orphan adoption).
     Adopt {
         group_id: String,
@@ -252,6 +264,41 @@ impl ShareDescription {
     }
 }
 
+/// StreamsGroupDescribe's view of a streams group.
+pub struct StreamsDescription {
+    pub error: ErrorCode,
+    pub error_message: Option<String>,
+    pub state: &'static str,
+    pub group_epoch: i32,
+    pub assignment_epoch: i32,
+    pub topology: Option<Topology>,
+    /// The tasks of each subtopology, when the topology is runnable.
+    pub tasks: Option<std::collections::BTreeMap<String, i32>>,
+    /// Each member and its target.
+    pub members: Vec<(StreamsMember, Tasks)>,
+}
+
+impl Failed for StreamsDescription {
+    fn failed(error: ErrorCode) -> Self {
+        StreamsDescription {
+            error,
+            error_message: None,
+            state: "Dead",
+            group_epoch: -1,
+            assignment_epoch: -1,
+            topology: None,
+            tasks: None,
+            members: Vec::new(),
+        }
+    }
+}
+
+impl Failed for StreamsHeartbeatResult {
+    fn failed(error: ErrorCode) -> Self {
+        StreamsHeartbeatResult::error(error, None)
+    }
+}
+
 impl Failed for ShareDescription {
     fn failed(error: ErrorCode) -> Self {
         ShareDescription::error(error, None)
@@ -275,6 +322,8 @@ impl Call {
             Call::ShareHeartbeat(a, _, _) => &a.group_id,
             Call::ShareDescribe { group_id, .. } => group_id,
             Call::ShareEmpty { group_id, .. } => group_id,
+            Call::StreamsHeartbeat(a, _, _) => &a.group_id,
+            Call::StreamsDescribe { group_id, .. } => group_id,
             Call::ValidateFetch { group_id, .. } => group_id,
             Call::Heartbeat { group_id, .. }
             | Call::Leave { group_id, .. }
@@ -306,6 +355,8 @@ impl Call {
             Call::ShareHeartbeat(_, _, r) => answer(r, error),
             Call::ShareDescribe { reply, .. } => answer(reply, error),
             Call::ShareEmpty { reply, .. } => answer(reply, error),
+            Call::StreamsHeartbeat(_, _, r) => answer(r, error),
+            Call::StreamsDescribe { reply, .. } => answer(reply, error),
             Call::Adopt { .. } => {}
         }
     }
@@ -356,5 +407,7 @@ impl Failed for ConsumerDescription {
 pub(super) enum Msg {
     Call(Box<Call>),
     List(oneshot::Sender<Result<Vec<Listed>, ErrorCode>>),
+    /// Topics that now exist: (name, id, partitions).
+    Learned(Vec<(String, Uuid, i32)>),
     Shutdown,
 }

@@ -21,6 +21,7 @@ use super::calls::{Call, Msg};
 use super::classic::{AfterStore, ClassicGroup, Effects, State};
 use super::consumer::{ConsumerGroup, TopicsView};
 use super::share::ShareGroup;
+use super::streams::StreamsGroup;
 use super::state::Group;
 use super::stored::GroupType;
 use super::writes::{fail_writes, Write, Wrote};
@@ -122,6 +123,7 @@ impl Coordinator {
                         self.results
                             .spawn(async move { Done::Listed(meta.list_groups().await, reply) });
                     }
+                    Some(Msg::Learned(topics)) => self.on_learned(topics),
                     Some(Msg::Shutdown) | None => break,
                 },
                 Some(d) = done_rx.recv() => self.on_done(d),
@@ -198,6 +200,15 @@ impl Coordinator {
                 continue;
             };
             let mut fx = Effects::default();
+            if let Some(s) = l.state.streams.as_mut() {
+                let (gone, changed) = s.on_timer(now, &self.topics);
+                fx.expired += gone;
+                if changed {
+                    fx.stores.push((s.snapshot(), AfterStore::Nothing));
+                }
+                self.after(&group_id, fx);
+                continue;
+            }
             if let Some(s) = l.state.share.as_mut() {
                 let gone = s.on_timer(now, &self.topics);
                 if gone > 0 {
@@ -254,11 +265,18 @@ impl Coordinator {
         };
         let now = Instant::now();
         let mut share = None;
+        let mut streams = None;
         let ((group, consumer), epoch) = match result {
             Ok(Some((stored, epoch))) => {
                 self.stats.groups_loaded.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(group = %group_id, epoch, members = stored.members.len(), "group loaded");
-                if GroupType::of(&stored) == GroupType::Share {
+                if GroupType::of(&stored) == GroupType::Streams {
+                    streams = Some(StreamsGroup::load(stored, self.cfg.streams.clone(), now));
+                    (
+                        (ClassicGroup::new(group_id.clone(), self.cfg.clone()), None),
+                        epoch,
+                    )
+                } else if GroupType::of(&stored) == GroupType::Share {
                     share = Some(ShareGroup::load(stored, self.cfg.share.clone(), now));
                     (
                         (ClassicGroup::new(group_id.clone(), self.cfg.clone()), None),
@@ -299,6 +317,7 @@ impl Coordinator {
                 group,
                 consumer,
                 share,
+                streams,
             },
             now,
         );
@@ -339,16 +358,32 @@ impl Coordinator {
         for t in found {
             self.topics.insert(t.name, (t.topic_id, t.partitions));
         }
+        self.reassign_loaded();
+    }
+
+    /// Groups whose topics changed in the view get a new target.
+    fn reassign_loaded(&mut self) {
         let ids: Vec<String> = self
             .slots
             .loaded()
-            .filter(|(_, l)| l.state.consumer.is_some() || l.state.share.is_some())
+            .filter(|(_, l)| !l.state.is_classic())
             .map(|(id, _)| id.clone())
             .collect();
         for id in ids {
             let Some(l) = self.slots.get_mut(&id) else {
                 continue;
             };
+            if let Some(s) = l.state.streams.as_mut() {
+                let before = (s.group_epoch, s.assignment_epoch);
+                s.maybe_assign(&self.topics);
+                if (s.group_epoch, s.assignment_epoch) != before {
+                    tracing::info!(group = %id, epoch = s.group_epoch, "topology topics changed; streams group assigns again");
+                    let mut fx = Effects::default();
+                    fx.stores.push((s.snapshot(), AfterStore::Nothing));
+                    self.after(&id, fx);
+                }
+                continue;
+            }
             if let Some(s) = l.state.share.as_mut() {
                 let before = s.group_epoch;
                 s.maybe_assign(&self.topics);
@@ -370,6 +405,15 @@ impl Coordinator {
                 self.after(&id, fx);
             }
         }
+    }
+
+    /// Topics this agent made: into the view, and the groups that wait for
+    /// them look again.
+    fn on_learned(&mut self, topics: Vec<(String, uuid::Uuid, i32)>) {
+        for (name, id, partitions) in topics {
+            self.topics.insert(name, (id, partitions));
+        }
+        self.reassign_loaded();
     }
 
     /// Re-reads the topics loaded consumer groups subscribe to.
@@ -400,6 +444,9 @@ impl Coordinator {
                     .unwrap_or_default();
                 if let Some(s) = &l.state.share {
                     t.extend(s.subscribed_topics());
+                }
+                if let Some(s) = &l.state.streams {
+                    t.extend(s.required_topics());
                 }
                 t
             })

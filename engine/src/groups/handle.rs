@@ -12,9 +12,11 @@ use super::calls::{Call, Failed, Msg};
 use super::consumer::{HeartbeatArgs, HeartbeatResult};
 use super::coordinator::Coordinator;
 use super::share::{ShareHeartbeatArgs, ShareHeartbeatResult};
+use super::streams::{StreamsHeartbeatArgs, StreamsHeartbeatResult};
 use super::{
     CommitArgs, ConsumerDescription, GroupDescription, GroupStats, GroupsConfig, JoinArgs,
-    JoinResult, LeaveMember, Listed, Owns, ShareDescription, SyncArgs, SyncResult, Written,
+    JoinResult, LeaveMember, Listed, Owns, ShareDescription, StreamsDescription, SyncArgs,
+    SyncResult, Written,
 };
 use crate::coordinator::start_thread;
 use crate::error::ErrorCode;
@@ -182,6 +184,26 @@ impl Groups {
             reply,
         })
         .await
+    }
+
+    pub async fn streams_heartbeat(
+        &self,
+        args: StreamsHeartbeatArgs,
+        topics: Vec<(String, Uuid, i32)>,
+    ) -> StreamsHeartbeatResult {
+        self.call(|r| Call::StreamsHeartbeat(Box::new(args), topics, r))
+            .await
+    }
+
+    pub async fn streams_describe(&self, group_id: String) -> StreamsDescription {
+        self.call(|reply| Call::StreamsDescribe { group_id, reply })
+            .await
+    }
+
+    /// Topics made by this agent (a streams group's internal topics): the
+    /// coordinator learns them now rather than at its next refresh.
+    pub async fn topics_created(&self, topics: Vec<(String, Uuid, i32)>) {
+        let _ = self.tx.send(Msg::Learned(topics)).await;
     }
 
     /// The groups this agent coordinates.

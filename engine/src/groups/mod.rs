@@ -27,8 +27,8 @@
 //! [`Groups`] in `handle` (the shards' handle), `coordinator` (the loop),
 //! `apply` (a call applied to a group), `writes` (a group's writes to
 //! PostgreSQL), `state` (a loaded group of either kind), `stored` (the
-//! stored format of both kinds), [`classic`] and [`consumer`] (the two
-//! protocols' group logic).
+//! stored format of both kinds), [`classic`], [`consumer`], [`share`] and
+//! [`streams`] (the protocols' group logic).
 
 mod apply;
 pub mod calls;
@@ -37,6 +37,7 @@ pub mod consumer;
 mod coordinator;
 mod handle;
 pub mod share;
+pub mod streams;
 mod state;
 mod stored;
 mod writes;
@@ -47,8 +48,8 @@ use std::time::Duration;
 pub use crate::coordinator::Owns;
 pub use calls::{
     CommitArgs, ConsumerDescription, Failed, GroupDescription, JoinArgs, JoinResult, JoinedMember,
-    LeaveMember, Listed, MemberDescription, ShareDescription, SyncArgs, SyncResult, TxnTarget,
-    Written,
+    LeaveMember, Listed, MemberDescription, ShareDescription, StreamsDescription, SyncArgs,
+    SyncResult, TxnTarget, Written,
 };
 pub use handle::Groups;
 
@@ -88,6 +89,8 @@ pub struct GroupsConfig {
     pub topic_access: TopicAccess,
     /// Share groups' settings.
     pub share: share::ShareConfig,
+    /// Streams groups' settings.
+    pub streams: streams::StreamsConfig,
 }
 
 /// Which topics a consumer group member's regular expression may match:
@@ -138,6 +141,7 @@ impl Default for GroupsConfig {
             consumer_heartbeat_interval: Duration::from_millis(5_000),
             topic_access: TopicAccess::default(),
             share: share::ShareConfig::default(),
+            streams: streams::StreamsConfig::default(),
         }
     }
 }

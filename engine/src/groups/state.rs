@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::classic::{ClassicGroup, State};
 use super::consumer::{ConsumerGroup, TopicsView};
 use super::share::ShareGroup;
+use super::streams::StreamsGroup;
 use super::stored::GroupType;
 use super::{GroupDescription, MemberDescription};
 use crate::coordinator::KeyState;
@@ -24,6 +25,9 @@ pub(super) struct Group {
     /// Set when the group is a KIP-932 share group (`group` is then an
     /// unused empty classic group).
     pub share: Option<ShareGroup>,
+    /// Set when the group is a KIP-1071 streams group (`group` is then an
+    /// unused empty classic group).
+    pub streams: Option<StreamsGroup>,
 }
 
 impl KeyState for Group {
@@ -35,6 +39,9 @@ impl KeyState for Group {
         if let Some(s) = &self.share {
             return s.next_wake();
         }
+        if let Some(s) = &self.streams {
+            return s.next_wake();
+        }
         match &self.consumer {
             Some(c) => c.next_wake(),
             None => self.group.next_wake(),
@@ -43,9 +50,17 @@ impl KeyState for Group {
 }
 
 impl Group {
+    /// A classic group (or none yet).
+    pub fn is_classic(&self) -> bool {
+        self.consumer.is_none() && self.share.is_none() && self.streams.is_none()
+    }
+
     /// No member (of either kind) and nobody waiting.
     pub fn empty(&self) -> bool {
         if let Some(s) = &self.share {
+            return s.is_empty();
+        }
+        if let Some(s) = &self.streams {
             return s.is_empty();
         }
         match &self.consumer {
@@ -58,6 +73,9 @@ impl Group {
         if let Some(s) = &self.share {
             return s.state();
         }
+        if let Some(s) = &self.streams {
+            return s.state();
+        }
         match &self.consumer {
             Some(c) => c.state(),
             None => self.group.state.name(),
@@ -68,6 +86,9 @@ impl Group {
         if self.share.is_some() {
             return "share".into();
         }
+        if self.streams.is_some() {
+            return "streams".into();
+        }
         match &self.consumer {
             Some(_) => "consumer".into(),
             None => self.group.protocol_type.clone().unwrap_or_default(),
@@ -77,6 +98,8 @@ impl Group {
     pub fn kind(&self) -> &'static str {
         if self.share.is_some() {
             GroupType::Share.name()
+        } else if self.streams.is_some() {
+            GroupType::Streams.name()
         } else if self.consumer.is_some() {
             GroupType::Consumer.name()
         } else {
@@ -94,6 +117,27 @@ impl Group {
                 state: s.state(),
                 protocol_type: "share".into(),
                 protocol: super::share::ASSIGNOR.into(),
+                members: s
+                    .members
+                    .values()
+                    .map(|m| MemberDescription {
+                        member_id: m.member_id.clone(),
+                        instance_id: None,
+                        client_id: m.client_id.clone(),
+                        client_host: m.client_host.clone(),
+                        metadata: Bytes::new(),
+                        assignment: Bytes::new(),
+                    })
+                    .collect(),
+            };
+        }
+        if let Some(s) = &self.streams {
+            return GroupDescription {
+                error: ErrorCode::None,
+                exists: true,
+                state: s.state(),
+                protocol_type: "streams".into(),
+                protocol: super::streams::ASSIGNOR.into(),
                 members: s
                     .members
                     .values()
@@ -146,6 +190,13 @@ impl Group {
 
     /// Whether DeleteGroups may delete the group.
     pub fn deletable(&self, known: bool) -> Result<(), ErrorCode> {
+        if let Some(s) = &self.streams {
+            return if s.is_empty() {
+                Ok(())
+            } else {
+                Err(ErrorCode::NonEmptyGroup)
+            };
+        }
         if let Some(s) = &self.share {
             return if s.is_empty() {
                 Ok(())
@@ -180,6 +231,13 @@ impl Group {
             // A share group's offsets are its share-partitions'
             // (DeleteShareGroupOffsets).
             return Err(ErrorCode::GroupIdNotFound);
+        }
+        if let Some(s) = &self.streams {
+            return Ok(if s.is_empty() {
+                BTreeSet::new()
+            } else {
+                s.consumed_topics()
+            });
         }
         match &self.consumer {
             Some(c) => Ok(c.consumed_topics(topics)),

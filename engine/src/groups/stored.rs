@@ -22,6 +22,8 @@ pub enum GroupType {
     Consumer,
     /// KIP-932 (ShareGroupHeartbeat).
     Share,
+    /// KIP-1071 (StreamsGroupHeartbeat).
+    Streams,
 }
 
 impl GroupType {
@@ -30,6 +32,7 @@ impl GroupType {
             GroupType::Classic => "classic",
             GroupType::Consumer => "consumer",
             GroupType::Share => "share",
+            GroupType::Streams => "streams",
         }
     }
 
@@ -38,6 +41,7 @@ impl GroupType {
         match stored.group_type.as_str() {
             "consumer" => GroupType::Consumer,
             "share" => GroupType::Share,
+            "streams" => GroupType::Streams,
             _ => GroupType::Classic,
         }
     }
@@ -58,6 +62,8 @@ pub struct Stored {
     /// When the group entered its state (ms since the Unix epoch).
     pub state_since_ms: i64,
     pub members: Vec<Member>,
+    /// The kind's group-level bytes (a streams group's topology).
+    pub data: Vec<u8>,
 }
 
 /// A member as stored, typed.
@@ -102,6 +108,7 @@ impl From<Stored> for StoredGroup {
                 "Stable".into()
             },
             state_since_ms: g.state_since_ms,
+            data: g.data,
             members: g
                 .members
                 .into_iter()
@@ -131,6 +138,7 @@ impl From<StoredGroup> for Stored {
             assignment_epoch: g.assignment_epoch,
             leader_id: g.leader_id,
             state_since_ms: g.state_since_ms,
+            data: g.data,
             members: g
                 .members
                 .into_iter()
@@ -152,12 +160,12 @@ impl From<StoredGroup> for Stored {
 // A KIP-848 member's state is stored in the groups row's byte arrays,
 // version 1.
 
-fn put_str(b: &mut BytesMut, s: &str) {
+pub(super) fn put_str(b: &mut BytesMut, s: &str) {
     b.put_u32(s.len() as u32);
     b.put_slice(s.as_bytes());
 }
 
-fn get_str(b: &mut &[u8]) -> Option<String> {
+pub(super) fn get_str(b: &mut &[u8]) -> Option<String> {
     if b.remaining() < 4 {
         return None;
     }
@@ -333,6 +341,7 @@ mod tests {
             leader_id: None,
             state: "Stable".into(),
             state_since_ms: 1_700_000_000_000,
+            data: vec![9],
             members: vec![StoredMember {
                 member_id: "m".into(),
                 instance_id: Some("i".into()),
@@ -362,6 +371,7 @@ mod tests {
             assignment_epoch: 0,
             leader_id: None,
             state_since_ms: 0,
+            data: Vec::new(),
             members: Vec::new(),
         };
         let row = StoredGroup::from(g);

@@ -15,6 +15,7 @@ use super::classic::{AfterStore, Effects};
 use super::consumer::HeartbeatResult;
 use super::coordinator::{Coordinator, Done, Loaded};
 use super::share::ShareHeartbeatResult;
+use super::streams::StreamsHeartbeatResult;
 use super::stored::GroupType;
 use super::{GroupStats, JoinResult, TxnTarget, Written};
 use crate::coordinator::WriteQueue;
@@ -127,7 +128,7 @@ impl Coordinator {
                 if code == ErrorCode::CoordinatorNotAvailable
                     && slot
                         .as_ref()
-                        .is_some_and(|l| l.state.consumer.is_some() || l.state.share.is_some())
+                        .is_some_and(|l| !l.state.is_classic())
                 {
                     // Memory is ahead of PostgreSQL: answer nothing from it;
                     // the group loads again from what is stored.
@@ -171,6 +172,13 @@ impl Coordinator {
                                 result
                             } else {
                                 ShareHeartbeatResult::error(code, None)
+                            });
+                        }
+                        AfterStore::StreamsHeartbeat { reply, result } => {
+                            let _ = reply.send(if code == ErrorCode::None {
+                                result
+                            } else {
+                                StreamsHeartbeatResult::error(code, None)
                             });
                         }
                         AfterStore::Nothing => {}
@@ -266,10 +274,11 @@ impl Coordinator {
 /// join the newer one's: at most one store waits per group, however many
 /// heartbeats change it.
 pub(super) fn queue_store(l: &mut Loaded, stored: StoredGroup, after: AfterStore) {
-    if GroupType::of(&stored) == GroupType::Consumer {
+    let kind = GroupType::of(&stored);
+    if matches!(kind, GroupType::Consumer | GroupType::Streams) {
         for w in l.writes.iter_mut() {
             if let Write::Group(queued, afters) = w {
-                if GroupType::of(queued) == GroupType::Consumer {
+                if GroupType::of(queued) == kind {
                     **queued = stored;
                     afters.push(after);
                     return;
@@ -297,9 +306,10 @@ pub(super) fn enqueue_offsets(
         && !l.writes.is_writing()
         && !l.writes.iter().any(|w| matches!(w, Write::Group(..)))
     {
-        let stored = match &l.state.consumer {
-            Some(c) => c.snapshot(),
-            None => l.state.group.snapshot(None),
+        let stored = match (&l.state.consumer, &l.state.streams) {
+            (Some(c), _) => c.snapshot(),
+            (_, Some(s)) => s.snapshot(),
+            _ => l.state.group.snapshot(None),
         };
         l.writes
             .push(Write::Group(Box::new(stored), vec![AfterStore::Nothing]));
@@ -324,6 +334,9 @@ pub(super) fn fail_writes(writes: &mut WriteQueue<Write>, error: ErrorCode) {
                         }
                         AfterStore::ShareHeartbeat { reply, .. } => {
                             let _ = reply.send(ShareHeartbeatResult::error(error, None));
+                        }
+                        AfterStore::StreamsHeartbeat { reply, .. } => {
+                            let _ = reply.send(StreamsHeartbeatResult::error(error, None));
                         }
                         AfterStore::Stored(reply) => {
                             let _ = reply.send(error);

@@ -167,7 +167,7 @@ impl Shard {
         &self,
         who: &str,
         peer: Option<std::net::SocketAddr>,
-        key: kafka_protocol::messages::ApiKey,
+        key: crate::api::Key,
     ) {
         self.metrics
             .sasl_sessions_expired
@@ -189,7 +189,7 @@ impl Shard {
         operation: i8,
         resource_type: i8,
         name: &str,
-        key: kafka_protocol::messages::ApiKey,
+        key: crate::api::Key,
     ) {
         self.metrics
             .authorization_denials
@@ -214,7 +214,7 @@ impl Shard {
         &self,
         peer: Option<std::net::SocketAddr>,
         listener: &str,
-        key: kafka_protocol::messages::ApiKey,
+        key: crate::api::Key,
     ) {
         self.metrics
             .requests_before_authentication

@@ -9,7 +9,7 @@ use anyhow::Result;
 use bytes::{Buf, BufMut, Bytes};
 use kafka_protocol::protocol::buf::{ByteBuf, ByteBufMut};
 use kafka_protocol::protocol::{
-    Decodable, Encodable, HeaderVersion, Message, StrBytes, VersionRange,
+    Decodable, Encodable, HeaderVersion, Message, Request, StrBytes, VersionRange,
 };
 use uuid::Uuid;
 
@@ -140,7 +140,7 @@ impl HeaderVersion for StreamsGroupDescribeRequest {
     }
 }
 
-impl StreamsGroupDescribeRequest {
-    /// The API key.
-    pub const KEY: i16 = 89;
+impl Request for StreamsGroupDescribeRequest {
+    const KEY: i16 = 89;
+    type Response = super::StreamsGroupDescribeResponse;
 }

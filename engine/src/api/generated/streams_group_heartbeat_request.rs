@@ -9,7 +9,7 @@ use anyhow::Result;
 use bytes::{Buf, BufMut, Bytes};
 use kafka_protocol::protocol::buf::{ByteBuf, ByteBufMut};
 use kafka_protocol::protocol::{
-    Decodable, Encodable, HeaderVersion, Message, StrBytes, VersionRange,
+    Decodable, Encodable, HeaderVersion, Message, Request, StrBytes, VersionRange,
 };
 use uuid::Uuid;
 
@@ -1260,7 +1260,7 @@ impl HeaderVersion for StreamsGroupHeartbeatRequest {
     }
 }
 
-impl StreamsGroupHeartbeatRequest {
-    /// The API key.
-    pub const KEY: i16 = 88;
+impl Request for StreamsGroupHeartbeatRequest {
+    const KEY: i16 = 88;
+    type Response = super::StreamsGroupHeartbeatResponse;
 }

@@ -9,7 +9,7 @@ use anyhow::Result;
 use bytes::{Buf, BufMut, Bytes};
 use kafka_protocol::protocol::buf::{ByteBuf, ByteBufMut};
 use kafka_protocol::protocol::{
-    Decodable, Encodable, HeaderVersion, Message, StrBytes, VersionRange,
+    Decodable, Encodable, HeaderVersion, Message, Request, StrBytes, VersionRange,
 };
 use uuid::Uuid;
 

@@ -108,6 +108,12 @@ pub enum AfterStore {
         reply: oneshot::Sender<super::share::ShareHeartbeatResult>,
         result: super::share::ShareHeartbeatResult,
     },
+    /// A streams group heartbeat that changed the group: answered once
+    /// stored.
+    StreamsHeartbeat {
+        reply: oneshot::Sender<super::streams::StreamsHeartbeatResult>,
+        result: super::streams::StreamsHeartbeatResult,
+    },
 }
 
 /// Side effects of a call, for the coordinator.
@@ -221,6 +227,7 @@ impl ClassicGroup {
             assignment_epoch: 0,
             leader_id: self.leader.clone(),
             state_since_ms: self.state_since_ms,
+            data: Vec::new(),
             members: self
                 .members
                 .values()

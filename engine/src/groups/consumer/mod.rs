@@ -318,6 +318,7 @@ impl ConsumerGroup {
             assignment_epoch: self.assignment_epoch,
             leader_id: None,
             state_since_ms: self.state_since_ms,
+            data: Vec::new(),
             members: self
                 .members
                 .values()

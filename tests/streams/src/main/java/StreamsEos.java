@@ -5,6 +5,7 @@
 //                   --input T --out-fizz T --out-rest T
 //                   [--threads N] [--delay-us US] [--stall-after N [--stall-ms MS]]
 //                   [--transaction-timeout-ms MS] [--persistent-store]
+//                   [--group-protocol classic|streams]
 //
 // Topology (every output value is computable from the input record alone):
 //   input (key "k<idx>", value "v<idx>:<payload>")
@@ -24,6 +25,9 @@
 //   directory only when the topology has a persistent store, so only then does
 //   a restart on the same --state-dir reuse the transactional ids
 //   "<application.id>-<process id>-<thread index>" and fence its predecessor.
+// --group-protocol streams: Streams' group.protocol (KIP-1071's streams
+//   rebalance protocol, StreamsGroupHeartbeat); Streams' default (classic)
+//   without it.
 //
 // Reads stdin: a line "stop" or end of input closes Streams cleanly and exits
 // with 0 when the close completed in time. Prints on stderr, one line each:
@@ -100,6 +104,14 @@ public final class StreamsEos {
             throw new IllegalArgumentException("--" + key + " is required");
         }
         return v;
+    }
+
+    /** Sets group.protocol from --group-protocol, if given. */
+    static void groupProtocol(Map<String, String> a, Properties p) {
+        String protocol = a.get("group-protocol");
+        if (protocol != null) {
+            p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, protocol);
+        }
     }
 
     /** idx of a key "k<idx>". */
@@ -226,6 +238,7 @@ public final class StreamsEos {
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG), 60000);
         p.put(StreamsConfig.producerPrefix(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG),
               Integer.parseInt(a.getOrDefault("transaction-timeout-ms", "10000")));
+        groupProtocol(a, p);
 
         Topology t = topology(need(a, "input"), need(a, "out-fizz"), need(a, "out-rest"), withStore);
         System.exit(run(t, p));

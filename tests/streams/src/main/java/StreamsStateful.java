@@ -5,6 +5,7 @@
 //                   --guarantee at_least_once|exactly_once_v2
 //                   --users T --events T --out-regions T --out-windows T
 //                   [--threads N] [--delay-us US] [--transaction-timeout-ms MS]
+//                   [--group-protocol classic|streams]
 //
 // Topology (record caches off, so every update of a store is forwarded):
 //   users (KTable, key "u<j>", value the user's region "r<n>"), materialized
@@ -89,6 +90,7 @@ public final class StreamsStateful {
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.MAX_POLL_INTERVAL_MS_CONFIG), 60000);
         p.put(StreamsConfig.producerPrefix(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG),
               Integer.parseInt(a.getOrDefault("transaction-timeout-ms", "10000")));
+        StreamsEos.groupProtocol(a, p);
         Topology t = topology(StreamsEos.need(a, "users"), StreamsEos.need(a, "events"),
                 StreamsEos.need(a, "out-regions"), StreamsEos.need(a, "out-windows"), p);
         System.exit(StreamsEos.run(t, p));
