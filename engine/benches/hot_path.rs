@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{ApiKey, FetchResponse, ProduceRequest, TopicName};
+use kafka_protocol::messages::{FetchResponse, ProduceRequest, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::Compression;
 use rutomq::api::{decode_body, encode, encode_request, parse_request, Parsed};
@@ -49,7 +49,7 @@ fn produce_frame(batch: &Bytes) -> Bytes {
                     })
                     .collect(),
             )]);
-    encode_request(ApiKey::Produce, 9, &req).expect("encode produce")
+    encode_request(9, &req).expect("encode produce")
 }
 
 fn decode(c: &mut Criterion) {

@@ -65,6 +65,7 @@ CLIENTS = [
     ("test_groups_java_go.py::test_mixed_*", f"{JAVA}; franz-go {V['franz']}; librdkafka"),
     ("test_compaction.py::test_java_and_franz_go_*", f"{JAVA}; {FRANZ}"),
     ("test_streams.py::*" + V["streams_newest"] + "*", f"Kafka Streams {V['streams_newest']}"),
+    ("test_streams_groups.py::*", f"Kafka Streams {V['streams']} (group.protocol=streams); Kafka CLI tools {V['tools']}"),
     ("test_streams*.py::*", f"Kafka Streams {V['streams']}"),
     ("test_flink.py::*2.2.1*", f"Flink 2.2.1 + flink-connector-kafka {V['connector']}"),
     ("test_flink.py::*2.3.0*", f"Flink 2.3.0 + flink-connector-kafka {V['connector']}"),
@@ -101,8 +102,9 @@ DIFFERENCES = """\
 | Dynamic broker configs set per broker | The topic defaults among them (`log.retention.ms`, `message.max.bytes`, ...) are cluster-wide on rutomq (`--entity-default`; one agent's value is INVALID_REQUEST with why: any agent serves any partition). Kafka's other dynamic broker configs are stored and described with no effect (the documentation field says so); those rutomq sets by its flags or TLS files (listeners, SASL mechanisms, `ssl.*`, `max.connections*`) are refused with where to set them. |
 | Broker loggers (log4j names) | The agent's tracing targets, named with dots (`rutomq.api.produce`), `root` the default; SET and DELETE as in Kafka, kept until restart. |
 | Share-partition state kept by a share coordinator (`__share_group_state`), partition leaders holding the in-flight records | Each share-partition's state is a PostgreSQL row changed by compare-and-set, so consumers of one partition may fetch through any agents at once; the share-state APIs (83–87) read and write that row (a written state's leading acknowledged records are done at once: the start moves past them). Share sessions live on the client's connection. |
+| Streams groups' internal topics created by the broker through its controller (KIP-1071) | The agent answering the heartbeat creates them through CreateTopics' own path with the member's rights, and the coordinator learns them at once; a streams group's topology is stored in its PostgreSQL group row. |
 | Client telemetry (KIP-714) exported by a broker plugin | Built in: pushed client metrics are exported on `/metrics` as `rutomq_client_metric` (bounded); sums are asked cumulative (`delta_temporality` false). |
-| Feature flags (KIP-584) | ApiVersions lists `group.version` 1 (KIP-848) and `share.version` 1 (KIP-932), epoch 0; every other feature is at level 0 for clients (`transaction.version` 0: Java 4.x and franz-go producers keep the original transaction protocol). UpdateFeatures succeeds only when it keeps a level and refuses any change whole with INVALID_UPDATE_VERSION and why. |
+| Feature flags (KIP-584) | ApiVersions lists `group.version` 1 (KIP-848), `share.version` 1 (KIP-932) and `streams.version` 1 (KIP-1071), epoch 0; every other feature is at level 0 for clients (`transaction.version` 0: Java 4.x and franz-go producers keep the original transaction protocol). UpdateFeatures succeeds only when it keeps a level and refuses any change whole with INVALID_UPDATE_VERSION and why. |
 """
 
 

@@ -32,10 +32,10 @@ use rutomq_shards::{Close, Reply};
 
 pub use codec::{encode, encode_request, DECODER_PANICS};
 pub use fuzz::fuzz_frame;
-pub use key::Key;
 pub use group_support::{
     group_coordinator, group_operations, resolve_offsets, AskedOffset, ResolvedOffsets,
 };
+pub use key::Key;
 
 use crate::limits::SASL_RECEIVE_BYTES_MAX;
 use crate::quota;
@@ -612,7 +612,9 @@ async fn dispatch(shard: Rc<Shard>, conn: Rc<Connection>, frame: Bytes) -> Resul
                 return Err(Close("request before authentication"));
             }
             if conn.auth.borrow().is_authenticated()
-                && !req.key.is_any(&[ApiKey::SaslHandshake, ApiKey::SaslAuthenticate])
+                && !req
+                    .key
+                    .is_any(&[ApiKey::SaslHandshake, ApiKey::SaslAuthenticate])
             {
                 let client_id = req.header.client_id.as_deref().unwrap_or("");
                 req.quota = throttle::client_quota(&shard, &conn, client_id);

@@ -121,57 +121,64 @@ fn blank(s: &Option<kafka_protocol::protocol::StrBytes>) -> bool {
 
 /// Kafka's request checks (features 4.2 does not serve yet, then the
 /// fields' rules), before the coordinator sees it.
-fn check(body: &StreamsGroupHeartbeatRequest) -> Result<(), StreamsHeartbeatResult> {
+/// A refused request: its error and message.
+type Refusal = (ErrorCode, String);
+
+fn bad(message: &str) -> Refusal {
+    (ErrorCode::InvalidRequest, message.to_owned())
+}
+
+fn check(body: &StreamsGroupHeartbeatRequest) -> Result<(), Refusal> {
     if body.instance_id.is_some() {
-        return Err(invalid("Static membership is not yet supported."));
+        return Err(bad("Static membership is not yet supported."));
     }
     if body.task_offsets.is_some() {
-        return Err(invalid("TaskOffsets are not supported yet."));
+        return Err(bad("TaskOffsets are not supported yet."));
     }
     if body.task_end_offsets.is_some() {
-        return Err(invalid("TaskEndOffsets are not supported yet."));
+        return Err(bad("TaskEndOffsets are not supported yet."));
     }
     if body.warmup_tasks.as_ref().is_some_and(|w| !w.is_empty()) {
-        return Err(invalid("WarmupTasks are not supported yet."));
+        return Err(bad("WarmupTasks are not supported yet."));
     }
     if let Some(t) = &body.topology {
         if t.subtopologies.iter().any(|s| !s.source_topic_regex.is_empty()) {
-            return Err(invalid(
+            return Err(bad(
                 "Regular expressions for source topics are not supported yet.",
             ));
         }
     }
     if body.member_id.trim().is_empty() {
-        return Err(invalid("MemberId can't be empty."));
+        return Err(bad("MemberId can't be empty."));
     }
     if body.member_id.len() > STREAMS_MEMBER_ID_BYTES_MAX || body.member_id.contains('\0') {
-        return Err(invalid(
+        return Err(bad(
             "MemberId must be at most 255 characters, without NUL.",
         ));
     }
     if blank(&body.rack_id) {
-        return Err(invalid("RackId can't be empty."));
+        return Err(bad("RackId can't be empty."));
     }
     match body.member_epoch {
         0 => {
             if body.rebalance_timeout_ms == -1 {
-                return Err(invalid(
+                return Err(bad(
                     "RebalanceTimeoutMs must be provided in first request.",
                 ));
             }
             let held = |t: &Option<Vec<rq::TaskIds>>| t.as_ref().is_some_and(|v| !v.is_empty());
             if held(&body.active_tasks) || held(&body.standby_tasks) || held(&body.warmup_tasks) {
-                return Err(invalid(
+                return Err(bad(
                     "ActiveTasks must be empty when (re-)joining.",
                 ));
             }
             let Some(t) = &body.topology else {
-                return Err(invalid("Topology must be non-null when (re-)joining."));
+                return Err(bad("Topology must be non-null when (re-)joining."));
             };
             for s in &t.subtopologies {
                 for c in &s.state_changelog_topics {
                     if c.partitions != 0 {
-                        return Err(StreamsHeartbeatResult::error(
+                        return Err((
                             ErrorCode::StreamsInvalidTopology,
                             format!(
                                 "Changelog topic {} must have an undefined partition count, but it is set to {}.",
@@ -182,9 +189,9 @@ fn check(body: &StreamsGroupHeartbeatRequest) -> Result<(), StreamsHeartbeatResu
                 }
             }
         }
-        -2 => return Err(invalid("InstanceId can't be null.")),
+        -2 => return Err(bad("InstanceId can't be null.")),
         e if e < -2 => {
-            return Err(invalid(&format!(
+            return Err(bad(&format!(
                 "MemberEpoch is {e}, but must be greater than or equal to -2."
             )))
         }
@@ -195,10 +202,10 @@ fn check(body: &StreamsGroupHeartbeatRequest) -> Result<(), StreamsHeartbeatResu
         .filter(|t| t.is_some())
         .count();
     if some != 0 && some != 3 {
-        return Err(invalid("If one task-type is non-null, all must be non-null."));
+        return Err(bad("If one task-type is non-null, all must be non-null."));
     }
     if body.member_epoch != 0 && body.topology.is_some() {
-        return Err(invalid("Topology can only be provided when (re-)joining."));
+        return Err(bad("Topology can only be provided when (re-)joining."));
     }
     Ok(())
 }
@@ -266,8 +273,8 @@ async fn heartbeat(
         Err(ErrorCode::InvalidGroupId) => return invalid("GroupId can't be empty."),
         Err(e) => return StreamsHeartbeatResult::error(e, None),
     };
-    if let Err(refused) = check(&body) {
-        return refused;
+    if let Err((code, message)) = check(&body) {
+        return StreamsHeartbeatResult::error(code, message);
     }
     let mut resolved = Vec::new();
     let topology = body.topology.map(topology_of);

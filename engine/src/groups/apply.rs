@@ -7,13 +7,13 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::calls::Call;
+use super::calls::Failed;
 use super::classic::{AfterStore, Effects, State};
 use super::consumer::{ConsumerGroup, HeartbeatResult};
 use super::coordinator::Coordinator;
-use super::calls::Failed;
 use super::share::{ShareGroup, ShareHeartbeatResult};
-use super::streams::{StreamsGroup, StreamsHeartbeatResult};
 use super::state::split_deletable;
+use super::streams::{StreamsGroup, StreamsHeartbeatResult};
 use super::writes::{enqueue_offsets, queue_store, Write};
 use super::{
     ConsumerDescription, JoinResult, ShareDescription, StreamsDescription, SyncResult,
@@ -118,7 +118,7 @@ impl Coordinator {
             }
         }
         if let Some(call) = self.route_streams(group_id, call, known, now) {
-            return self.apply_other(group_id, call, known, now);
+            self.apply_other(group_id, call, known, now);
         }
     }
 
@@ -639,7 +639,9 @@ impl Coordinator {
                         .offsets
                         .iter()
                         .map(|o| {
-                            let name = names.get(&o.topic_id).map_or_else(String::new, |n| (*n).clone());
+                            let name = names
+                                .get(&o.topic_id)
+                                .map_or_else(String::new, |n| (*n).clone());
                             (name, o.partition)
                         })
                         .collect();

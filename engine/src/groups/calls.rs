@@ -12,7 +12,9 @@ use uuid::Uuid;
 use super::classic::State;
 use super::consumer::{self, HeartbeatArgs, HeartbeatResult};
 use super::share::{ShareHeartbeatArgs, ShareHeartbeatResult, ShareMember};
-use super::streams::{StreamsHeartbeatArgs, StreamsHeartbeatResult, StreamsMember, Tasks, Topology};
+use super::streams::{
+    StreamsHeartbeatArgs, StreamsHeartbeatResult, StreamsMember, Tasks, Topology,
+};
 use crate::error::ErrorCode;
 
 pub struct JoinArgs {

@@ -21,9 +21,9 @@ use super::calls::{Call, Msg};
 use super::classic::{AfterStore, ClassicGroup, Effects, State};
 use super::consumer::{ConsumerGroup, TopicsView};
 use super::share::ShareGroup;
-use super::streams::StreamsGroup;
 use super::state::Group;
 use super::stored::GroupType;
+use super::streams::StreamsGroup;
 use super::writes::{fail_writes, Write, Wrote};
 use super::{
     GroupStats, GroupsConfig, Listed, ADOPT_INTERVAL, IDLE_UNLOAD, OFFSETS_RETENTION_CHECK,

@@ -37,9 +37,9 @@ pub mod consumer;
 mod coordinator;
 mod handle;
 pub mod share;
-pub mod streams;
 mod state;
 mod stored;
+pub mod streams;
 mod writes;
 
 use std::sync::atomic::AtomicU64;

@@ -15,8 +15,8 @@ use super::classic::{AfterStore, Effects};
 use super::consumer::HeartbeatResult;
 use super::coordinator::{Coordinator, Done, Loaded};
 use super::share::ShareHeartbeatResult;
-use super::streams::StreamsHeartbeatResult;
 use super::stored::GroupType;
+use super::streams::StreamsHeartbeatResult;
 use super::{GroupStats, JoinResult, TxnTarget, Written};
 use crate::coordinator::WriteQueue;
 use crate::error::ErrorCode;
@@ -126,9 +126,7 @@ impl Coordinator {
                     l.epoch = *epoch;
                 }
                 if code == ErrorCode::CoordinatorNotAvailable
-                    && slot
-                        .as_ref()
-                        .is_some_and(|l| !l.state.is_classic())
+                    && slot.as_ref().is_some_and(|l| !l.state.is_classic())
                 {
                     // Memory is ahead of PostgreSQL: answer nothing from it;
                     // the group loads again from what is stored.

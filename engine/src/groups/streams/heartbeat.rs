@@ -155,7 +155,8 @@ impl StreamsGroup {
                         );
                     }
                     let mut m = blank_member(&a.member_id, now);
-                    m.rebalance_timeout = Duration::from_millis(a.rebalance_timeout_ms.max(0) as u64);
+                    m.rebalance_timeout =
+                        Duration::from_millis(a.rebalance_timeout_ms.max(0) as u64);
                     self.members.insert(a.member_id.clone(), m);
                     self.bump();
                     *changed = true;
@@ -310,7 +311,11 @@ impl StreamsGroup {
                 let e = m.user_endpoint.clone()?;
                 Some((
                     m.member_id == last,
-                    (e, partitions(&m.assigned.active), partitions(&m.assigned.standby)),
+                    (
+                        e,
+                        partitions(&m.assigned.active),
+                        partitions(&m.assigned.standby),
+                    ),
                 ))
             })
             .collect();

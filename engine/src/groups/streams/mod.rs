@@ -114,8 +114,7 @@ impl Tasks {
     }
 
     pub fn intersects(&self, other: &Tasks) -> bool {
-        set_intersects(&self.active, &other.active)
-            || set_intersects(&self.standby, &other.standby)
+        set_intersects(&self.active, &other.active) || set_intersects(&self.standby, &other.standby)
     }
 
     /// Every task, of either kind.
@@ -352,8 +351,8 @@ impl StreamsGroup {
                     format!("Topic {topic} is not in the topology."),
                 ));
             };
-            let owned = set_contains(&m.assigned.active, s, *p)
-                || set_contains(&m.revoking.active, s, *p);
+            let owned =
+                set_contains(&m.assigned.active, s, *p) || set_contains(&m.revoking.active, s, *p);
             if !owned {
                 return Err((
                     ErrorCode::StaleMemberEpoch,

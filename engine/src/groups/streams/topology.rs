@@ -292,15 +292,11 @@ impl Topology {
                     .iter()
                     .filter(|s| s.repartition_sink_topics.contains(&topic))
                 {
-                    let inputs = s
-                        .source_topics
-                        .iter()
-                        .filter_map(|t| external(t))
-                        .chain(
-                            s.repartition_source_topics
-                                .iter()
-                                .filter_map(|t| counts.get(&t.name).copied()),
-                        );
+                    let inputs = s.source_topics.iter().filter_map(|t| external(t)).chain(
+                        s.repartition_source_topics
+                            .iter()
+                            .filter_map(|t| counts.get(&t.name).copied()),
+                    );
                     for n in inputs {
                         best = Some(best.map_or(n, |b: i32| b.max(n)));
                     }
