@@ -1,4 +1,5 @@
-# What this proves: Kafka Streams 4.2.0 runs against rutomq with
+# What this proves: Kafka Streams 4.2.0 (and 4.4.0, the newest, which speaks
+# version 0 of the heartbeat to an agent that lists no newer) runs against rutomq with
 # group.protocol=streams (KIP-1071 streams groups: StreamsGroupHeartbeat and
 # StreamsGroupDescribe), and Kafka's kafka-streams-groups tool works on such a
 # group.
@@ -14,6 +15,8 @@
 #    retention.ms=-1; counts: compact; windowed counts: compact,delete and
 #    retention.ms = window + grace + 1 day). No other topic named after the
 #    application appears.
+#  - The group's own config streams.num.standby.replicas=1 (kafka-configs)
+#    gives every task a standby on the other process.
 #  - While both run, kafka-streams-groups --list shows the group (and, with
 #    --state, Stable); --describe --members shows 2 members of 2 processes,
 #    each with active tasks, together every task once; --describe --state
@@ -22,8 +25,8 @@
 #    partition of the source and repartition topics with its lag; --delete is
 #    refused (the group is not Empty).
 #  - One instance is stopped cleanly mid-stream (its members leave with epoch
-#    -1); the other one takes all 8 tasks over (restoring their state from the
-#    changelogs) and finishes the input: every count reaches its number of
+#    -1); the other one takes all 8 tasks over (their stores start from the
+#    checkpoints its standbys kept) and finishes the input: every count reaches its number of
 #    events, and --describe --offsets --verbose ends with lag 0 on every source
 #    partition (OffsetCommit / OffsetFetch of a streams group member).
 #  - Once both are stopped the group is Empty (--list --state; --describe
@@ -52,8 +55,9 @@ import pytest
 from kafkautil import (Rec, cluster_metadata, create_topic, kafka_tool, produce_confluent, unique_topic,
                        wait_for_topic, wait_topic_absent, wait_until)
 from test_java_go import roundtrip_clients  # noqa: F401 (fixture)
-from test_streams import PARTITIONS, _process_id, streams, streams_jar  # noqa: F401 (fixtures)
-from test_streams_stateful import USERS, WINDOW_MS, _expected, _region, _restored_after, _topic_configs, _updates
+from test_streams import (PARTITIONS, STREAMS_NEWEST, STREAMS_VERSION, _process_id, streams,  # noqa: F401 (fixtures)
+                          streams_jar)
+from test_streams_stateful import USERS, WINDOW_MS, _expected, _region, _topic_configs, _updates
 
 TOOL = "org.apache.kafka.tools.streams.StreamsGroupCommand"  # kafka-streams-groups.sh
 EVENTS = 12000
@@ -173,6 +177,18 @@ def offsets(stdout, group, verbose=False):
     return out
 
 
+def _checkpointed_after(app, hhmmss):
+    """The stores `app`'s log says were opened from a checkpoint with an
+    offset (state a standby kept) from time `hhmmss` on ("State store S
+    initialized from checkpoint with offset N")."""
+    out = set()
+    for ln in app.log_text().splitlines():
+        m = re.search(r"State store (\S+) initialized from checkpoint with offset (\d+)", ln)
+        if ln[:8] >= hhmmss and m:
+            out.add(m.group(1))
+    return out
+
+
 def agent_topics(bootstrap):
     return set(cluster_metadata(bootstrap).topics)
 
@@ -195,7 +211,8 @@ def every_task(tasks):
 
 
 @pytest.mark.timeout(300)
-def test_streams_protocol_two_instances_and_streams_groups_tool(start_agent, streams, tmp_path, request):
+@pytest.mark.parametrize("version", [STREAMS_VERSION, STREAMS_NEWEST])
+def test_streams_protocol_two_instances_and_streams_groups_tool(version, start_agent, streams, tmp_path, request):
     run_sh = request.getfixturevalue("roundtrip_clients")
     request.getfixturevalue("streams_jar")  # built before the clock starts
     agent = start_agent(extra_args=agent_args(), auto_create_topics=False)
@@ -228,9 +245,14 @@ def test_streams_protocol_two_instances_and_streams_groups_tool(start_agent, str
                 "--users", users, "--events", events, "--out-regions", out_regions,
                 "--out-windows", out_windows, "--delay-us", str(DELAY_US), "--group-protocol", "streams"]
 
+    # One standby per stateful task, set as the group's own config (Kafka's
+    # clients ignore num.standby.replicas under this protocol).
+    kafka_tool(run_sh, "kafka.admin.ConfigCommand", "--bootstrap-server", boot, "--alter", "--entity-type",
+               "groups", "--entity-name", app_id, "--add-config", "streams.num.standby.replicas=1")
+
     t0 = time.monotonic()
-    a = streams("a", app_args("a"))
-    b = streams("b", app_args("b"))
+    a = streams("a", app_args("a"), version)
+    b = streams("b", app_args("b"), version)
     apps = [a, b]
 
     def diag():
@@ -297,6 +319,11 @@ def test_streams_protocol_two_instances_and_streams_groups_tool(start_agent, str
     owned = [t for m in ms for t in m["active"]]
     assert len(owned) == len(set(owned)) == 2 * PARTITIONS and every_task(owned), (
         f"the members' active tasks are not every task once:\n{out}")
+    # Both subtopologies keep state: each task has its standby on the other process.
+    standbys = [t for m in ms for t in m["standby"]]
+    assert len(standbys) == len(set(standbys)) and every_task(standbys), (
+        f"the members' standby tasks are not every task once:\n{out}")
+    assert all(not (m["active"] & m["standby"]) for m in ms), f"a member is active and standby of one task:\n{out}"
 
     out = tool("--describe", "--group", app_id, "--state", "--verbose").stdout
     st = state(out, app_id)
@@ -331,8 +358,8 @@ def test_streams_protocol_two_instances_and_streams_groups_tool(start_agent, str
     producer.start()
     wait_until(f"{STOP_AFTER} events processed", lambda: alive() or a.last_processed() + b.last_processed()
                >= STOP_AFTER, 60, diag=diag, interval=0.2)
+    stopped_at = time.strftime("%H:%M:%S")  # before the stop: b may take over while a closes
     a.stop()
-    stopped_at = time.strftime("%H:%M:%S")
     apps = [b]
     b_at_stop = b.last_processed()
     assert a.last_processed() + b_at_stop < EVENTS, "all the input was processed before the stop"
@@ -355,9 +382,11 @@ def test_streams_protocol_two_instances_and_streams_groups_tool(start_agent, str
     assert set(got_r) == set(want_regions), "a count per region, and no other key"
     assert set(got_w) == set(want_windows), "a count per user and window, and no other key"
     assert b.last_processed() > b_at_stop, f"b processed nothing after a stopped ({b_at_stop})\n{b.tail()}"
-    restored = _restored_after(b, stopped_at)
-    assert sum(restored.values()) > 0 and set(restored) <= {"users", "region-counts", "user-windows"}, (
-        f"b restored the state of a's tasks from the changelogs after the stop: {restored}\n{b.tail()}")
+    # The tasks b took over start from the state its standbys kept (a
+    # checkpoint with an offset), not from empty stores.
+    kept = _checkpointed_after(b, stopped_at)
+    assert kept & {"region-counts", "user-windows"}, (
+        f"b's stores of a's former tasks did not start from its standbys' checkpoints: {kept}\n{b.tail()}")
 
     # b commits the input's end offsets: no lag left on the source topics.
     def caught_up():

@@ -334,9 +334,16 @@ async fn heartbeat(
     let ms = |c: &crate::dynamic::Configs, name| {
         c.group_ms(&group_id, name).map(std::time::Duration::from_millis)
     };
-    let (session_timeout, heartbeat_interval) = shard.configs.with(&shard.agent.dynamic.copy, |c| {
-        (ms(c, "streams.session.timeout.ms"), ms(c, "streams.heartbeat.interval.ms"))
-    });
+    let (session_timeout, heartbeat_interval, initial_rebalance_delay, standby_replicas) =
+        shard.configs.with(&shard.agent.dynamic.copy, |c| {
+            (
+                ms(c, "streams.session.timeout.ms"),
+                ms(c, "streams.heartbeat.interval.ms"),
+                ms(c, "streams.initial.rebalance.delay.ms"),
+                c.group_ms(&group_id, "streams.num.standby.replicas")
+                    .and_then(|n| u32::try_from(n).ok()),
+            )
+        });
     let args = StreamsHeartbeatArgs {
         group_id: group_id.clone(),
         member_id: body.member_id.to_string(),
@@ -358,6 +365,8 @@ async fn heartbeat(
         client_host: req.client_host(),
         session_timeout,
         heartbeat_interval,
+        initial_rebalance_delay,
+        standby_replicas,
     };
     groups.streams_heartbeat(args, resolved).await
 }

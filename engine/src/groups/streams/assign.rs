@@ -69,7 +69,7 @@ impl StreamsGroup {
                 &members,
                 &c.tasks,
                 &c.stateful,
-                self.cfg.standby_replicas,
+                self.standby_replicas,
                 &self.target,
             ),
             None => members
@@ -77,7 +77,6 @@ impl StreamsGroup {
                 .map(|(m, _)| (m.to_string(), Tasks::default()))
                 .collect(),
         };
-        self.standby_replicas = self.cfg.standby_replicas;
         self.assignment_epoch = self.group_epoch;
     }
 

@@ -25,6 +25,10 @@ pub struct StreamsHeartbeatArgs {
     /// streams.heartbeat.interval.ms, when its group configs set them.
     pub session_timeout: Option<Duration>,
     pub heartbeat_interval: Option<Duration>,
+    /// Its streams.initial.rebalance.delay.ms and
+    /// streams.num.standby.replicas, when set.
+    pub initial_rebalance_delay: Option<Duration>,
+    pub standby_replicas: Option<u32>,
 }
 
 /// A member's endpoint and the partitions of its tasks (interactive
@@ -160,7 +164,9 @@ impl StreamsGroup {
                     self.members.insert(a.member_id.clone(), m);
                     self.bump();
                     *changed = true;
-                    let delay = self.cfg.initial_rebalance_delay;
+                    let delay = a
+                        .initial_rebalance_delay
+                        .unwrap_or(self.cfg.initial_rebalance_delay);
                     if first && !delay.is_zero() {
                         self.delay_until = Some(now + delay);
                     }
@@ -219,8 +225,10 @@ impl StreamsGroup {
             self.bump();
         }
         *changed |= moved;
-        if self.standby_replicas != self.cfg.standby_replicas && !self.members.is_empty() {
-            self.standby_replicas = self.cfg.standby_replicas;
+        let standbys = a.standby_replicas.unwrap_or(self.cfg.standby_replicas);
+        if self.standby_replicas != standbys {
+            // A new number of standbys is a new assignment.
+            self.standby_replicas = standbys;
             self.bump();
             *changed = true;
         }

@@ -172,7 +172,8 @@ pub struct StreamsGroup {
     /// The topology epoch last found runnable (-1: never).
     pub validated_topology_epoch: i32,
     pub state_since_ms: i64,
-    /// The standby replicas the target was computed with.
+    /// Standby replicas of each stateful task (the group's
+    /// streams.num.standby.replicas, or the agent's).
     standby_replicas: u32,
     /// The first member's initial rebalance delay ends then.
     delay_until: Option<Instant>,

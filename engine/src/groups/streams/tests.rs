@@ -159,6 +159,8 @@ fn hb(member: &str, epoch: i32, owned: Option<Tasks>) -> StreamsHeartbeatArgs {
         client_host: "/127.0.0.1".into(),
         session_timeout: None,
         heartbeat_interval: None,
+        initial_rebalance_delay: None,
+        standby_replicas: None,
     }
 }
 
