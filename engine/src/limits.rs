@@ -201,6 +201,9 @@ pub const STREAMS_MEMBER_ID_BYTES_MAX: usize = 255;
 /// Topics one streams topology names at most (sources, repartition and
 /// changelog topics).
 pub const STREAMS_TOPOLOGY_TOPICS_MAX: usize = 10_000;
+/// Subtopologies of one streams topology at most (configuring it costs
+/// subtopologies x topics).
+pub const STREAMS_SUBTOPOLOGIES_MAX: usize = 1_000;
 
 // ---- share groups (KIP-932) ----------------------------------------------------
 

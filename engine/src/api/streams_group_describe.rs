@@ -117,30 +117,13 @@ fn described(
     ops: i32,
 ) -> DescribedGroup {
     // Partitions of internal topics as decided, when the topology runs.
-    let decided = |s: &topology::Subtopology, i: &topology::TopicInfo, changelog: bool| {
-        if i.partitions != 0 {
-            return i.partitions;
-        }
-        match &d.tasks {
-            Some(tasks) if changelog => tasks.get(&s.id).copied().unwrap_or(0),
-            Some(tasks) => tasks
-                .iter()
-                .filter(|(id, _)| {
-                    d.topology.as_ref().is_some_and(|t| {
-                        t.subtopologies.iter().any(|w| {
-                            &w.id == *id && w.repartition_source_topics.iter().any(|r| r.name == i.name)
-                        })
-                    })
-                })
-                .map(|(_, n)| *n)
-                .max()
-                .unwrap_or(0),
-            None => 0,
-        }
-    };
-    let info = |s: &topology::Subtopology, i: &topology::TopicInfo, changelog: bool| TopicInfo {
+    let info = |i: &topology::TopicInfo| TopicInfo {
         name: str_bytes(&i.name),
-        partitions: decided(s, i, changelog),
+        partitions: d
+            .partitions
+            .as_ref()
+            .and_then(|p| p.get(&i.name).copied())
+            .unwrap_or(i.partitions),
         replication_factor: i.replication_factor.max(0),
         topic_configs: key_values(&i.configs),
         ..Default::default()
@@ -163,12 +146,12 @@ fn described(
                         state_changelog_topics: s
                             .state_changelog_topics
                             .iter()
-                            .map(|i| info(s, i, true))
+                            .map(info)
                             .collect(),
                         repartition_source_topics: s
                             .repartition_source_topics
                             .iter()
-                            .map(|i| info(s, i, false))
+                            .map(info)
                             .collect(),
                         ..Default::default()
                     })
@@ -211,7 +194,11 @@ fn described(
         group_epoch: d.group_epoch,
         assignment_epoch: d.assignment_epoch,
         // Never null for a group that exists: Kafka's admin client needs it.
-        topology: Some(topology.unwrap_or_default()),
+        topology: Some(topology.unwrap_or(Topology {
+            epoch: -1,
+            subtopologies: Some(Vec::new()),
+            ..Default::default()
+        })),
         members,
         authorized_operations: ops,
         ..Default::default()

@@ -21,7 +21,9 @@ use crate::groups::streams::topology::{CopartitionGroup, Subtopology, TopicInfo}
 use crate::groups::streams::{
     status, Creatable, StreamsHeartbeatArgs, StreamsHeartbeatResult, TaskSet, Tasks, Topology,
 };
-use crate::limits::{STREAMS_MEMBER_ID_BYTES_MAX, STREAMS_TOPOLOGY_TOPICS_MAX};
+use crate::limits::{
+    STREAMS_MEMBER_ID_BYTES_MAX, STREAMS_SUBTOPOLOGIES_MAX, STREAMS_TOPOLOGY_TOPICS_MAX,
+};
 use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 use crate::topics;
@@ -111,16 +113,10 @@ pub async fn handle(
     }
 }
 
-fn invalid(message: &str) -> StreamsHeartbeatResult {
-    StreamsHeartbeatResult::error(ErrorCode::InvalidRequest, message.to_owned())
-}
-
 fn blank(s: &Option<kafka_protocol::protocol::StrBytes>) -> bool {
     s.as_ref().is_some_and(|v| v.trim().is_empty())
 }
 
-/// Kafka's request checks (features 4.2 does not serve yet, then the
-/// fields' rules), before the coordinator sees it.
 /// A refused request: its error and message.
 type Refusal = (ErrorCode, String);
 
@@ -128,6 +124,8 @@ fn bad(message: &str) -> Refusal {
     (ErrorCode::InvalidRequest, message.to_owned())
 }
 
+/// Kafka's request checks (features 4.2 does not serve yet, then the
+/// fields' rules), before the coordinator sees it.
 fn check(body: &StreamsGroupHeartbeatRequest) -> Result<(), Refusal> {
     if body.instance_id.is_some() {
         return Err(bad("Static membership is not yet supported."));
@@ -270,7 +268,12 @@ async fn heartbeat(
 ) -> StreamsHeartbeatResult {
     let groups = match group_coordinator(shard, req, op::READ, &body.group_id) {
         Ok(g) => g,
-        Err(ErrorCode::InvalidGroupId) => return invalid("GroupId can't be empty."),
+        Err(ErrorCode::InvalidGroupId) => {
+            return StreamsHeartbeatResult::error(
+                ErrorCode::InvalidRequest,
+                "GroupId can't be empty.".to_owned(),
+            )
+        }
         Err(e) => return StreamsHeartbeatResult::error(e, None),
     };
     if let Err((code, message)) = check(&body) {
@@ -280,10 +283,14 @@ async fn heartbeat(
     let topology = body.topology.map(topology_of);
     if let Some(t) = &topology {
         let names = t.topic_names();
-        if names.len() > STREAMS_TOPOLOGY_TOPICS_MAX {
+        if names.len() > STREAMS_TOPOLOGY_TOPICS_MAX
+            || t.subtopologies.len() > STREAMS_SUBTOPOLOGIES_MAX
+        {
+            tracing::info!(group = %body.group_id, topics = names.len(), subtopologies = t.subtopologies.len(),
+                "streams topology refused: too large");
             return StreamsHeartbeatResult::error(
                 ErrorCode::StreamsInvalidTopology,
-                format!("A topology names at most {STREAMS_TOPOLOGY_TOPICS_MAX} topics."),
+                format!("A topology has at most {STREAMS_SUBTOPOLOGIES_MAX} subtopologies and names at most {STREAMS_TOPOLOGY_TOPICS_MAX} topics."),
             );
         }
         let internal: Vec<&str> = names

@@ -211,6 +211,14 @@ impl<C, T: KeyState, W> Slots<C, T, W> {
         })
     }
 
+    /// The loaded keys, to change.
+    pub fn loaded_mut(&mut self) -> impl Iterator<Item = (&String, &mut Loaded<T, W>)> {
+        self.map.iter_mut().filter_map(|(key, s)| match s {
+            Slot::Loaded(l) => Some((key, &mut **l)),
+            Slot::Loading(_) => None,
+        })
+    }
+
     /// Takes every key out (at shutdown).
     pub fn drain(&mut self) -> impl Iterator<Item = (String, Slot<C, T, W>)> + '_ {
         self.map.drain()

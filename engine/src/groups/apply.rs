@@ -1,6 +1,8 @@
-//! Applying a call to a loaded group: the protocol switch of an empty
-//! group, the calls both kinds answer alike (DescribeGroups, DeleteGroups,
-//! OffsetDelete), then the classic or the KIP-848 group's own answer; and
+//! Applying a call to a loaded group: the routing between the kinds
+//! (classic, KIP-848 consumer, share and streams groups never share an id,
+//! except that an empty group may switch kind as Kafka converts it), the
+//! calls every kind answers alike (DescribeGroups, DeleteGroups,
+//! OffsetDelete), then each kind's own answer; and
 //! [`Coordinator::after`], which queues the writes a call decided.
 
 use std::sync::atomic::Ordering;
@@ -47,33 +49,7 @@ impl Coordinator {
                 | Call::Adopt { .. }
         );
         if l.state.share.is_some() && !share_call && !generic {
-            match call {
-                Call::Join(a, r) => {
-                    let _ = r.send(JoinResult::error(
-                        ErrorCode::InconsistentGroupProtocol,
-                        &a.member_id,
-                    ));
-                }
-                Call::ConsumerHeartbeat(_, _, r) => {
-                    let _ = r.send(HeartbeatResult::error(
-                        ErrorCode::GroupIdNotFound,
-                        format!("Group {group_id} is not a consumer group."),
-                    ));
-                }
-                Call::ConsumerDescribe { reply, .. } => {
-                    let _ = reply.send(ConsumerDescription::error(
-                        ErrorCode::GroupIdNotFound,
-                        Some(format!("Group {group_id} is not a consumer group.")),
-                    ));
-                }
-                Call::StreamsHeartbeat(_, _, r) => {
-                    let _ = r.send(StreamsHeartbeatResult::error(
-                        ErrorCode::GroupIdNotFound,
-                        format!("Group {group_id} is not a streams group."),
-                    ));
-                }
-                other => other.fail(ErrorCode::GroupIdNotFound),
-            }
+            wrong_kind(group_id, call);
             return self.after(group_id, Effects::default());
         }
         if share_call && l.state.share.is_none() {
@@ -174,6 +150,16 @@ impl Coordinator {
                     g.assignment_epoch = l.state.group.generation;
                     l.state.streams = Some(g);
                     self.apply_streams(group_id, call, known, now);
+                    // A refused join leaves the group as it was.
+                    if let Some(l) = self.slots.get_mut(group_id) {
+                        if l.state
+                            .streams
+                            .as_ref()
+                            .is_some_and(|s| s.topology.is_none())
+                        {
+                            l.state.streams = None;
+                        }
+                    }
                     return None;
                 }
             }
@@ -189,31 +175,18 @@ impl Coordinator {
                 return Some(call);
             }
             match call {
-                Call::Join(a, r) => {
-                    let _ = r.send(JoinResult::error(
-                        ErrorCode::InconsistentGroupProtocol,
-                        &a.member_id,
-                    ));
-                }
-                Call::ConsumerHeartbeat(_, _, r) => {
-                    let _ = r.send(HeartbeatResult::error(
-                        ErrorCode::GroupIdNotFound,
-                        format!("Group {group_id} is not a consumer group."),
-                    ));
-                }
-                Call::ConsumerDescribe { reply, .. } => {
-                    let _ = reply.send(ConsumerDescription::error(
-                        ErrorCode::GroupIdNotFound,
-                        Some(format!("Group {group_id} is not a consumer group.")),
-                    ));
-                }
                 call @ (Call::Describe { .. }
                 | Call::Delete { .. }
                 | Call::DeleteOffsets { .. }) => return Some(call),
-                call => {
+                call @ (Call::Commit(..)
+                | Call::ValidateFetch { .. }
+                | Call::StreamsHeartbeat(..)
+                | Call::StreamsDescribe { .. }
+                | Call::Adopt { .. }) => {
                     self.apply_streams(group_id, call, known, now);
                     return None;
                 }
+                call => wrong_kind(group_id, call),
             }
             self.after(group_id, Effects::default());
             return None;
@@ -308,8 +281,6 @@ impl Coordinator {
         };
         if l.state.share.is_some() {
             self.apply_share(group_id, call, known, now);
-        } else if l.state.streams.is_some() {
-            self.apply_streams(group_id, call, known, now);
         } else if l.state.consumer.is_some() {
             self.apply_consumer(group_id, call, known, now);
         } else {
@@ -601,11 +572,11 @@ impl Coordinator {
                         group_epoch: g.group_epoch,
                         assignment_epoch: g.assignment_epoch,
                         topology: g.topology.clone(),
-                        tasks: g
+                        partitions: g
                             .configured
                             .as_ref()
                             .filter(|c| c.is_ready())
-                            .map(|c| c.tasks.clone()),
+                            .map(|c| c.partitions.clone()),
                         members: g
                             .members
                             .values()
@@ -627,23 +598,29 @@ impl Coordinator {
                 let transactional = args.txn.is_some();
                 let verdict = if transactional && args.generation < 0 && args.member_id.is_empty() {
                     Ok(())
-                } else if !transactional && !args.group_must_exist && !args.member_id.is_empty() {
+                } else if !transactional
+                    && !args.group_must_exist
+                    && g.members.contains_key(&args.member_id)
+                {
                     Err((
                         ErrorCode::UnsupportedVersion,
                         "OffsetCommit version 9 or above must be used by members using the streams group protocol".to_owned(),
                     ))
                 } else {
-                    let names: std::collections::HashMap<uuid::Uuid, &String> =
-                        self.topics.iter().map(|(n, (id, _))| (*id, n)).collect();
+                    // The topics by id: the group's own view first (what its
+                    // topology was configured with), then the coordinator's.
+                    let own = g.configured.as_ref().map(|c| &c.seen);
+                    let name_of = |id: &uuid::Uuid| {
+                        own.into_iter()
+                            .flatten()
+                            .chain(self.topics.iter())
+                            .find(|(_, (t, _))| t == id)
+                            .map(|(n, _)| n.clone())
+                    };
                     let committed: Vec<(String, i32)> = args
                         .offsets
                         .iter()
-                        .map(|o| {
-                            let name = names
-                                .get(&o.topic_id)
-                                .map_or_else(String::new, |n| (*n).clone());
-                            (name, o.partition)
-                        })
+                        .map(|o| (name_of(&o.topic_id).unwrap_or_default(), o.partition))
                         .collect();
                     g.validate_commit(&args.member_id, args.generation, &committed)
                 };
@@ -698,5 +675,43 @@ impl Coordinator {
         }
         self.start_write(group_id);
         self.slots.schedule(group_id);
+    }
+}
+
+/// Answers a call of one kind of group made to a group of another kind
+/// (Kafka's errors and words).
+fn wrong_kind(group_id: &str, call: Call) {
+    let not_a = |kind: &str| format!("Group {group_id} is not a {kind} group.");
+    match call {
+        Call::Join(a, r) => {
+            let _ = r.send(JoinResult::error(
+                ErrorCode::InconsistentGroupProtocol,
+                &a.member_id,
+            ));
+        }
+        Call::ConsumerHeartbeat(_, _, r) => {
+            let _ = r.send(HeartbeatResult::error(
+                ErrorCode::GroupIdNotFound,
+                not_a("consumer"),
+            ));
+        }
+        Call::ConsumerDescribe { reply, .. } => {
+            let _ = reply.send(ConsumerDescription::error(
+                ErrorCode::GroupIdNotFound,
+                Some(not_a("consumer")),
+            ));
+        }
+        Call::StreamsHeartbeat(_, _, r) => {
+            let _ = r.send(StreamsHeartbeatResult::error(
+                ErrorCode::GroupIdNotFound,
+                not_a("streams"),
+            ));
+        }
+        Call::StreamsDescribe { reply, .. } => {
+            let mut d = StreamsDescription::failed(ErrorCode::GroupIdNotFound);
+            d.error_message = Some(not_a("streams"));
+            let _ = reply.send(d);
+        }
+        other => other.fail(ErrorCode::GroupIdNotFound),
     }
 }

@@ -274,8 +274,9 @@ pub struct StreamsDescription {
     pub group_epoch: i32,
     pub assignment_epoch: i32,
     pub topology: Option<Topology>,
-    /// The tasks of each subtopology, when the topology is runnable.
-    pub tasks: Option<std::collections::BTreeMap<String, i32>>,
+    /// The partitions decided for its internal topics, when the topology
+    /// runs.
+    pub partitions: Option<std::collections::BTreeMap<String, i32>>,
     /// Each member and its target.
     pub members: Vec<(StreamsMember, Tasks)>,
 }
@@ -289,7 +290,7 @@ impl Failed for StreamsDescription {
             group_epoch: -1,
             assignment_epoch: -1,
             topology: None,
-            tasks: None,
+            partitions: None,
             members: Vec::new(),
         }
     }

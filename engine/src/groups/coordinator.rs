@@ -272,6 +272,8 @@ impl Coordinator {
                 tracing::debug!(group = %group_id, epoch, members = stored.members.len(), "group loaded");
                 if GroupType::of(&stored) == GroupType::Streams {
                     streams = Some(StreamsGroup::load(stored, self.cfg.streams.clone(), now));
+                    // Its topology is configured once its topics are in view.
+                    self.topics_refreshed = now.checked_sub(TOPICS_REFRESH).unwrap_or(now);
                     (
                         (ClassicGroup::new(group_id.clone(), self.cfg.clone()), None),
                         epoch,
@@ -357,6 +359,12 @@ impl Coordinator {
         }
         for t in found {
             self.topics.insert(t.name, (t.topic_id, t.partitions));
+        }
+        let asked: BTreeSet<String> = names.into_iter().collect();
+        for (_, l) in self.slots.loaded_mut() {
+            if let Some(s) = l.state.streams.as_mut() {
+                s.view_refreshed(&asked);
+            }
         }
         self.reassign_loaded();
     }

@@ -36,6 +36,7 @@ pub mod classic;
 pub mod consumer;
 mod coordinator;
 mod handle;
+mod sets;
 pub mod share;
 mod state;
 mod stored;

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use rutomq_meta::groups::StoredGroup;
 use uuid::Uuid;
 
+pub(super) use super::sets::{count, intersects, minus};
 use super::stored::{
     decode_assignment, decode_subscription, encode_assignment, encode_subscription, GroupType,
     Member as StoredMember, Stored,
@@ -32,7 +33,7 @@ mod heartbeat;
 mod tests;
 
 /// Partitions by topic id.
-pub type Partitions = BTreeMap<Uuid, BTreeSet<i32>>;
+pub type Partitions = super::sets::Keyed<Uuid>;
 
 /// Subscribed topics as the coordinator knows them: name → (id, partitions).
 pub type TopicsView = HashMap<String, (Uuid, i32)>;
@@ -150,29 +151,6 @@ pub struct ConsumerGroup {
     /// (`None`: not computed since loaded).
     assigned_with: Option<BTreeMap<String, (Uuid, i32)>>,
     cfg: GroupsConfig,
-}
-
-fn count(p: &Partitions) -> usize {
-    p.values().map(BTreeSet::len).sum()
-}
-
-fn minus(a: &Partitions, b: &Partitions) -> Partitions {
-    let mut out = Partitions::new();
-    for (t, ps) in a {
-        let rest: BTreeSet<i32> = match b.get(t) {
-            Some(bs) => ps.difference(bs).copied().collect(),
-            None => ps.clone(),
-        };
-        if !rest.is_empty() {
-            out.insert(*t, rest);
-        }
-    }
-    out
-}
-
-fn intersects(a: &Partitions, b: &Partitions) -> bool {
-    a.iter()
-        .any(|(t, ps)| b.get(t).is_some_and(|bs| !ps.is_disjoint(bs)))
 }
 
 impl ConsumerGroup {

@@ -21,6 +21,11 @@ impl StreamsGroup {
         let Some(t) = &self.topology else {
             return Ok(());
         };
+        if self.awaiting_view {
+            // Just loaded: its topics are not in view yet (they come with
+            // the next refresh); the stored target holds meanwhile.
+            return Ok(());
+        }
         let seen: BTreeMap<String, (uuid::Uuid, i32)> = t
             .topic_names()
             .into_iter()
@@ -33,16 +38,18 @@ impl StreamsGroup {
         let epoch = t.epoch;
         let moved = match &self.configured {
             // Just loaded: the stored target holds if the topology was
-            // runnable then and is now.
-            None => !(c.is_ready() && self.validated_topology_epoch == epoch),
+            // runnable then, with the same tasks, and is now.
+            None => {
+                !(c.is_ready()
+                    && self.validated_topology_epoch == epoch
+                    && self.stored_tasks == c.tasks)
+            }
             Some(old) => old.tasks != c.tasks || old.is_ready() != c.is_ready(),
         };
         if let Some((code, detail)) = &c.problem {
             tracing::debug!(group = %self.group_id, code, %detail, "streams group topology not ready");
         }
-        if c.is_ready() {
-            self.validated_topology_epoch = epoch;
-        }
+        self.validated_topology_epoch = if c.is_ready() { epoch } else { -1 };
         self.configured = Some(c);
         if moved && !self.members.is_empty() {
             self.bump();
@@ -54,7 +61,9 @@ impl StreamsGroup {
     /// the initial delay is over).
     pub fn maybe_assign(&mut self, topics: &TopicsView) {
         if let Err((_, message)) = self.reconfigure(topics) {
-            tracing::warn!(group = %self.group_id, %message, "streams group topology cannot be configured");
+            // Not for a stored topology (checked when it came): logged
+            // without repeating.
+            tracing::debug!(group = %self.group_id, %message, "streams group topology cannot be configured");
         }
         if self.group_epoch <= self.assignment_epoch || self.delay_until.is_some() {
             return;
@@ -208,7 +217,6 @@ pub(super) fn sticky(
         .flat_map(|(s, &n)| (0..n.max(0)).map(move |p| (s.clone(), p)))
         .collect();
     let quota = all.len().div_ceil(members.len());
-    let mut load: HashMap<&str, usize> = members.iter().map(|(m, _)| (*m, 0)).collect();
     let mut prev_active: HashMap<(&str, i32), &str> = HashMap::new();
     let mut prev_standby: HashMap<(&str, i32), Vec<&str>> = HashMap::new();
     for (m, t) in previous {
@@ -226,19 +234,13 @@ pub(super) fn sticky(
             }
         }
     }
-    // How loaded a member's process is (per member), then the member.
-    let rank = |load: &HashMap<&str, usize>, m: &str| {
-        let p = process_of[m];
-        let total: usize = members
-            .iter()
-            .filter(|(_, q)| *q == p)
-            .map(|(x, _)| load[x])
-            .sum();
-        (
-            (total * 1000) / process_size[p].max(1),
-            load[m],
-            m.to_owned(),
-        )
+    // How loaded a member's process is (per member), then the member;
+    // both kept as tasks are placed (`Load::add`).
+    let mut load = Load {
+        member: members.iter().map(|(m, _)| (*m, 0)).collect(),
+        process: HashMap::new(),
+        process_of: &process_of,
+        process_size: &process_size,
     };
     let mut by_partition = all.clone();
     by_partition.sort_by(|a, b| (a.1, &a.0).cmp(&(b.1, &b.0)));
@@ -247,20 +249,20 @@ pub(super) fn sticky(
         let owner = prev_active
             .get(&(s.as_str(), p))
             .copied()
-            .filter(|m| load[m] < quota)
+            .filter(|m| load.member[m] < quota)
             .or_else(|| {
                 prev_standby
                     .get(&(s.as_str(), p))
                     .into_iter()
                     .flatten()
                     .copied()
-                    .filter(|m| load[m] < quota)
-                    .min_by_key(|m| rank(&load, m))
+                    .filter(|m| load.member[m] < quota)
+                    .min_by_key(|m| load.rank(m))
             });
         match owner {
             Some(m) => {
                 set_insert(&mut out.get_mut(m).expect("member").active, &s, p);
-                *load.get_mut(m).expect("member") += 1;
+                load.add(m);
             }
             None => rest.push((s, p)),
         }
@@ -270,10 +272,10 @@ pub(super) fn sticky(
         let m = members
             .iter()
             .map(|(m, _)| *m)
-            .min_by_key(|m| rank(&load, m))
+            .min_by_key(|m| load.rank(m))
             .expect("members");
         set_insert(&mut out.get_mut(m).expect("member").active, &s, p);
-        *load.get_mut(m).expect("member") += 1;
+        load.add(m);
     }
     if standbys == 0 {
         return out;
@@ -293,20 +295,44 @@ pub(super) fn sticky(
                 .copied()
                 .chain(prev_active.get(&(s.as_str(), *p)).copied())
                 .filter(free)
-                .min_by_key(|m| rank(&load, m));
+                .min_by_key(|m| load.rank(m));
             let Some(m) = previous.or_else(|| {
                 members
                     .iter()
                     .map(|(m, _)| *m)
                     .filter(free)
-                    .min_by_key(|m| rank(&load, m))
+                    .min_by_key(|m| load.rank(m))
             }) else {
                 tracing::warn!(task = %format!("{s}_{p}"), "not enough processes for the standby replicas of a task");
                 break;
             };
             set_insert(&mut out.get_mut(m).expect("member").standby, s, *p);
-            *load.get_mut(m).expect("member") += 1;
+            load.add(m);
         }
     }
     out
+}
+
+/// Tasks placed per member and per process, for the sticky assignor.
+struct Load<'a> {
+    member: HashMap<&'a str, usize>,
+    process: HashMap<&'a str, usize>,
+    process_of: &'a HashMap<&'a str, &'a str>,
+    process_size: &'a HashMap<&'a str, usize>,
+}
+
+impl<'a> Load<'a> {
+    fn add(&mut self, m: &'a str) {
+        *self.member.entry(m).or_default() += 1;
+        *self.process.entry(self.process_of[m]).or_default() += 1;
+    }
+
+    /// Least loaded first: the process's load per member, then the
+    /// member's, then its id.
+    fn rank(&self, m: &'a str) -> (usize, usize, &'a str) {
+        let p = self.process_of[m];
+        let per_member =
+            self.process.get(p).copied().unwrap_or(0) * 1000 / self.process_size[p].max(1);
+        (per_member, self.member[m], m)
+    }
 }

@@ -100,6 +100,7 @@ impl StreamsGroup {
         }
         let mut statuses = Vec::new();
         let mut owned = a.owned.clone();
+        let mut added = false;
         if a.member_epoch == 0 {
             let Some(topology) = &a.topology else {
                 return StreamsHeartbeatResult::error(
@@ -125,16 +126,20 @@ impl StreamsGroup {
                 None => {
                     // Checked before anything changes: an invalid topology
                     // leaves no trace.
-                    if let Err((code, message)) = topology.configure(topics) {
-                        return StreamsHeartbeatResult::error(code, message);
-                    }
+                    let c = match topology.configure(topics) {
+                        Ok(c) => c,
+                        Err((code, message)) => {
+                            return StreamsHeartbeatResult::error(code, message)
+                        }
+                    };
+                    self.validated_topology_epoch = if c.is_ready() { topology.epoch } else { -1 };
+                    self.configured = Some(c);
                     self.topology = Some(topology.clone());
-                    self.configured = None;
-                    self.validated_topology_epoch = -1;
                     *changed = true;
                 }
             }
             let first = self.members.is_empty();
+            added = !self.members.contains_key(&a.member_id);
             match self.members.get_mut(&a.member_id) {
                 // Rejoining (fenced, or its poll timer ran out): it owns
                 // nothing now.
@@ -192,6 +197,17 @@ impl StreamsGroup {
                     );
                 }
             }
+            if let Some(o) = &owned {
+                if let Err(message) = self.check_owned(o) {
+                    return StreamsHeartbeatResult::error(ErrorCode::InvalidRequest, message);
+                }
+                // It owns other than it was last told (an answer lost, or
+                // not yet acted on): it is told again.
+                let m = self.members.get_mut(&a.member_id).expect("present");
+                if m.sent.as_ref() != Some(o) {
+                    m.sent = None;
+                }
+            }
         }
         // The member's own fields: a change is a new group epoch.
         let m = self.members.get_mut(&a.member_id).expect("present");
@@ -221,7 +237,7 @@ impl StreamsGroup {
         m.client_id = a.client_id.clone();
         m.client_host = a.client_host.clone();
         m.session_deadline = now + a.session_timeout.unwrap_or(self.cfg.session_timeout);
-        if moved && a.member_epoch != 0 {
+        if moved && !added {
             self.bump();
         }
         *changed |= moved;
@@ -251,8 +267,13 @@ impl StreamsGroup {
         if let Some(c) = &self.configured {
             if let Some(p) = &c.problem {
                 statuses.push(p.clone());
-                if p.0 == status::MISSING_INTERNAL_TOPICS {
+                // Asked of one member at a time: again only after two
+                // heartbeat intervals (Kafka's creation error cache).
+                let interval = a.heartbeat_interval.unwrap_or(self.cfg.heartbeat_interval);
+                let due = self.create_asked.is_none_or(|t| now >= t + 2 * interval);
+                if p.0 == status::MISSING_INTERNAL_TOPICS && due {
                     create = c.create.clone();
+                    self.create_asked = Some(now);
                 }
             }
         }
@@ -289,6 +310,25 @@ impl StreamsGroup {
             endpoints,
             create,
         }
+    }
+
+    /// Kafka's check of the tasks a member says it owns, once the topology
+    /// runs: known subtopologies, partitions below their task count.
+    fn check_owned(&self, owned: &Tasks) -> Result<(), String> {
+        let Some(c) = self.configured.as_ref().filter(|c| c.is_ready()) else {
+            return Ok(());
+        };
+        for (s, ps) in owned.active.iter().chain(&owned.standby) {
+            let Some(&n) = c.tasks.get(s) else {
+                return Err(format!("Subtopology {s} does not exist in the topology."));
+            };
+            if let Some(p) = ps.iter().find(|&&p| p < 0 || p >= n) {
+                return Err(format!(
+                    "Task {p} for subtopology {s} is invalid. Number of tasks for this subtopology: {n}"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Every member's endpoint with its tasks' partitions; `last` comes

@@ -18,6 +18,7 @@ use bytes::{Buf, BufMut, BytesMut};
 use rutomq_meta::groups::StoredGroup;
 
 use super::consumer::TopicsView;
+use super::sets::{count, intersects, minus};
 use super::stored::{get_str, put_str, GroupType, Member as StoredMember, Stored};
 use crate::error::ErrorCode;
 
@@ -61,32 +62,13 @@ impl Default for StreamsConfig {
 pub const ASSIGNOR: &str = "sticky";
 
 /// Tasks by subtopology id.
-pub type TaskSet = BTreeMap<String, BTreeSet<i32>>;
+pub type TaskSet = super::sets::Keyed<String>;
 
 /// A member's tasks of each kind (warm-up tasks are never assigned).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tasks {
     pub active: TaskSet,
     pub standby: TaskSet,
-}
-
-fn set_minus(a: &TaskSet, b: &TaskSet) -> TaskSet {
-    let mut out = TaskSet::new();
-    for (s, ps) in a {
-        let rest: BTreeSet<i32> = match b.get(s) {
-            Some(bs) => ps.difference(bs).copied().collect(),
-            None => ps.clone(),
-        };
-        if !rest.is_empty() {
-            out.insert(s.clone(), rest);
-        }
-    }
-    out
-}
-
-fn set_intersects(a: &TaskSet, b: &TaskSet) -> bool {
-    a.iter()
-        .any(|(s, ps)| b.get(s).is_some_and(|bs| !ps.is_disjoint(bs)))
 }
 
 fn set_contains(a: &TaskSet, s: &str, p: i32) -> bool {
@@ -97,24 +79,20 @@ fn set_insert(a: &mut TaskSet, s: &str, p: i32) {
     a.entry(s.to_owned()).or_default().insert(p);
 }
 
-fn set_len(a: &TaskSet) -> usize {
-    a.values().map(BTreeSet::len).sum()
-}
-
 impl Tasks {
     pub fn is_empty(&self) -> bool {
-        set_len(&self.active) == 0 && set_len(&self.standby) == 0
+        count(&self.active) == 0 && count(&self.standby) == 0
     }
 
     pub fn minus(&self, other: &Tasks) -> Tasks {
         Tasks {
-            active: set_minus(&self.active, &other.active),
-            standby: set_minus(&self.standby, &other.standby),
+            active: minus(&self.active, &other.active),
+            standby: minus(&self.standby, &other.standby),
         }
     }
 
     pub fn intersects(&self, other: &Tasks) -> bool {
-        set_intersects(&self.active, &other.active) || set_intersects(&self.standby, &other.standby)
+        intersects(&self.active, &other.active) || intersects(&self.standby, &other.standby)
     }
 
     /// Every task, of either kind.
@@ -169,8 +147,17 @@ pub struct StreamsGroup {
     /// The topology against the topics (`None`: not computed since
     /// loaded, or no topology).
     pub configured: Option<Configured>,
-    /// The topology epoch last found runnable (-1: never).
+    /// The topology epoch last found runnable (-1: not runnable now).
     pub validated_topology_epoch: i32,
+    /// The tasks the stored target was computed for (what a reload
+    /// compares the configured topology with).
+    stored_tasks: BTreeMap<String, i32>,
+    /// Loaded, and the coordinator's view of its topics not refreshed
+    /// since: the topology is configured once it is.
+    pub(super) awaiting_view: bool,
+    /// When the handler was last asked to create the missing internal
+    /// topics.
+    create_asked: Option<Instant>,
     pub state_since_ms: i64,
     /// Standby replicas of each stateful task (the group's
     /// streams.num.standby.replicas, or the agent's).
@@ -196,6 +183,9 @@ impl StreamsGroup {
             topology: None,
             configured: None,
             validated_topology_epoch: -1,
+            stored_tasks: BTreeMap::new(),
+            awaiting_view: false,
+            create_asked: None,
             state_since_ms: crate::wall::now_ms(),
             standby_replicas: cfg.standby_replicas,
             delay_until: None,
@@ -264,6 +254,14 @@ impl StreamsGroup {
         self.state_since_ms = crate::wall::now_ms();
     }
 
+    /// The coordinator's view now holds what it found of `names`: a loaded
+    /// group whose topics were among them configures its topology.
+    pub fn view_refreshed(&mut self, names: &BTreeSet<String>) {
+        if self.awaiting_view && self.required_topics().is_subset(names) {
+            self.awaiting_view = false;
+        }
+    }
+
     pub fn next_wake(&self) -> Option<Instant> {
         self.members
             .values()
@@ -318,7 +316,7 @@ impl StreamsGroup {
         epoch: i32,
         topics: &[(String, i32)],
     ) -> Result<(), (ErrorCode, String)> {
-        if epoch < 0 && member_id.is_empty() && self.members.is_empty() {
+        if epoch < 0 && self.members.is_empty() {
             return Ok(());
         }
         let Some(m) = self.members.get(member_id) else {
@@ -397,6 +395,15 @@ impl StreamsGroup {
             &mut data,
             self.shutdown_requested_by.as_deref().unwrap_or(""),
         );
+        let tasks = self
+            .configured
+            .as_ref()
+            .map_or(&self.stored_tasks, |c| &c.tasks);
+        data.put_u32(tasks.len() as u32);
+        for (s, n) in tasks {
+            put_str(&mut data, s);
+            data.put_i32(*n);
+        }
         if let Some(t) = &self.topology {
             t.encode(&mut data);
         }
@@ -439,13 +446,10 @@ impl StreamsGroup {
         g.group_epoch = stored.generation;
         g.assignment_epoch = stored.assignment_epoch;
         g.state_since_ms = stored.state_since_ms;
-        let mut d = stored.data.as_slice();
-        if d.remaining() >= 9 && d.get_u8() == 1 {
-            g.standby_replicas = d.get_u32();
-            g.validated_topology_epoch = d.get_i32();
-            g.shutdown_requested_by = get_str(&mut d).filter(|s| !s.is_empty());
-            g.topology = Topology::decode(&mut d);
+        if decode_data(&mut g, stored.data.as_slice()).is_none() {
+            tracing::warn!(group = %g.group_id, "unreadable stored streams group topology; members join again");
         }
+        g.awaiting_view = true;
         for s in stored.members {
             let Some(mut m) = decode_member(&s.subscription) else {
                 tracing::warn!(group = %g.group_id, member = %s.member_id, "unreadable stored streams member; it rejoins");
@@ -468,6 +472,34 @@ impl StreamsGroup {
         }
         g
     }
+}
+
+/// The group's own stored fields, version 1: standby replicas, validated
+/// topology epoch, who asked for a shutdown, the tasks per subtopology,
+/// then the topology.
+fn decode_data(g: &mut StreamsGroup, mut d: &[u8]) -> Option<()> {
+    let d = &mut d;
+    if d.remaining() < 9 || d.get_u8() != 1 {
+        return None;
+    }
+    g.standby_replicas = d.get_u32();
+    g.validated_topology_epoch = d.get_i32();
+    g.shutdown_requested_by = get_str(d).filter(|s| !s.is_empty());
+    if d.remaining() < 4 {
+        return None;
+    }
+    let n = d.get_u32() as usize;
+    for _ in 0..n {
+        let s = get_str(d)?;
+        if d.remaining() < 4 {
+            return None;
+        }
+        g.stored_tasks.insert(s, d.get_i32());
+    }
+    if d.has_remaining() {
+        g.topology = Some(Topology::decode(d)?);
+    }
+    Some(())
 }
 
 fn blank_member(member_id: &str, now: Instant) -> StreamsMember {

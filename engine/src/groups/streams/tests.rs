@@ -111,7 +111,7 @@ fn sticky_assignment_balances_keeps_and_places_standbys_elsewhere() {
     let members = [("a", "p1"), ("b", "p2")];
     let first = assign::sticky(&members, &tasks, &stateful, 1, &HashMap::new());
     for m in ["a", "b"] {
-        assert_eq!(set_len(&first[m].active), 4, "{first:?}");
+        assert_eq!(count(&first[m].active), 4, "{first:?}");
         // One standby per stateful task, never where it is active.
         for (s, ps) in &first[m].standby {
             for p in ps {
@@ -119,7 +119,7 @@ fn sticky_assignment_balances_keeps_and_places_standbys_elsewhere() {
             }
         }
     }
-    let standbys: usize = first.values().map(|t| set_len(&t.standby)).sum();
+    let standbys: usize = first.values().map(|t| count(&t.standby)).sum();
     assert_eq!(standbys, 4);
     // A third member takes a share; the others keep their share of what
     // they had (a task beyond it may go to its previous standby).
@@ -135,9 +135,9 @@ fn sticky_assignment_balances_keeps_and_places_standbys_elsewhere() {
     };
     assert!(kept("a") + kept("b") >= 5, "{next:?}");
     for m in ["a", "b", "c"] {
-        assert!((2..=3).contains(&set_len(&next[m].active)), "{next:?}");
+        assert!((2..=3).contains(&count(&next[m].active)), "{next:?}");
     }
-    let all: usize = next.values().map(|t| set_len(&t.active)).sum();
+    let all: usize = next.values().map(|t| count(&t.active)).sum();
     assert_eq!(all, 8);
 }
 
@@ -181,12 +181,14 @@ fn a_task_moves_only_after_its_owner_revoked_it() {
     assert_eq!(a.error, ErrorCode::None);
     assert!(changed);
     let a_tasks = a.assignment.clone().unwrap();
-    assert_eq!(set_len(&a_tasks.active), 4);
+    assert_eq!(count(&a_tasks.active), 4);
+    // Kafka's first group epoch is 2.
+    assert_eq!(a.member_epoch, 2);
     assert!(a.statuses.is_empty(), "{:?}", a.statuses);
     // b joins: a's target shrinks, but b gets nothing a still owns.
     let b = g.heartbeat(hb("b", 0, None), &topics, now, &mut changed);
     assert!(b.member_epoch > a.member_epoch);
-    assert_eq!(set_len(&b.assignment.clone().unwrap().active), 0);
+    assert_eq!(count(&b.assignment.clone().unwrap().active), 0);
     assert_eq!(g.state(), "Reconciling");
     // a is asked to revoke two tasks, at its old epoch...
     let a2 = g.heartbeat(
@@ -197,7 +199,7 @@ fn a_task_moves_only_after_its_owner_revoked_it() {
     );
     assert_eq!(a2.member_epoch, a.member_epoch);
     let kept = a2.assignment.unwrap();
-    assert_eq!(set_len(&kept.active), 2);
+    assert_eq!(count(&kept.active), 2);
     // ...and its commits for the tasks it gives up still count.
     assert!(g
         .validate_commit("a", a.member_epoch, &[("in".into(), 0)])
@@ -216,7 +218,7 @@ fn a_task_moves_only_after_its_owner_revoked_it() {
         now,
         &mut changed,
     );
-    assert_eq!(set_len(&b2.assignment.unwrap().active), 2);
+    assert_eq!(count(&b2.assignment.unwrap().active), 2);
     assert_eq!(g.state(), "Stable");
     // An older epoch than a task's assignment is stale; an unknown member
     // or a fenced epoch is refused.
@@ -244,7 +246,7 @@ fn a_task_moves_only_after_its_owner_revoked_it() {
         now,
         &mut changed,
     );
-    assert_eq!(set_len(&a4.assignment.unwrap().active), 4);
+    assert_eq!(count(&a4.assignment.unwrap().active), 4);
 }
 
 #[test]
@@ -294,4 +296,72 @@ fn a_stored_group_loads_as_it_was() {
     assert_eq!(m.user_endpoint, Some(("host".into(), 9090)));
     assert_eq!(m.client_tags, n.client_tags);
     assert_eq!(loaded.target, g.target);
+}
+
+#[test]
+fn a_reloaded_group_keeps_its_assignment_until_its_topics_are_in_view() {
+    let topics = view(&[("in", 2), ("app-rep", 2), ("app-log", 2)]);
+    let mut g = StreamsGroup::new("app".into(), no_delay());
+    let now = Instant::now();
+    let mut changed = false;
+    let a = g.heartbeat(hb("a", 0, None), &topics, now, &mut changed);
+    let owned = a.assignment.unwrap();
+    let mut loaded = StreamsGroup::load(g.snapshot(), no_delay(), now);
+    // The coordinator's view is empty right after a takeover.
+    let empty = TopicsView::new();
+    let next = loaded.heartbeat(
+        hb("a", a.member_epoch, Some(owned.clone())),
+        &empty,
+        now,
+        &mut changed,
+    );
+    assert_eq!(next.error, ErrorCode::None);
+    assert_eq!(next.member_epoch, a.member_epoch);
+    assert!(next.statuses.is_empty(), "{:?}", next.statuses);
+    assert_eq!(loaded.members["a"].assigned, owned);
+    // Once refreshed with the same topics nothing moves; with more
+    // partitions the group assigns again.
+    loaded.view_refreshed(&loaded.required_topics());
+    loaded.maybe_assign(&topics);
+    assert_eq!(loaded.group_epoch, g.group_epoch);
+    let wider = view(&[("in", 3), ("app-rep", 3), ("app-log", 3)]);
+    loaded.maybe_assign(&wider);
+    assert!(loaded.group_epoch > g.group_epoch);
+}
+
+#[test]
+fn owned_tasks_outside_the_topology_are_refused() {
+    let topics = view(&[("in", 2), ("app-rep", 2), ("app-log", 2)]);
+    let mut g = StreamsGroup::new("app".into(), no_delay());
+    let now = Instant::now();
+    let mut changed = false;
+    let a = g.heartbeat(hb("a", 0, None), &topics, now, &mut changed);
+    let mut bad = Tasks::default();
+    set_insert(&mut bad.active, "0", 7);
+    let r = g.heartbeat(
+        hb("a", a.member_epoch, Some(bad)),
+        &topics,
+        now,
+        &mut changed,
+    );
+    assert_eq!(r.error, ErrorCode::InvalidRequest);
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("Task 7 for subtopology 0 is invalid. Number of tasks for this subtopology: 2")
+    );
+    let mut unknown = Tasks::default();
+    set_insert(&mut unknown.standby, "9", 0);
+    let r = g.heartbeat(
+        hb("a", a.member_epoch, Some(unknown)),
+        &topics,
+        now,
+        &mut changed,
+    );
+    assert_eq!(
+        r.error_message.as_deref(),
+        Some("Subtopology 9 does not exist in the topology.")
+    );
+    // An empty group takes offsets from anyone (an admin's reset).
+    g.heartbeat(hb("a", -1, None), &topics, now, &mut changed);
+    assert!(g.validate_commit("tool", -1, &[("in".into(), 0)]).is_ok());
 }

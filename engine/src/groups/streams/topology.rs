@@ -71,6 +71,8 @@ pub struct Creatable {
 pub struct Configured {
     /// Tasks per subtopology (a task per partition of its inputs).
     pub tasks: BTreeMap<String, i32>,
+    /// The partitions decided for each repartition and changelog topic.
+    pub partitions: BTreeMap<String, i32>,
     /// Why the group cannot run yet (a status code and its detail).
     pub problem: Option<(i8, String)>,
     /// Internal topics that do not exist yet.
@@ -212,9 +214,10 @@ impl Topology {
         }
         for s in &self.subtopologies {
             for t in &s.state_changelog_topics {
-                wanted.push((t, out.tasks[&s.id]));
+                wanted.push((t, out.tasks.get(&s.id).copied().unwrap_or(0)));
             }
         }
+        out.partitions = wanted.iter().map(|(t, n)| (t.name.clone(), *n)).collect();
         let mut absent = Vec::new();
         for (t, n) in wanted {
             match external(&t.name) {
@@ -283,34 +286,42 @@ impl Topology {
                 "Failed to compute number of partitions for all repartition topics, because a repartition source topic is never used as a sink topic.".into(),
             ));
         }
+        // Each pass decides every topic whose writers' inputs are known
+        // by then: as many passes as the topology is deep.
         while !undecided.is_empty() {
-            let mut progress = false;
-            for topic in undecided.clone() {
-                let mut best: Option<i32> = None;
-                for s in self
-                    .subtopologies
+            let mut decided: Vec<(String, i32)> = Vec::new();
+            for s in &self.subtopologies {
+                let sinks: Vec<&String> = s
+                    .repartition_sink_topics
                     .iter()
-                    .filter(|s| s.repartition_sink_topics.contains(&topic))
-                {
-                    let inputs = s.source_topics.iter().filter_map(|t| external(t)).chain(
+                    .filter(|t| undecided.contains(*t))
+                    .collect();
+                if sinks.is_empty() {
+                    continue;
+                }
+                let widest = s
+                    .source_topics
+                    .iter()
+                    .filter_map(|t| external(t))
+                    .chain(
                         s.repartition_source_topics
                             .iter()
                             .filter_map(|t| counts.get(&t.name).copied()),
-                    );
-                    for n in inputs {
-                        best = Some(best.map_or(n, |b: i32| b.max(n)));
-                    }
-                }
-                if let Some(n) = best {
-                    counts.insert(topic.clone(), n);
-                    undecided.remove(&topic);
-                    progress = true;
+                    )
+                    .max();
+                if let Some(n) = widest {
+                    decided.extend(sinks.into_iter().map(|t| (t.clone(), n)));
                 }
             }
-            if !progress {
+            if decided.is_empty() {
                 return Err(invalid(
                     "Failed to compute number of partitions for all repartition topics. There may be loops in the topology that cannot be resolved.".into(),
                 ));
+            }
+            for (t, n) in decided {
+                undecided.remove(&t);
+                let c = counts.entry(t).or_insert(n);
+                *c = (*c).max(n);
             }
         }
         Ok(counts)
