@@ -5,7 +5,9 @@
 # group.
 #  - Two instances (two processes, one application.id) of the stateful
 #    topology of tests/streams/.../StreamsStateful.java (a KTable join, a
-#    groupBy + count, a windowed count; at_least_once) share its 8 tasks (2
+#    groupBy + count, a windowed count; at_least_once, and exactly_once_v2
+#    with Streams 4.2.0, whose counts must then be updated exactly once
+#    across the handover below: 1, 2, ..., n for read_committed readers) share its 8 tasks (2
 #    subtopologies x 4 partitions). Under this protocol the client never
 #    creates internal topics: rutomq must create the repartition topic and the
 #    two changelog topics itself (the agent runs with --auto-create-topics
@@ -211,8 +213,11 @@ def every_task(tasks):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("version", [STREAMS_VERSION, STREAMS_NEWEST])
-def test_streams_protocol_two_instances_and_streams_groups_tool(version, start_agent, streams, tmp_path, request):
+@pytest.mark.parametrize("version,guarantee", [(STREAMS_VERSION, "at_least_once"),
+                                               (STREAMS_VERSION, "exactly_once_v2"),
+                                               (STREAMS_NEWEST, "at_least_once")])
+def test_streams_protocol_two_instances_and_streams_groups_tool(version, guarantee, start_agent, streams, tmp_path,
+                                                                request):
     run_sh = request.getfixturevalue("roundtrip_clients")
     request.getfixturevalue("streams_jar")  # built before the clock starts
     agent = start_agent(extra_args=agent_args(), auto_create_topics=False)
@@ -241,7 +246,7 @@ def test_streams_protocol_two_instances_and_streams_groups_tool(version, start_a
 
     def app_args(name):
         return ["stateful", "--bootstrap", boot, "--application-id", app_id,
-                "--state-dir", str(tmp_path / name), "--guarantee", "at_least_once",
+                "--state-dir", str(tmp_path / name), "--guarantee", guarantee,
                 "--users", users, "--events", events, "--out-regions", out_regions,
                 "--out-windows", out_windows, "--delay-us", str(DELAY_US), "--group-protocol", "streams"]
 
@@ -367,20 +372,29 @@ def test_streams_protocol_two_instances_and_streams_groups_tool(version, start_a
     assert alone["process"] == b_pid, f"the remaining member is of process {alone['process']}, b is {b_pid}"
     t_takeover = time.monotonic() - t0
 
+    eos = guarantee == "exactly_once_v2"
+    isolation = "read_committed" if eos else "read_uncommitted"
+
     def complete():
         b.assert_alive()
-        got_r = _updates(boot, out_regions, "read_uncommitted")
-        got_w = _updates(boot, out_windows, "read_uncommitted")
+        got_r = _updates(boot, out_regions, isolation)
+        got_w = _updates(boot, out_windows, isolation)
         return all(got_r.get(k, [0])[-1] >= n for k, n in want_regions.items()) and \
             all(got_w.get(k, [0])[-1] >= n for k, n in want_windows.items())
     producer.join(timeout=60)
     assert not failed and not producer.is_alive(), f"producing the events: {failed}"
     wait_until("every count reached its number of events", complete, DONE_TIMEOUT_S, diag=diag, interval=1.0)
     t_counts = time.monotonic() - t0
-    got_r = _updates(boot, out_regions, "read_uncommitted")
-    got_w = _updates(boot, out_windows, "read_uncommitted")
+    got_r = _updates(boot, out_regions, isolation)
+    got_w = _updates(boot, out_windows, isolation)
     assert set(got_r) == set(want_regions), "a count per region, and no other key"
     assert set(got_w) == set(want_windows), "a count per user and window, and no other key"
+    if eos:
+        # Exactly once across the handover (transactional offset commits
+        # of streams group members): every count's updates are 1, 2, ..., n.
+        for got, want in ((got_r, want_regions), (got_w, want_windows)):
+            wrong = {k: (v[:3], v[-3:], want[k]) for k, v in got.items() if v != list(range(1, want[k] + 1))}
+            assert not wrong, f"counts not updated exactly once ({len(wrong)} keys): {dict(list(wrong.items())[:5])}"
     assert b.last_processed() > b_at_stop, f"b processed nothing after a stopped ({b_at_stop})\n{b.tail()}"
     # The tasks b took over start from the state its standbys kept (a
     # checkpoint with an offset), not from empty stores.
