@@ -32,7 +32,9 @@
 #    events, and --describe --offsets --verbose ends with lag 0 on every source
 #    partition (OffsetCommit / OffsetFetch of a streams group member).
 #  - Once both are stopped the group is Empty (--list --state; --describe
-#    --state still describes it), and --delete --delete-all-internal-topics
+#    --state still describes it); --reset-offsets --to-earliest sets its
+#    committed offsets of an input topic to 0 and --delete-offsets removes
+#    them (the other input's stay); and --delete --delete-all-internal-topics
 #    deletes it and its three internal topics (found through the topology that
 #    StreamsGroupDescribe returns); --list no longer shows it and --describe
 #    finds no group.
@@ -54,7 +56,7 @@ import time
 
 import pytest
 
-from kafkautil import (Rec, cluster_metadata, create_topic, kafka_tool, produce_confluent, unique_topic,
+from kafkautil import (Rec, cluster_metadata, committed_confluent, create_topic, kafka_tool, produce_confluent, unique_topic,
                        wait_for_topic, wait_topic_absent, wait_until)
 from test_java_go import roundtrip_clients  # noqa: F401 (fixture)
 from test_streams import (PARTITIONS, STREAMS_NEWEST, STREAMS_VERSION, _process_id, streams,  # noqa: F401 (fixtures)
@@ -428,6 +430,19 @@ def test_streams_protocol_two_instances_and_streams_groups_tool(version, guarant
     assert f"Streams group '{app_id}' has no active members." in res.stdout, res.stdout
     st = state(res.stdout, app_id, verbose=False)
     assert (st["state"], st["members"]) == ("Empty", 0), res.stdout
+
+    # Offsets of the empty group: reset to the earliest (OffsetCommit with
+    # no member, epoch -1), then deleted (OffsetDelete).
+    ends = committed_confluent(boot, app_id, events, range(PARTITIONS))
+    assert all(o > 0 for o in ends.values()), f"committed offsets before the reset: {ends}"
+    res = tool("--reset-offsets", "--group", app_id, "--input-topic", events, "--to-earliest", "--execute")
+    assert committed_confluent(boot, app_id, events, range(PARTITIONS)) == {p: 0 for p in range(PARTITIONS)}, (
+        f"--reset-offsets --to-earliest:\n{res.stdout}{res.stderr}")
+    res = tool("--delete-offsets", "--group", app_id, "--input-topic", events)
+    left = committed_confluent(boot, app_id, events, range(PARTITIONS))
+    assert all(o < 0 for o in left.values()), f"--delete-offsets left {left}:\n{res.stdout}{res.stderr}"
+    kept_users = committed_confluent(boot, app_id, users, range(PARTITIONS))
+    assert all(o >= 0 for o in kept_users.values()), f"the other input's offsets went too: {kept_users}"
 
     res = tool("--delete", "--group", app_id, "--delete-all-internal-topics")
     out = res.stdout + res.stderr
