@@ -35,6 +35,10 @@ pub struct ShardMetrics {
     pub share_records_redelivered: AtomicU64,
     /// Share-partitions whose acknowledgements were refused.
     pub share_acknowledgements_refused: AtomicU64,
+    /// Streams groups' internal topics created for them (KIP-1071), and
+    /// those that could not be (refused, invalid, or not permitted).
+    pub streams_internal_topics_created: AtomicU64,
+    pub streams_internal_topics_refused: AtomicU64,
 }
 
 impl ShardMetrics {
@@ -188,6 +192,16 @@ pub fn render(out: &mut String, shards: &[std::sync::Arc<ShardMetrics>]) {
             "rutomq_share_acknowledgements_refused_total",
             "Share-partitions whose acknowledgements were refused (records not held, or malformed).",
             &|s: &ShardMetrics| s.share_acknowledgements_refused.load(r),
+        ),
+        (
+            "rutomq_streams_internal_topics_created_total",
+            "Internal topics (repartition, changelog) created for streams groups.",
+            &|s: &ShardMetrics| s.streams_internal_topics_created.load(r),
+        ),
+        (
+            "rutomq_streams_internal_topics_refused_total",
+            "Internal topics of streams groups that could not be created (no CREATE permission, or refused).",
+            &|s: &ShardMetrics| s.streams_internal_topics_refused.load(r),
         ),
         (
             "rutomq_authorization_denials_total",

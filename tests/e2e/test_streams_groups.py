@@ -298,6 +298,9 @@ def test_streams_protocol_two_instances_and_streams_groups_tool(version, guarant
         wait_for_topic(boot, t, PARTITIONS, timeout=10)
     ours = {t for t in agent_topics(boot) if t.startswith(app_id)}
     assert ours == internal, f"topics named after the application: {sorted(ours)}, expected {sorted(internal)}"
+    made = agent.metrics()
+    assert (made.get("rutomq_streams_internal_topics_created_total"),
+            made.get("rutomq_streams_internal_topics_refused_total")) == (3, 0), made
     rep_cfg = _topic_configs(boot, repartition)
     assert (rep_cfg.get("cleanup.policy"), rep_cfg.get("retention.ms")) == ("delete", "-1"), rep_cfg
     counts_cfg = _topic_configs(boot, counts_changelog)

@@ -6,6 +6,8 @@
 //! for are created here, as the caller (Kafka's broker does so too:
 //! Streams does not create them under this protocol).
 
+use std::sync::atomic::Ordering;
+
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
 
@@ -425,6 +427,11 @@ async fn create_internal_topics(shard: &Shard, req: &Req, result: &mut StreamsHe
             }
         }
     }
+    let m = &shard.metrics;
+    m.streams_internal_topics_created
+        .fetch_add(made.len() as u64, Ordering::Relaxed);
+    m.streams_internal_topics_refused
+        .fetch_add((failed.len() + unauthorized.len()) as u64, Ordering::Relaxed);
     if !made.is_empty() {
         shard.agent.groups().topics_created(made).await;
     }
