@@ -265,8 +265,8 @@ def test_features_and_quorum_tools(agent, request):
     res = kafka_tool(run_sh, features, "--bootstrap-server", boot, "describe")
     lines = [ln for ln in res.stdout.splitlines() if ln.startswith("Feature: ")]
     assert lines == [f"Feature: {name}\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\t"
-                     "FinalizedVersionLevel: 1\tEpoch: 0" for name in ("group.version", "share.version", "streams.version")],
-                    res.stdout
+                     "FinalizedVersionLevel: 1\tEpoch: 0"
+                     for name in ("group.version", "share.version", "streams.version")], res.stdout
     res = kafka_tool(run_sh, features, "--bootstrap-server", boot, "upgrade", "--feature",
                      "transaction.version=2", ok=False)
     assert "serves it at level 0 only" in res.stdout + res.stderr, res.stdout + res.stderr

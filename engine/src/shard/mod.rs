@@ -167,7 +167,7 @@ impl Shard {
         &self,
         who: &str,
         peer: Option<std::net::SocketAddr>,
-        key: crate::api::Key,
+        key: impl std::fmt::Debug,
     ) {
         self.metrics
             .sasl_sessions_expired
@@ -189,7 +189,7 @@ impl Shard {
         operation: i8,
         resource_type: i8,
         name: &str,
-        key: crate::api::Key,
+        key: impl std::fmt::Debug,
     ) {
         self.metrics
             .authorization_denials
@@ -214,7 +214,7 @@ impl Shard {
         &self,
         peer: Option<std::net::SocketAddr>,
         listener: &str,
-        key: crate::api::Key,
+        key: impl std::fmt::Debug,
     ) {
         self.metrics
             .requests_before_authentication
