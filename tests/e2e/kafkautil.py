@@ -150,10 +150,12 @@ def delete_topic(bootstrap, topic, timeout=30.0):
 
 
 def watermarks(bootstrap, topic, partitions, timeout=10.0):
-    """{partition: (low, high)} via ListOffsets (cached=False)."""
+    """{partition: (low, high)} via ListOffsets (cached=False): the high
+    watermark, not the last stable offset (librdkafka's default isolation
+    level is read_committed)."""
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "e2e-wm-" + uuid.uuid4().hex,
-                  "enable.auto.commit": False})
+                  "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
     try:
         return {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout, cached=False)
                 for p in partitions}

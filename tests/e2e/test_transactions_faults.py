@@ -181,7 +181,8 @@ def test_coordinator_agent_killed_mid_transaction(start_agent):
     # (timeout 5 s): the last stable offsets reach the high watermarks.
     def stable():
         rc = Consumer(consumer_config(b.bootstrap, **{"isolation.level": "read_committed"}))
-        ru = Consumer(consumer_config(b.bootstrap))
+        # librdkafka reads committed by default: this one must not.
+        ru = Consumer(consumer_config(b.bootstrap, **{"isolation.level": "read_uncommitted"}))
         try:
             tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
             lso = [rc.get_watermark_offsets(tp, timeout=10, cached=False)[1] for tp in tps]

@@ -257,18 +257,19 @@ impl Kafka {
     pub fn start_with(extra: impl Fn(u16, u16) -> String) -> Kafka {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
         let script = root.join("benches/kafka/start-kafka.sh");
-        let dir = std::env::temp_dir().join(format!(
-            "datum-mq-kafka-{}-{}",
-            std::process::id(),
-            rand_suffix()
-        ));
         // Another process (an agent's embedded PostgreSQL, another test
         // binary) may still take a port between the pick and Kafka's bind:
         // start-kafka.sh refuses a taken port before it starts anything,
-        // and a refusal is retried on fresh ports.
+        // Kafka itself when it loses the race to bind; either is retried
+        // on fresh ports, in a fresh directory.
         let mut attempts = 0;
-        let port = loop {
+        let (port, dir) = loop {
             attempts += 1;
+            let dir = std::env::temp_dir().join(format!(
+                "datum-mq-kafka-{}-{}",
+                std::process::id(),
+                rand_suffix()
+            ));
             // A port whose successor (the controller's) is free too.
             let port = loop {
                 let p = free_port();
@@ -294,7 +295,7 @@ impl Kafka {
                 .output()
                 .expect("start-kafka.sh runs");
             if out.status.success() {
-                break port;
+                break (port, dir);
             }
             let said = format!(
                 "{}\n{}",
@@ -302,13 +303,14 @@ impl Kafka {
                 String::from_utf8_lossy(&out.stderr)
             );
             assert!(
-                said.contains("is already in use") && attempts < 4,
+                said.contains("already in use") && attempts < 4,
                 "Kafka did not start: {said}"
             );
             eprintln!(
                 "Kafka start refused ({}), retrying on other ports",
                 said.trim()
             );
+            let _ = std::fs::remove_dir_all(&dir);
         };
         Kafka {
             bootstrap: format!("127.0.0.1:{port}"),

@@ -8,6 +8,8 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use futures::channel::oneshot;
+
 use super::calls::Call;
 use super::calls::Failed;
 use super::classic::{AfterStore, Effects, State};
@@ -108,7 +110,10 @@ impl Coordinator {
         known: bool,
         now: Instant,
     ) -> Option<Call> {
-        let l = self.slots.get_mut(group_id)?;
+        let Some(l) = self.slots.get_mut(group_id) else {
+            call.fail(ErrorCode::CoordinatorNotAvailable);
+            return None;
+        };
         let streams_call = matches!(
             call,
             Call::StreamsHeartbeat(..) | Call::StreamsDescribe { .. }
@@ -420,17 +425,16 @@ impl Coordinator {
                 }
                 let mut changed = false;
                 let result = c.heartbeat(args, &self.topics, now, &mut changed);
-                if changed && result.error == ErrorCode::None {
-                    fx.stores.push((
-                        c.snapshot(),
-                        AfterStore::ConsumerHeartbeat { reply, result },
-                    ));
-                } else {
-                    if changed {
-                        fx.stores.push((c.snapshot(), AfterStore::Nothing));
-                    }
-                    let _ = reply.send(result);
-                }
+                let ok = result.error == ErrorCode::None;
+                answer_heartbeat(
+                    &mut fx,
+                    changed,
+                    ok,
+                    || c.snapshot(),
+                    reply,
+                    result,
+                    |reply, result| AfterStore::ConsumerHeartbeat { reply, result },
+                );
             }
             Call::ConsumerDescribe { reply, .. } => {
                 let d = if known {
@@ -503,15 +507,16 @@ impl Coordinator {
                 }
                 let mut changed = false;
                 let result = g.heartbeat(args, &self.topics, now, &mut changed);
-                if changed && result.error == ErrorCode::None {
-                    fx.stores
-                        .push((g.snapshot(), AfterStore::ShareHeartbeat { reply, result }));
-                } else {
-                    if changed {
-                        fx.stores.push((g.snapshot(), AfterStore::Nothing));
-                    }
-                    let _ = reply.send(result);
-                }
+                let ok = result.error == ErrorCode::None;
+                answer_heartbeat(
+                    &mut fx,
+                    changed,
+                    ok,
+                    || g.snapshot(),
+                    reply,
+                    result,
+                    |reply, result| AfterStore::ShareHeartbeat { reply, result },
+                );
             }
             Call::ShareDescribe { reply, .. } => {
                 let _ = reply.send(ShareDescription {
@@ -553,15 +558,16 @@ impl Coordinator {
                 }
                 let mut changed = false;
                 let result = g.heartbeat(*args, &self.topics, now, &mut changed);
-                if changed && result.error == ErrorCode::None {
-                    fx.stores
-                        .push((g.snapshot(), AfterStore::StreamsHeartbeat { reply, result }));
-                } else {
-                    if changed {
-                        fx.stores.push((g.snapshot(), AfterStore::Nothing));
-                    }
-                    let _ = reply.send(result);
-                }
+                let ok = result.error == ErrorCode::None;
+                answer_heartbeat(
+                    &mut fx,
+                    changed,
+                    ok,
+                    || g.snapshot(),
+                    reply,
+                    result,
+                    |reply, result| AfterStore::StreamsHeartbeat { reply, result },
+                );
             }
             Call::StreamsDescribe { reply, .. } => {
                 let d = if known || !g.is_empty() {
@@ -676,6 +682,28 @@ impl Coordinator {
         self.start_write(group_id);
         self.slots.schedule(group_id);
     }
+}
+
+/// A heartbeat's answer: sent once the group is stored when the heartbeat
+/// changed it and was accepted, at once otherwise (a refused heartbeat
+/// that changed the group stores it all the same).
+fn answer_heartbeat<R>(
+    fx: &mut Effects,
+    changed: bool,
+    accepted: bool,
+    snapshot: impl FnOnce() -> rutomq_meta::groups::StoredGroup,
+    reply: oneshot::Sender<R>,
+    result: R,
+    after: fn(oneshot::Sender<R>, R) -> AfterStore,
+) {
+    if changed && accepted {
+        fx.stores.push((snapshot(), after(reply, result)));
+        return;
+    }
+    if changed {
+        fx.stores.push((snapshot(), AfterStore::Nothing));
+    }
+    let _ = reply.send(result);
 }
 
 /// Answers a call of one kind of group made to a group of another kind

@@ -111,67 +111,31 @@ impl Group {
     /// members or writes); a loaded consumer group always does.
     pub fn describe(&self, known: bool) -> GroupDescription {
         if let Some(s) = &self.share {
-            return GroupDescription {
-                error: ErrorCode::None,
-                exists: true,
-                state: s.state(),
-                protocol_type: "share".into(),
-                protocol: super::share::ASSIGNOR.into(),
-                members: s
-                    .members
-                    .values()
-                    .map(|m| MemberDescription {
-                        member_id: m.member_id.clone(),
-                        instance_id: None,
-                        client_id: m.client_id.clone(),
-                        client_host: m.client_host.clone(),
-                        metadata: Bytes::new(),
-                        assignment: Bytes::new(),
-                    })
-                    .collect(),
-            };
+            let members = s
+                .members
+                .values()
+                .map(|m| (&m.member_id, None, &m.client_id, &m.client_host));
+            return described(s.state(), "share", super::share::ASSIGNOR, members);
         }
         if let Some(s) = &self.streams {
-            return GroupDescription {
-                error: ErrorCode::None,
-                exists: true,
-                state: s.state(),
-                protocol_type: "streams".into(),
-                protocol: super::streams::ASSIGNOR.into(),
-                members: s
-                    .members
-                    .values()
-                    .map(|m| MemberDescription {
-                        member_id: m.member_id.clone(),
-                        instance_id: None,
-                        client_id: m.client_id.clone(),
-                        client_host: m.client_host.clone(),
-                        metadata: Bytes::new(),
-                        assignment: Bytes::new(),
-                    })
-                    .collect(),
-            };
+            let members = s
+                .members
+                .values()
+                .map(|m| (&m.member_id, None, &m.client_id, &m.client_host));
+            return described(s.state(), "streams", super::streams::ASSIGNOR, members);
         }
         match &self.consumer {
-            Some(c) => GroupDescription {
-                error: ErrorCode::None,
-                exists: true,
-                state: c.state(),
-                protocol_type: "consumer".into(),
-                protocol: c.assignor.clone(),
-                members: c
-                    .members
-                    .values()
-                    .map(|m| MemberDescription {
-                        member_id: m.member_id.clone(),
-                        instance_id: m.instance_id.clone(),
-                        client_id: m.client_id.clone(),
-                        client_host: m.client_host.clone(),
-                        metadata: Bytes::new(),
-                        assignment: Bytes::new(),
-                    })
-                    .collect(),
-            },
+            Some(c) => {
+                let members = c.members.values().map(|m| {
+                    (
+                        &m.member_id,
+                        m.instance_id.as_ref(),
+                        &m.client_id,
+                        &m.client_host,
+                    )
+                });
+                described(c.state(), "consumer", &c.assignor, members)
+            }
             None if known => {
                 let g = &self.group;
                 let (protocol, members) = g.describe();
@@ -258,6 +222,36 @@ impl Group {
                 }
             }
         }
+    }
+}
+
+/// DescribeGroups' answer for a group whose members carry no protocol
+/// metadata (consumer, share and streams groups): (member id, instance
+/// id, client id, client host) of each.
+fn described<'a>(
+    state: &'static str,
+    protocol_type: &str,
+    protocol: &str,
+    members: impl Iterator<Item = (&'a String, Option<&'a String>, &'a String, &'a String)>,
+) -> GroupDescription {
+    GroupDescription {
+        error: ErrorCode::None,
+        exists: true,
+        state,
+        protocol_type: protocol_type.into(),
+        protocol: protocol.into(),
+        members: members
+            .map(
+                |(member_id, instance_id, client_id, client_host)| MemberDescription {
+                    member_id: member_id.clone(),
+                    instance_id: instance_id.cloned(),
+                    client_id: client_id.clone(),
+                    client_host: client_host.clone(),
+                    metadata: Bytes::new(),
+                    assignment: Bytes::new(),
+                },
+            )
+            .collect(),
     }
 }
 
