@@ -72,6 +72,8 @@ pub struct ResolvedOffsets {
     asked: Vec<Asked>,
     topics: usize,
     pub offsets: Vec<OffsetCommit>,
+    /// The names of the topics in `offsets`, by id.
+    pub names: HashMap<Uuid, String>,
 }
 
 /// Resolves `topics` (name and asked partitions, in request order):
@@ -85,6 +87,7 @@ pub async fn resolve_offsets<'a>(
 ) -> ResolvedOffsets {
     let mut asked: Vec<Asked> = Vec::new();
     let mut offsets: HashMap<(Uuid, i32), OffsetCommit> = HashMap::new();
+    let mut names: HashMap<Uuid, String> = HashMap::new();
     let mut n = 0;
     for (ti, (name, partitions)) in topics.into_iter().enumerate() {
         n = ti + 1;
@@ -102,6 +105,7 @@ pub async fn resolve_offsets<'a>(
                         Some(ErrorCode::OffsetMetadataTooLarge)
                     } else {
                         let key = (rec.topic_id, p.partition);
+                        names.entry(rec.topic_id).or_insert_with(|| name.to_owned());
                         offsets.insert(
                             key,
                             OffsetCommit {
@@ -127,6 +131,7 @@ pub async fn resolve_offsets<'a>(
         asked,
         topics: n,
         offsets: offsets.into_values().collect(),
+        names,
     }
 }
 
@@ -138,6 +143,7 @@ impl ResolvedOffsets {
             asked: Vec::new(),
             topics: 0,
             offsets: Vec::new(),
+            names: HashMap::new(),
         }
     }
 

@@ -43,6 +43,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetCommitRequest) -> Offs
                 generation: body.generation_id_or_member_epoch,
                 group_must_exist: req.version >= 9,
                 offsets: std::mem::take(&mut resolved.offsets),
+                topic_names: std::mem::take(&mut resolved.names),
                 txn: None,
             })
             .await

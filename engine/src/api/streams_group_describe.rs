@@ -83,13 +83,11 @@ pub async fn handle(
 }
 
 fn task_ids(set: &TaskSet) -> Vec<TaskIds> {
-    set.iter()
-        .map(|(s, ps)| TaskIds {
-            subtopology_id: str_bytes(s),
-            partitions: ps.iter().copied().collect(),
-            ..Default::default()
-        })
-        .collect()
+    super::streams_group_heartbeat::task_list(set, |subtopology_id, partitions| TaskIds {
+        subtopology_id,
+        partitions,
+        ..Default::default()
+    })
 }
 
 fn assignment(t: &Tasks) -> Assignment {

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::{CreateTopicsRequest, TopicName};
 
-use super::access::{allowed, cluster_allowed};
+use super::access::allowed;
 use super::generated::streams_group_heartbeat_request as rq;
 use super::generated::streams_group_heartbeat_response::{
     Endpoint, EndpointToPartitions, Status, TaskIds, TopicPartition,
@@ -21,7 +21,7 @@ use super::{group_coordinator, str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::groups::streams::topology::{CopartitionGroup, Subtopology, TopicInfo};
 use crate::groups::streams::{
-    status, Creatable, StreamsHeartbeatArgs, StreamsHeartbeatResult, TaskSet, Tasks, Topology,
+    status, StreamsHeartbeatArgs, StreamsHeartbeatResult, TaskSet, Tasks, Topology,
 };
 use crate::limits::{
     STREAMS_MEMBER_ID_BYTES_MAX, STREAMS_SUBTOPOLOGIES_MAX, STREAMS_TOPOLOGY_TOPICS_MAX,
@@ -54,20 +54,18 @@ pub async fn handle(
     if !result.create.is_empty() {
         create_internal_topics(shard, req, &mut result).await;
     }
-    let tasks = |set: &TaskSet| -> Vec<TaskIds> {
-        set.iter()
-            .map(|(s, ps)| TaskIds {
-                subtopology_id: str_bytes(s),
-                partitions: ps.iter().copied().collect(),
-                ..Default::default()
-            })
-            .collect()
+    let tasks = |set: &TaskSet| {
+        task_list(set, |subtopology_id, partitions| TaskIds {
+            subtopology_id,
+            partitions,
+            ..Default::default()
+        })
     };
-    let partitions = |list: &[(String, Vec<i32>)]| -> Vec<TopicPartition> {
-        list.iter()
-            .map(|(t, ps)| TopicPartition {
-                topic: str_bytes(t),
-                partitions: ps.clone(),
+    let partitions = |list: Vec<(String, Vec<i32>)>| -> Vec<TopicPartition> {
+        list.into_iter()
+            .map(|(t, partitions)| TopicPartition {
+                topic: str_bytes(&t),
+                partitions,
                 ..Default::default()
             })
             .collect()
@@ -97,12 +95,12 @@ pub async fn handle(
         standby_tasks: a.map(|t| tasks(&t.standby)),
         warmup_tasks: a.map(|_| Vec::new()),
         endpoint_information_epoch: result.endpoint_epoch,
-        partitions_by_user_endpoint: result.endpoints.as_ref().map(|list| {
-            list.iter()
+        partitions_by_user_endpoint: result.endpoints.map(|list| {
+            list.into_iter()
                 .map(|((host, port), active, standby)| EndpointToPartitions {
                     user_endpoint: Endpoint {
-                        host: str_bytes(host),
-                        port: *port,
+                        host: str_bytes(&host),
+                        port,
                         ..Default::default()
                     },
                     active_partitions: partitions(active),
@@ -113,6 +111,17 @@ pub async fn handle(
         }),
         ..Default::default()
     }
+}
+
+/// Tasks by subtopology as the wire lists them (`make` builds one entry
+/// of the response type at hand).
+pub(super) fn task_list<T>(
+    set: &TaskSet,
+    make: impl Fn(kafka_protocol::protocol::StrBytes, Vec<i32>) -> T,
+) -> Vec<T> {
+    set.iter()
+        .map(|(s, ps)| make(str_bytes(s), ps.iter().copied().collect()))
+        .collect()
 }
 
 fn blank(s: &Option<kafka_protocol::protocol::StrBytes>) -> bool {
@@ -385,13 +394,12 @@ async fn heartbeat(
 /// own path; what could not be made is told in the MISSING_INTERNAL_TOPICS
 /// status. The coordinator learns the topics made at once.
 async fn create_internal_topics(shard: &Shard, req: &Req, result: &mut StreamsHeartbeatResult) {
+    // CreateTopics checks CREATE (on the cluster, or on each topic) as
+    // Kafka does for these topics.
     let create = std::mem::take(&mut result.create);
-    let cluster = cluster_allowed(shard, req, op::CREATE);
-    let (may, unauthorized): (Vec<Creatable>, Vec<Creatable>) = create
-        .into_iter()
-        .partition(|c| cluster || allowed(shard, req, op::CREATE, resource::TOPIC, &c.name));
     let body = CreateTopicsRequest::default().with_topics(
-        may.iter()
+        create
+            .iter()
             .map(|c| {
                 CreatableTopic::default()
                     .with_name(TopicName(str_bytes(&c.name)))
@@ -412,21 +420,21 @@ async fn create_internal_topics(shard: &Shard, req: &Req, result: &mut StreamsHe
     );
     let mut made = Vec::new();
     let mut failed = Vec::new();
-    if !may.is_empty() {
-        let answer = super::create_topics::handle(shard, req, body).await;
-        for t in answer.topics {
-            let name = t.name.0.to_string();
-            match t.error_code {
-                0 => made.push((name, t.topic_id, t.num_partitions)),
-                c if c == ErrorCode::TopicAlreadyExists.code() => {}
-                c => {
+    let mut unauthorized = Vec::new();
+    let answer = super::create_topics::handle(shard, req, body).await;
+    for t in answer.topics {
+        let name = t.name.0.to_string();
+        match t.error_code {
+            0 => made.push((name, t.topic_id, t.num_partitions)),
+            c if c == ErrorCode::TopicAlreadyExists.code() => {}
+            c if c == ErrorCode::TopicAuthorizationFailed.code() => unauthorized.push(name),
+            c => {
                     let why = t.error_message.map_or_else(|| format!("error {c}"), |m| m.to_string());
                     tracing::warn!(topic = %name, error = c, reason = %why, "cannot create a streams group's internal topic");
                     failed.push(format!("{name} ({why})"));
                 }
             }
         }
-    }
     let m = &shard.metrics;
     m.streams_internal_topics_created
         .fetch_add(made.len() as u64, Ordering::Relaxed);
@@ -437,10 +445,10 @@ async fn create_internal_topics(shard: &Shard, req: &Req, result: &mut StreamsHe
     }
     let mut more = String::new();
     if !unauthorized.is_empty() {
-        let names: Vec<&str> = unauthorized.iter().map(|c| c.name.as_str()).collect();
-        tracing::info!(topics = %names.join(", "), client = %req.client_id(),
+        let names = unauthorized.join(", ");
+        tracing::info!(topics = %names, client = %req.client_id(),
             "streams group internal topics not created: no CREATE permission");
-        more.push_str(&format!(" Unauthorized to CREATE on topics {}.", names.join(", ")));
+        more.push_str(&format!(" Unauthorized to CREATE on topics {names}."));
     }
     if !failed.is_empty() {
         let shown: Vec<&str> = failed.iter().take(3).map(String::as_str).collect();

@@ -58,6 +58,7 @@ pub async fn handle(
                         generation: body.generation_id,
                         group_must_exist: false,
                         offsets: std::mem::take(&mut resolved.offsets),
+                topic_names: std::mem::take(&mut resolved.names),
                         txn: Some(TxnTarget {
                             transactional_id: id.clone().into_bytes(),
                             producer_id: body.producer_id.0,

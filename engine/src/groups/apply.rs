@@ -410,11 +410,7 @@ impl Coordinator {
         let c = l.state.consumer.as_mut().expect("a consumer group");
         match call {
             Call::ConsumerHeartbeat(args, resolved, reply) => {
-                // Shards' topic caches may be older than this view: they
-                // only fill in topics it does not know yet.
-                for (name, id, partitions) in resolved {
-                    self.topics.entry(name).or_insert((id, partitions));
-                }
+                learn(&mut self.topics, resolved);
                 if args
                     .subscribed_topic_regex
                     .as_ref()
@@ -502,9 +498,7 @@ impl Coordinator {
         let g = l.state.share.as_mut().expect("a share group");
         match call {
             Call::ShareHeartbeat(args, resolved, reply) => {
-                for (name, id, partitions) in resolved {
-                    self.topics.entry(name).or_insert((id, partitions));
-                }
+                learn(&mut self.topics, resolved);
                 let mut changed = false;
                 let result = g.heartbeat(args, &self.topics, now, &mut changed);
                 let ok = result.error == ErrorCode::None;
@@ -553,9 +547,7 @@ impl Coordinator {
         let g = l.state.streams.as_mut().expect("a streams group");
         match call {
             Call::StreamsHeartbeat(args, resolved, reply) => {
-                for (name, id, partitions) in resolved {
-                    self.topics.entry(name).or_insert((id, partitions));
-                }
+                learn(&mut self.topics, resolved);
                 let mut changed = false;
                 let result = g.heartbeat(*args, &self.topics, now, &mut changed);
                 let ok = result.error == ErrorCode::None;
@@ -613,20 +605,13 @@ impl Coordinator {
                         "OffsetCommit version 9 or above must be used by members using the streams group protocol".to_owned(),
                     ))
                 } else {
-                    // The topics by id: the group's own view first (what its
-                    // topology was configured with), then the coordinator's.
-                    let own = g.configured.as_ref().map(|c| &c.seen);
-                    let name_of = |id: &uuid::Uuid| {
-                        own.into_iter()
-                            .flatten()
-                            .chain(self.topics.iter())
-                            .find(|(_, (t, _))| t == id)
-                            .map(|(n, _)| n.clone())
-                    };
-                    let committed: Vec<(String, i32)> = args
+                    let committed: Vec<(&str, i32)> = args
                         .offsets
                         .iter()
-                        .map(|o| (name_of(&o.topic_id).unwrap_or_default(), o.partition))
+                        .map(|o| {
+                            let name = args.topic_names.get(&o.topic_id);
+                            (name.map_or("", String::as_str), o.partition)
+                        })
                         .collect();
                     g.validate_commit(&args.member_id, args.generation, &committed)
                 };
@@ -681,6 +666,15 @@ impl Coordinator {
         }
         self.start_write(group_id);
         self.slots.schedule(group_id);
+    }
+}
+
+/// Topics a heartbeat's handler resolved from its shard's cache: they only
+/// fill in topics the coordinator's view does not know yet (the cache may
+/// be older).
+fn learn(topics: &mut super::consumer::TopicsView, resolved: Vec<(String, uuid::Uuid, i32)>) {
+    for (name, id, partitions) in resolved {
+        topics.entry(name).or_insert((id, partitions));
     }
 }
 

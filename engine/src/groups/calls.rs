@@ -117,6 +117,9 @@ pub struct CommitArgs {
     pub group_must_exist: bool,
     /// Each (topic, partition) once.
     pub offsets: Vec<OffsetCommit>,
+    /// The names of their topics, by id (a streams group checks its
+    /// members' commits by topic name).
+    pub topic_names: std::collections::HashMap<Uuid, String>,
     /// TxnOffsetCommit: the transaction the offsets are pending in.
     pub txn: Option<TxnTarget>,
 }

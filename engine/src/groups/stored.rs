@@ -12,6 +12,7 @@ use rutomq_meta::groups::{StoredGroup, StoredMember};
 use uuid::Uuid;
 
 use super::consumer::{Member as ConsumerMember, Partitions};
+use super::sets::Keyed;
 
 /// The kinds of group, as `StoredGroup::group_type` names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,26 +179,90 @@ pub(super) fn get_str(b: &mut &[u8]) -> Option<String> {
     Some(s)
 }
 
+/// A count, then each item: how every list in the stored formats is
+/// written.
+pub(super) fn put_list<T>(
+    b: &mut BytesMut,
+    items: impl IntoIterator<Item = T, IntoIter: ExactSizeIterator>,
+    mut put: impl FnMut(&mut BytesMut, T),
+) {
+    let items = items.into_iter();
+    b.put_u32(items.len() as u32);
+    for item in items {
+        put(b, item);
+    }
+}
+
+/// A list written by [`put_list`]; `None` when cut short or `get` fails.
+pub(super) fn get_list<T>(
+    b: &mut &[u8],
+    mut get: impl FnMut(&mut &[u8]) -> Option<T>,
+) -> Option<Vec<T>> {
+    if b.remaining() < 4 {
+        return None;
+    }
+    let n = b.get_u32() as usize;
+    let mut out = Vec::with_capacity(n.min(1024));
+    for _ in 0..n {
+        out.push(get(b)?);
+    }
+    Some(out)
+}
+
+pub(super) fn get_i16(b: &mut &[u8]) -> Option<i16> {
+    (b.remaining() >= 2).then(|| b.get_i16())
+}
+
+pub(super) fn get_i32(b: &mut &[u8]) -> Option<i32> {
+    (b.remaining() >= 4).then(|| b.get_i32())
+}
+
+pub(super) fn put_strs(b: &mut BytesMut, list: &[String]) {
+    put_list(b, list, |b, s| put_str(b, s));
+}
+
+pub(super) fn get_strs(b: &mut &[u8]) -> Option<Vec<String>> {
+    get_list(b, get_str)
+}
+
+/// Numbers by key ([`Keyed`]): each key (written by `put_key`) with its
+/// list of numbers.
+pub(super) fn put_keyed<K>(b: &mut BytesMut, set: &Keyed<K>, put_key: impl Fn(&mut BytesMut, &K)) {
+    b.put_u32(set.len() as u32);
+    for (k, ps) in set {
+        put_key(b, k);
+        b.put_u32(ps.len() as u32);
+        for &p in ps {
+            b.put_i32(p);
+        }
+    }
+}
+
+pub(super) fn get_keyed<K: Ord>(
+    b: &mut &[u8],
+    mut get_key: impl FnMut(&mut &[u8]) -> Option<K>,
+) -> Option<Keyed<K>> {
+    let entries = get_list(b, |b| Some((get_key(b)?, get_list(b, get_i32)?)))?;
+    Some(
+        entries
+            .into_iter()
+            .map(|(k, ps)| (k, ps.into_iter().collect()))
+            .collect(),
+    )
+}
+
 /// Version 1, then a list of strings: how both kinds' stored member
 /// subscriptions begin.
 fn put_v1_strs(b: &mut BytesMut, list: &[String]) {
     b.put_u8(1);
-    b.put_u32(list.len() as u32);
-    for t in list {
-        put_str(b, t);
-    }
+    put_strs(b, list);
 }
 
 fn get_v1_strs(b: &mut &[u8]) -> Option<Vec<String>> {
-    if b.remaining() < 5 || b.get_u8() != 1 {
+    if b.remaining() < 1 || b.get_u8() != 1 {
         return None;
     }
-    let n = b.get_u32() as usize;
-    let mut list = Vec::with_capacity(n.min(1024));
-    for _ in 0..n {
-        list.push(get_str(b)?);
-    }
-    Some(list)
+    get_strs(b)
 }
 
 pub fn encode_subscription(m: &ConsumerMember) -> Vec<u8> {
@@ -265,35 +330,15 @@ pub fn decode_share_subscription(mut b: &[u8]) -> (Vec<String>, Option<String>) 
 }
 
 fn put_partitions(b: &mut BytesMut, p: &Partitions) {
-    b.put_u32(p.len() as u32);
-    for (t, ps) in p {
-        b.put_slice(t.as_bytes());
-        b.put_u32(ps.len() as u32);
-        for &x in ps {
-            b.put_i32(x);
-        }
-    }
+    put_keyed(b, p, |b, t| b.put_slice(t.as_bytes()));
 }
 
 fn get_partitions(b: &mut &[u8]) -> Option<Partitions> {
-    if b.remaining() < 4 {
-        return None;
-    }
-    let n = b.get_u32();
-    let mut out = Partitions::new();
-    for _ in 0..n {
-        if b.remaining() < 20 {
-            return None;
-        }
-        let t = Uuid::from_slice(&b[..16]).ok()?;
+    get_keyed(b, |b| {
+        let t = Uuid::from_slice(b.get(..16)?).ok()?;
         b.advance(16);
-        let k = b.get_u32() as usize;
-        if b.remaining() < k * 4 {
-            return None;
-        }
-        out.insert(t, (0..k).map(|_| b.get_i32()).collect());
-    }
-    Some(out)
+        Some(t)
+    })
 }
 
 pub fn encode_assignment(m: &ConsumerMember, target: &Partitions) -> Vec<u8> {

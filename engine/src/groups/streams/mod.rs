@@ -19,8 +19,12 @@ use rutomq_meta::groups::StoredGroup;
 
 use super::consumer::TopicsView;
 use super::sets::{count, intersects, minus};
-use super::stored::{get_str, put_str, GroupType, Member as StoredMember, Stored};
+use super::stored::{
+    get_i32, get_keyed, get_list, get_str, put_keyed, put_list, put_str, GroupType,
+    Member as StoredMember, Stored,
+};
 use crate::error::ErrorCode;
+use topology::{get_pair, put_pair};
 
 mod assign;
 mod heartbeat;
@@ -314,7 +318,7 @@ impl StreamsGroup {
         &self,
         member_id: &str,
         epoch: i32,
-        topics: &[(String, i32)],
+        topics: &[(&str, i32)],
     ) -> Result<(), (ErrorCode, String)> {
         if epoch < 0 && self.members.is_empty() {
             return Ok(());
@@ -399,11 +403,10 @@ impl StreamsGroup {
             .configured
             .as_ref()
             .map_or(&self.stored_tasks, |c| &c.tasks);
-        data.put_u32(tasks.len() as u32);
-        for (s, n) in tasks {
-            put_str(&mut data, s);
-            data.put_i32(*n);
-        }
+        put_list(&mut data, tasks, |b, (s, n)| {
+            put_str(b, s);
+            b.put_i32(*n);
+        });
         if let Some(t) = &self.topology {
             t.encode(&mut data);
         }
@@ -485,17 +488,8 @@ fn decode_data(g: &mut StreamsGroup, mut d: &[u8]) -> Option<()> {
     g.standby_replicas = d.get_u32();
     g.validated_topology_epoch = d.get_i32();
     g.shutdown_requested_by = get_str(d).filter(|s| !s.is_empty());
-    if d.remaining() < 4 {
-        return None;
-    }
-    let n = d.get_u32() as usize;
-    for _ in 0..n {
-        let s = get_str(d)?;
-        if d.remaining() < 4 {
-            return None;
-        }
-        g.stored_tasks.insert(s, d.get_i32());
-    }
+    let tasks = get_list(d, |d| Some((get_str(d)?, get_i32(d)?)))?;
+    g.stored_tasks = tasks.into_iter().collect();
     if d.has_remaining() {
         g.topology = Some(Topology::decode(d)?);
     }
@@ -539,11 +533,7 @@ fn encode_member(m: &StreamsMember) -> Vec<u8> {
         }
         None => b.put_u8(0),
     }
-    b.put_u32(m.client_tags.len() as u32);
-    for (k, v) in &m.client_tags {
-        put_str(&mut b, k);
-        put_str(&mut b, v);
-    }
+    put_list(&mut b, &m.client_tags, put_pair);
     b.to_vec()
 }
 
@@ -555,10 +545,10 @@ fn decode_member(mut b: &[u8]) -> Option<StreamsMember> {
     let mut m = blank_member("", Instant::now());
     m.process_id = get_str(b)?;
     m.rack_id = Some(get_str(b)?).filter(|r| !r.is_empty());
-    if b.remaining() < 5 {
+    m.topology_epoch = get_i32(b)?;
+    if b.remaining() < 1 {
         return None;
     }
-    m.topology_epoch = b.get_i32();
     if b.get_u8() == 1 {
         let host = get_str(b)?;
         if b.remaining() < 2 {
@@ -566,56 +556,20 @@ fn decode_member(mut b: &[u8]) -> Option<StreamsMember> {
         }
         m.user_endpoint = Some((host, b.get_u16()));
     }
-    if b.remaining() < 4 {
-        return None;
-    }
-    let n = b.get_u32() as usize;
-    for _ in 0..n {
-        m.client_tags.push((get_str(b)?, get_str(b)?));
-    }
+    m.client_tags = get_list(b, get_pair)?;
     Some(m)
 }
 
-fn put_set(b: &mut BytesMut, s: &TaskSet) {
-    b.put_u32(s.len() as u32);
-    for (id, ps) in s {
-        put_str(b, id);
-        b.put_u32(ps.len() as u32);
-        for &p in ps {
-            b.put_i32(p);
-        }
-    }
-}
-
-fn get_set(b: &mut &[u8]) -> Option<TaskSet> {
-    if b.remaining() < 4 {
-        return None;
-    }
-    let n = b.get_u32() as usize;
-    let mut out = TaskSet::new();
-    for _ in 0..n {
-        let id = get_str(b)?;
-        if b.remaining() < 4 {
-            return None;
-        }
-        let k = b.get_u32() as usize;
-        if b.remaining() < k * 4 {
-            return None;
-        }
-        out.insert(id, (0..k).map(|_| b.get_i32()).collect());
-    }
-    Some(out)
-}
-
 fn put_tasks(b: &mut BytesMut, t: &Tasks) {
-    put_set(b, &t.active);
-    put_set(b, &t.standby);
+    for set in [&t.active, &t.standby] {
+        put_keyed(b, set, |b, s| put_str(b, s));
+    }
 }
 
 fn get_tasks(b: &mut &[u8]) -> Option<Tasks> {
     Some(Tasks {
-        active: get_set(b)?,
-        standby: get_set(b)?,
+        active: get_keyed(b, get_str)?,
+        standby: get_keyed(b, get_str)?,
     })
 }
 
@@ -626,40 +580,29 @@ fn encode_tasks(m: &StreamsMember, target: &Tasks) -> Vec<u8> {
     b.put_u8(1);
     b.put_i32(m.epoch);
     b.put_i32(m.previous_epoch);
-    put_tasks(&mut b, &m.assigned);
-    put_tasks(&mut b, &m.revoking);
-    put_tasks(&mut b, target);
-    b.put_u32(m.active_epochs.len() as u32);
-    for ((s, p), e) in &m.active_epochs {
-        put_str(&mut b, s);
+    for t in [&m.assigned, &m.revoking, target] {
+        put_tasks(&mut b, t);
+    }
+    put_list(&mut b, &m.active_epochs, |b, ((s, p), e)| {
+        put_str(b, s);
         b.put_i32(*p);
         b.put_i32(*e);
-    }
+    });
     b.to_vec()
 }
 
 /// Fills `m`'s epochs and tasks; returns its target.
 fn decode_tasks(mut b: &[u8], m: &mut StreamsMember) -> Option<Tasks> {
     let b = &mut b;
-    if b.remaining() < 9 || b.get_u8() != 1 {
+    if b.remaining() < 1 || b.get_u8() != 1 {
         return None;
     }
-    m.epoch = b.get_i32();
-    m.previous_epoch = b.get_i32();
+    m.epoch = get_i32(b)?;
+    m.previous_epoch = get_i32(b)?;
     m.assigned = get_tasks(b)?;
     m.revoking = get_tasks(b)?;
     let target = get_tasks(b)?;
-    if b.remaining() < 4 {
-        return None;
-    }
-    let n = b.get_u32() as usize;
-    for _ in 0..n {
-        let s = get_str(b)?;
-        if b.remaining() < 8 {
-            return None;
-        }
-        let p = b.get_i32();
-        m.active_epochs.insert((s, p), b.get_i32());
-    }
+    let epochs = get_list(b, |b| Some(((get_str(b)?, get_i32(b)?), get_i32(b)?)))?;
+    m.active_epochs = epochs.into_iter().collect();
     Some(target)
 }

@@ -201,9 +201,7 @@ fn a_task_moves_only_after_its_owner_revoked_it() {
     let kept = a2.assignment.unwrap();
     assert_eq!(count(&kept.active), 2);
     // ...and its commits for the tasks it gives up still count.
-    assert!(g
-        .validate_commit("a", a.member_epoch, &[("in".into(), 0)])
-        .is_ok());
+    assert!(g.validate_commit("a", a.member_epoch, &[("in", 0)]).is_ok());
     // Once it reports them gone it moves on; then b takes them.
     let a3 = g.heartbeat(
         hb("a", a.member_epoch, Some(kept.clone())),
@@ -223,7 +221,7 @@ fn a_task_moves_only_after_its_owner_revoked_it() {
     // An older epoch than a task's assignment is stale; an unknown member
     // or a fenced epoch is refused.
     let (code, _) = g
-        .validate_commit("b", b.member_epoch - 1, &[("in".into(), 1)])
+        .validate_commit("b", b.member_epoch - 1, &[("in", 1)])
         .unwrap_err();
     assert_eq!(code, ErrorCode::StaleMemberEpoch);
     assert_eq!(
@@ -363,5 +361,32 @@ fn owned_tasks_outside_the_topology_are_refused() {
     );
     // An empty group takes offsets from anyone (an admin's reset).
     g.heartbeat(hb("a", -1, None), &topics, now, &mut changed);
-    assert!(g.validate_commit("tool", -1, &[("in".into(), 0)]).is_ok());
+    assert!(g.validate_commit("tool", -1, &[("in", 0)]).is_ok());
+}
+
+#[test]
+fn a_members_shutdown_request_reaches_every_member() {
+    let topics = view(&[("in", 2), ("app-rep", 2), ("app-log", 2)]);
+    let mut g = StreamsGroup::new("app".into(), no_delay());
+    let now = Instant::now();
+    let mut changed = false;
+    let a = g.heartbeat(hb("a", 0, None), &topics, now, &mut changed);
+    let b = g.heartbeat(hb("b", 0, None), &topics, now, &mut changed);
+    let mut asks = hb("a", a.member_epoch, None);
+    asks.shutdown_application = true;
+    g.heartbeat(asks, &topics, now, &mut changed);
+    let told = g.heartbeat(hb("b", b.member_epoch, None), &topics, now, &mut changed);
+    let shutdown: Vec<&String> = told
+        .statuses
+        .iter()
+        .filter(|s| s.0 == status::SHUTDOWN_APPLICATION)
+        .map(|s| &s.1)
+        .collect();
+    assert_eq!(
+        shutdown,
+        [&"Streams group member a encountered a fatal error and requested a shutdown for the entire application.".to_owned()]
+    );
+    // It is stored: a reloaded group still asks.
+    let loaded = StreamsGroup::load(g.snapshot(), no_delay(), now);
+    assert_eq!(loaded.shutdown_requested_by.as_deref(), Some("a"));
 }

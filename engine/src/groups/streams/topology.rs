@@ -407,85 +407,66 @@ impl Topology {
 
 use bytes::{Buf, BufMut, BytesMut};
 
-use super::super::stored::{get_str, put_str};
+use super::super::stored::{
+    get_i16, get_i32, get_list, get_str, get_strs, put_list, put_str, put_strs,
+};
 
-fn put_strs(b: &mut BytesMut, list: &[String]) {
-    b.put_u32(list.len() as u32);
-    for s in list {
-        put_str(b, s);
-    }
+/// A stored pair of strings (a topic's config, a client's tag).
+pub(super) fn put_pair(b: &mut BytesMut, (k, v): &(String, String)) {
+    put_str(b, k);
+    put_str(b, v);
 }
 
-fn get_strs(b: &mut &[u8]) -> Option<Vec<String>> {
-    if b.remaining() < 4 {
-        return None;
-    }
-    let n = b.get_u32() as usize;
-    let mut out = Vec::with_capacity(n.min(1024));
-    for _ in 0..n {
-        out.push(get_str(b)?);
-    }
-    Some(out)
+pub(super) fn get_pair(b: &mut &[u8]) -> Option<(String, String)> {
+    Some((get_str(b)?, get_str(b)?))
 }
 
-fn put_infos(b: &mut BytesMut, list: &[TopicInfo]) {
-    b.put_u32(list.len() as u32);
-    for t in list {
-        put_str(b, &t.name);
-        b.put_i32(t.partitions);
-        b.put_i16(t.replication_factor);
-        b.put_u32(t.configs.len() as u32);
-        for (k, v) in &t.configs {
-            put_str(b, k);
-            put_str(b, v);
-        }
-    }
+fn put_info(b: &mut BytesMut, t: &TopicInfo) {
+    put_str(b, &t.name);
+    b.put_i32(t.partitions);
+    b.put_i16(t.replication_factor);
+    put_list(b, &t.configs, put_pair);
 }
 
-fn get_infos(b: &mut &[u8]) -> Option<Vec<TopicInfo>> {
-    if b.remaining() < 4 {
-        return None;
-    }
-    let n = b.get_u32() as usize;
-    let mut out = Vec::with_capacity(n.min(1024));
-    for _ in 0..n {
-        let name = get_str(b)?;
-        if b.remaining() < 10 {
-            return None;
-        }
-        let partitions = b.get_i32();
-        let replication_factor = b.get_i16();
-        let k = b.get_u32() as usize;
-        let mut configs = Vec::with_capacity(k.min(1024));
-        for _ in 0..k {
-            configs.push((get_str(b)?, get_str(b)?));
-        }
-        out.push(TopicInfo {
-            name,
-            partitions,
-            replication_factor,
-            configs,
-        });
-    }
-    Some(out)
+fn get_info(b: &mut &[u8]) -> Option<TopicInfo> {
+    Some(TopicInfo {
+        name: get_str(b)?,
+        partitions: get_i32(b)?,
+        replication_factor: get_i16(b)?,
+        configs: get_list(b, get_pair)?,
+    })
 }
 
 fn put_indexes(b: &mut BytesMut, list: &[i16]) {
-    b.put_u32(list.len() as u32);
-    for &i in list {
-        b.put_i16(i);
-    }
+    put_list(b, list, |b, &i| b.put_i16(i));
 }
 
-fn get_indexes(b: &mut &[u8]) -> Option<Vec<i16>> {
-    if b.remaining() < 4 {
-        return None;
-    }
-    let n = b.get_u32() as usize;
-    if b.remaining() < n * 2 {
-        return None;
-    }
-    Some((0..n).map(|_| b.get_i16()).collect())
+fn put_subtopology(b: &mut BytesMut, s: &Subtopology) {
+    put_str(b, &s.id);
+    put_strs(b, &s.source_topics);
+    put_strs(b, &s.repartition_sink_topics);
+    put_list(b, &s.state_changelog_topics, put_info);
+    put_list(b, &s.repartition_source_topics, put_info);
+    put_list(b, &s.copartition_groups, |b, g| {
+        put_indexes(b, &g.source_topics);
+        put_indexes(b, &g.repartition_source_topics);
+    });
+}
+
+fn get_subtopology(b: &mut &[u8]) -> Option<Subtopology> {
+    Some(Subtopology {
+        id: get_str(b)?,
+        source_topics: get_strs(b)?,
+        repartition_sink_topics: get_strs(b)?,
+        state_changelog_topics: get_list(b, get_info)?,
+        repartition_source_topics: get_list(b, get_info)?,
+        copartition_groups: get_list(b, |b| {
+            Some(CopartitionGroup {
+                source_topics: get_list(b, get_i16)?,
+                repartition_source_topics: get_list(b, get_i16)?,
+            })
+        })?,
+    })
 }
 
 impl Topology {
@@ -493,57 +474,16 @@ impl Topology {
     pub fn encode(&self, b: &mut BytesMut) {
         b.put_u8(1);
         b.put_i32(self.epoch);
-        b.put_u32(self.subtopologies.len() as u32);
-        for s in &self.subtopologies {
-            put_str(b, &s.id);
-            put_strs(b, &s.source_topics);
-            put_strs(b, &s.repartition_sink_topics);
-            put_infos(b, &s.state_changelog_topics);
-            put_infos(b, &s.repartition_source_topics);
-            b.put_u32(s.copartition_groups.len() as u32);
-            for g in &s.copartition_groups {
-                put_indexes(b, &g.source_topics);
-                put_indexes(b, &g.repartition_source_topics);
-            }
-        }
+        put_list(b, &self.subtopologies, put_subtopology);
     }
 
     pub fn decode(b: &mut &[u8]) -> Option<Topology> {
-        if b.remaining() < 9 || b.get_u8() != 1 {
+        if b.remaining() < 1 || b.get_u8() != 1 {
             return None;
         }
-        let epoch = b.get_i32();
-        let n = b.get_u32() as usize;
-        let mut subtopologies = Vec::with_capacity(n.min(1024));
-        for _ in 0..n {
-            let id = get_str(b)?;
-            let source_topics = get_strs(b)?;
-            let repartition_sink_topics = get_strs(b)?;
-            let state_changelog_topics = get_infos(b)?;
-            let repartition_source_topics = get_infos(b)?;
-            if b.remaining() < 4 {
-                return None;
-            }
-            let k = b.get_u32() as usize;
-            let mut copartition_groups = Vec::with_capacity(k.min(1024));
-            for _ in 0..k {
-                copartition_groups.push(CopartitionGroup {
-                    source_topics: get_indexes(b)?,
-                    repartition_source_topics: get_indexes(b)?,
-                });
-            }
-            subtopologies.push(Subtopology {
-                id,
-                source_topics,
-                repartition_sink_topics,
-                state_changelog_topics,
-                repartition_source_topics,
-                copartition_groups,
-            });
-        }
         Some(Topology {
-            epoch,
-            subtopologies,
+            epoch: get_i32(b)?,
+            subtopologies: get_list(b, get_subtopology)?,
         })
     }
 }
