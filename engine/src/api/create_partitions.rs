@@ -1,9 +1,11 @@
 //! CreatePartitions (key 37): grow a topic.
 
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsAssignment;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{ApiKey, CreatePartitionsRequest, CreatePartitionsResponse};
 
 use super::access::allowed;
+use super::create_topics::replica_list;
 use super::throttle::Mutations;
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
@@ -39,12 +41,14 @@ pub async fn handle(
             ));
             continue;
         }
-        if t.assignments.as_ref().is_some_and(|a| !a.is_empty()) {
-            results.push(fail(
-                ErrorCode::InvalidReplicaAssignment,
-                "replica assignments do not apply: any agent serves any partition".into(),
-            ));
-            continue;
+        if let Some(assignments) = t.assignments.as_ref().filter(|a| !a.is_empty()) {
+            // A manual assignment places nothing (any agent serves any
+            // partition) but is checked as Kafka checks one.
+            if let Err(msg) = check_assignments(shard, &name, t.count, assignments).await {
+                tracing::info!(topic = %name, reason = %msg, "CreatePartitions refused a replica assignment");
+                results.push(fail(ErrorCode::InvalidReplicaAssignment, msg));
+                continue;
+            }
         }
         if t.count > PARTITIONS_MAX {
             results.push(fail(
@@ -93,4 +97,36 @@ pub async fn handle(
     }
     drop(mutations);
     CreatePartitionsResponse::default().with_results(results)
+}
+
+/// The new partitions' replica lists, one per partition added, each
+/// checked as CreateTopics checks a manual assignment. A topic unknown
+/// here, or a count that does not grow it, is left to the refusals after.
+async fn check_assignments(
+    shard: &Shard,
+    name: &str,
+    count: i32,
+    assignments: &[CreatePartitionsAssignment],
+) -> Result<(), String> {
+    let current = match shard.topics.by_name(name).await {
+        Ok(Some(topic)) => topic.partitions,
+        _ => return Ok(()),
+    };
+    if count <= current {
+        return Ok(());
+    }
+    let added = (count - current) as usize;
+    if assignments.len() != added {
+        return Err(format!(
+            "Attempted to add {added} additional partition(s), but only {} assignment(s) were specified.",
+            assignments.len()
+        ));
+    }
+    let agents: Vec<i32> = shard.agent.live_agents().iter().map(|a| a.agent_id).collect();
+    let mut width = None;
+    for (p, a) in (current..).zip(assignments) {
+        let ids: Vec<i32> = a.broker_ids.iter().map(|b| b.0).collect();
+        replica_list(p, &ids, &agents, &mut width)?;
+    }
+    Ok(())
 }

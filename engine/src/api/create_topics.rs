@@ -178,48 +178,86 @@ fn assigned(
     t: &CreatableTopic,
     agents: &[i32],
 ) -> Result<(i32, i16), (ErrorCode, String)> {
-    let bad = |msg: String| Err((ErrorCode::InvalidReplicaAssignment, msg));
     if t.replication_factor != -1 || t.num_partitions != -1 {
         return Err((
             ErrorCode::InvalidRequest,
             "a manual replica assignment needs replication factor and partition count -1".into(),
         ));
     }
+    let bad = |msg: String| Err((ErrorCode::InvalidReplicaAssignment, msg));
     let mut seen: Vec<i32> = Vec::with_capacity(t.assignments.len());
-    let mut replicas = None;
+    let mut width = None;
     for a in &t.assignments {
         let p = a.partition_index;
         if seen.contains(&p) {
             return bad(format!("partition {p} is assigned twice"));
         }
         seen.push(p);
-        if a.broker_ids.is_empty() {
-            return bad(format!("partition {p} is assigned an empty replica list"));
-        }
-        let mut ids: Vec<i32> = a.broker_ids.iter().map(|b| b.0).collect();
-        ids.sort_unstable();
-        for (i, id) in ids.iter().enumerate() {
-            if !agents.contains(id) {
-                return bad(format!("partition {p} is assigned broker {id}, which is not a live agent"));
-            }
-            if ids[i + 1..].first() == Some(id) {
-                return bad(format!("partition {p} is assigned broker {id} more than once"));
-            }
-        }
-        let n = ids.len();
-        match replicas {
-            None => replicas = Some(n),
-            Some(m) if m != n => {
-                return bad(format!(
-                    "partition {p} is assigned {n} replica(s), the partitions before it {m}"
-                ))
-            }
-            Some(_) => {}
+        let ids: Vec<i32> = a.broker_ids.iter().map(|b| b.0).collect();
+        if let Err(msg) = replica_list(p, &ids, agents, &mut width) {
+            return bad(msg);
         }
     }
     seen.sort_unstable();
     if seen.iter().enumerate().any(|(i, &p)| p != i as i32) {
         return bad("the assigned partitions must be numbered 0, 1, 2, ... without gaps".into());
     }
-    Ok((seen.len() as i32, replicas.unwrap_or(1) as i16))
+    Ok((seen.len() as i32, width.unwrap_or(1) as i16))
+}
+
+/// One partition's manual replica list, checked as Kafka's controller
+/// checks it (CreateTopics and CreatePartitions): not empty, no agent
+/// twice, only live agents, and as many replicas as the partitions before
+/// it (`width`, set by the first list).
+pub(super) fn replica_list(
+    p: i32,
+    ids: &[i32],
+    agents: &[i32],
+    width: &mut Option<usize>,
+) -> Result<(), String> {
+    if ids.is_empty() {
+        return Err(format!("partition {p} is assigned an empty replica list"));
+    }
+    let mut sorted = ids.to_vec();
+    sorted.sort_unstable();
+    for (i, id) in sorted.iter().enumerate() {
+        if !agents.contains(id) {
+            return Err(format!("partition {p} is assigned broker {id}, which is not a live agent"));
+        }
+        if sorted[i + 1..].first() == Some(id) {
+            return Err(format!("partition {p} is assigned broker {id} more than once"));
+        }
+    }
+    match *width {
+        None => *width = Some(ids.len()),
+        Some(m) if m != ids.len() => {
+            return Err(format!(
+                "partition {p} is assigned {} replica(s), the partitions before it {m}",
+                ids.len()
+            ))
+        }
+        Some(_) => {}
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replica_list;
+
+    #[test]
+    fn replica_lists_are_checked_as_kafka_checks_them() {
+        let agents = [1, 2, 3];
+        let mut width = None;
+        assert_eq!(replica_list(0, &[1, 2], &agents, &mut width), Ok(()));
+        assert_eq!(width, Some(2));
+        assert_eq!(replica_list(1, &[3, 1], &agents, &mut width), Ok(()));
+        let err = |p, ids: &[i32], width: &mut Option<usize>| {
+            replica_list(p, ids, &agents, width).unwrap_err()
+        };
+        assert!(err(2, &[1], &mut width).contains("assigned 1 replica(s), the partitions before it 2"));
+        assert!(err(2, &[], &mut None).contains("empty replica list"));
+        assert!(err(2, &[2, 2], &mut None).contains("broker 2 more than once"));
+        assert!(err(2, &[4], &mut None).contains("broker 4, which is not a live agent"));
+    }
 }
