@@ -729,6 +729,135 @@ pub fn txn_marker_batch(m: &TxnMarker) -> Bytes {
     Bytes::from(b)
 }
 
+/// The header fields of a stored batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub leader_epoch: i32,
+    pub attributes: i16,
+    pub last_offset_delta: i32,
+    pub base_timestamp: i64,
+    pub max_timestamp: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+    pub record_count: i32,
+}
+
+impl Header {
+    pub fn parse(b: &[u8]) -> Result<Header, Invalid> {
+        if b.len() < BATCH_HEADER_BYTES || b[16] != 2 {
+            return Err(invalid(
+                ErrorCode::CorruptMessage,
+                "stored batch is not a magic 2 batch",
+            ));
+        }
+        Ok(Header {
+            leader_epoch: i32_at(b, 12),
+            attributes: i16_at(b, 21),
+            last_offset_delta: i32_at(b, 23),
+            base_timestamp: i64_at(b, 27),
+            max_timestamp: i64_at(b, 35),
+            producer_id: i64_at(b, 43),
+            producer_epoch: i16_at(b, 51),
+            base_sequence: i32_at(b, 53),
+            record_count: i32_at(b, 57),
+        })
+    }
+
+    pub fn codec(&self) -> i16 {
+        self.attributes & ATTR_COMPRESSION_MASK
+    }
+
+    pub fn transactional(&self) -> bool {
+        self.attributes & ATTR_TRANSACTIONAL != 0
+    }
+
+    pub fn control(&self) -> bool {
+        self.attributes & ATTR_CONTROL != 0
+    }
+
+    /// The delete horizon a previous pass set, if any.
+    pub fn delete_horizon(&self) -> Option<i64> {
+        (self.attributes & ATTR_DELETE_HORIZON != 0).then_some(self.base_timestamp)
+    }
+}
+
+/// A magic 2 batch of these header fields and (compressed) records.
+pub(crate) fn write_batch(base_offset: i64, h: &Header, records: &[u8]) -> Bytes {
+    let mut b = Vec::with_capacity(BATCH_HEADER_BYTES + records.len());
+    b.extend_from_slice(&base_offset.to_be_bytes());
+    b.extend_from_slice(&((BATCH_HEADER_BYTES - 12 + records.len()) as i32).to_be_bytes());
+    b.extend_from_slice(&h.leader_epoch.to_be_bytes());
+    b.push(2);
+    b.extend_from_slice(&[0; 4]); // CRC, below
+    b.extend_from_slice(&h.attributes.to_be_bytes());
+    b.extend_from_slice(&h.last_offset_delta.to_be_bytes());
+    b.extend_from_slice(&h.base_timestamp.to_be_bytes());
+    b.extend_from_slice(&h.max_timestamp.to_be_bytes());
+    b.extend_from_slice(&h.producer_id.to_be_bytes());
+    b.extend_from_slice(&h.producer_epoch.to_be_bytes());
+    b.extend_from_slice(&h.base_sequence.to_be_bytes());
+    b.extend_from_slice(&h.record_count.to_be_bytes());
+    b.extend_from_slice(records);
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(b)
+}
+
+pub(crate) fn put_varint(out: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    while z >= 0x80 {
+        out.push((z as u8 & 0x7f) | 0x80);
+        z >>= 7;
+    }
+    out.push(z as u8);
+}
+
+/// A fresh batch of one record (base offset 0, no producer, no
+/// compression, CreateTime `timestamp_ms`), as a producer would send it:
+/// what the agent itself writes into a topic.
+pub fn one_record_batch(
+    key: Option<&[u8]>,
+    value: &[u8],
+    headers: &[(&str, &[u8])],
+    timestamp_ms: i64,
+) -> Bytes {
+    let mut body = vec![0u8]; // attributes
+    put_varint(&mut body, 0); // timestamp delta
+    put_varint(&mut body, 0); // offset delta
+    match key {
+        None => put_varint(&mut body, -1),
+        Some(k) => {
+            put_varint(&mut body, k.len() as i64);
+            body.extend_from_slice(k);
+        }
+    }
+    put_varint(&mut body, value.len() as i64);
+    body.extend_from_slice(value);
+    put_varint(&mut body, headers.len() as i64);
+    for (k, v) in headers {
+        put_varint(&mut body, k.len() as i64);
+        body.extend_from_slice(k.as_bytes());
+        put_varint(&mut body, v.len() as i64);
+        body.extend_from_slice(v);
+    }
+    let mut record = Vec::with_capacity(body.len() + 5);
+    put_varint(&mut record, body.len() as i64);
+    record.extend_from_slice(&body);
+    let h = Header {
+        leader_epoch: 0,
+        attributes: 0,
+        last_offset_delta: 0,
+        base_timestamp: timestamp_ms,
+        max_timestamp: timestamp_ms,
+        producer_id: -1,
+        producer_epoch: -1,
+        base_sequence: -1,
+        record_count: 1,
+    };
+    write_batch(0, &h, &record)
+}
+
 /// Writes `batch` into `out` with its baseOffset set to `base_offset` (the
 /// field lies outside the CRC).
 pub fn put_with_base_offset(out: &mut bytes::BytesMut, batch: &[u8], base_offset: i64) {

@@ -23,64 +23,11 @@ use bytes::Bytes;
 
 use crate::error::ErrorCode;
 use crate::limits::DECOMPRESSED_BATCH_BYTES_MAX;
+pub use crate::records::Header;
 use crate::records::{
-    compress, i16_at, i32_at, i64_at, invalid, records_reader, varint_in, Invalid,
-    ATTR_COMPRESSION_MASK, ATTR_CONTROL, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME,
-    ATTR_TRANSACTIONAL, BATCH_HEADER_BYTES,
+    compress, invalid, put_varint, records_reader, varint_in, write_batch, Invalid,
+    ATTR_COMPRESSION_MASK, ATTR_DELETE_HORIZON, ATTR_LOG_APPEND_TIME, BATCH_HEADER_BYTES,
 };
-
-/// The header fields of a stored batch.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Header {
-    pub leader_epoch: i32,
-    pub attributes: i16,
-    pub last_offset_delta: i32,
-    pub base_timestamp: i64,
-    pub max_timestamp: i64,
-    pub producer_id: i64,
-    pub producer_epoch: i16,
-    pub base_sequence: i32,
-    pub record_count: i32,
-}
-
-impl Header {
-    pub fn parse(b: &[u8]) -> Result<Header, Invalid> {
-        if b.len() < BATCH_HEADER_BYTES || b[16] != 2 {
-            return Err(invalid(
-                ErrorCode::CorruptMessage,
-                "stored batch is not a magic 2 batch",
-            ));
-        }
-        Ok(Header {
-            leader_epoch: i32_at(b, 12),
-            attributes: i16_at(b, 21),
-            last_offset_delta: i32_at(b, 23),
-            base_timestamp: i64_at(b, 27),
-            max_timestamp: i64_at(b, 35),
-            producer_id: i64_at(b, 43),
-            producer_epoch: i16_at(b, 51),
-            base_sequence: i32_at(b, 53),
-            record_count: i32_at(b, 57),
-        })
-    }
-
-    pub fn codec(&self) -> i16 {
-        self.attributes & ATTR_COMPRESSION_MASK
-    }
-
-    pub fn transactional(&self) -> bool {
-        self.attributes & ATTR_TRANSACTIONAL != 0
-    }
-
-    pub fn control(&self) -> bool {
-        self.attributes & ATTR_CONTROL != 0
-    }
-
-    /// The delete horizon a previous pass set, if any.
-    pub fn delete_horizon(&self) -> Option<i64> {
-        (self.attributes & ATTR_DELETE_HORIZON != 0).then_some(self.base_timestamp)
-    }
-}
 
 /// One record, as found in a decoded batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -279,40 +226,10 @@ pub fn empty_batch(offset: i64, max_timestamp: i64) -> Bytes {
     write_batch(offset, &fields, &[])
 }
 
-/// A magic 2 batch of these header fields and (compressed) records.
-fn write_batch(base_offset: i64, h: &Header, records: &[u8]) -> Bytes {
-    let mut b = Vec::with_capacity(BATCH_HEADER_BYTES + records.len());
-    b.extend_from_slice(&base_offset.to_be_bytes());
-    b.extend_from_slice(&((BATCH_HEADER_BYTES - 12 + records.len()) as i32).to_be_bytes());
-    b.extend_from_slice(&h.leader_epoch.to_be_bytes());
-    b.push(2);
-    b.extend_from_slice(&[0; 4]); // CRC, below
-    b.extend_from_slice(&h.attributes.to_be_bytes());
-    b.extend_from_slice(&h.last_offset_delta.to_be_bytes());
-    b.extend_from_slice(&h.base_timestamp.to_be_bytes());
-    b.extend_from_slice(&h.max_timestamp.to_be_bytes());
-    b.extend_from_slice(&h.producer_id.to_be_bytes());
-    b.extend_from_slice(&h.producer_epoch.to_be_bytes());
-    b.extend_from_slice(&h.base_sequence.to_be_bytes());
-    b.extend_from_slice(&h.record_count.to_be_bytes());
-    b.extend_from_slice(records);
-    let crc = crc32c::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
-    Bytes::from(b)
-}
-
-fn put_varint(out: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    while z >= 0x80 {
-        out.push((z as u8 & 0x7f) | 0x80);
-        z >>= 7;
-    }
-    out.push(z as u8);
-}
-
 #[cfg(test)]
 pub mod tests {
     use super::*;
+    use crate::records::{i32_at, i64_at, ATTR_TRANSACTIONAL};
 
     /// One record to build a test batch from: (key, value, timestamp).
     pub type Rec<'a> = (Option<&'a [u8]>, Option<&'a [u8]>, i64);
