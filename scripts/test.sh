@@ -7,7 +7,8 @@
 #   4. create/refresh .venv from tests/requirements.txt (skipped when unchanged)
 #   5. build the Java/Go RoundTrip clients (tests/clients/build.sh) and the Kafka
 #      Streams program (tests/streams/build.sh), unpack Debian's kcat
-#      (tests/clients/kcat.sh), then
+#      (tests/clients/kcat.sh), build librdkafka's test-runner from its
+#      2.15.0 sources (tests/clients/librdkafka-tests.sh), then
 #      pytest tests/e2e  (extra arguments to this script are passed to pytest)
 # Exits non-zero if any step fails. Environment:
 #   RUTOMQ_SKIP_CARGO=1    skip steps 2-3 (iterate on the e2e suite with an existing binary)
@@ -136,6 +137,13 @@ fi
 log "tests/clients/kcat.sh (Debian's kcat)"
 if ! bash tests/clients/kcat.sh >/dev/null; then
     echo "error: tests/clients/kcat.sh failed (continuing; test_admin_tools will fail)" >&2
+    status=1
+fi
+# librdkafka 2.15.0's own test programs, built from its sources (npm),
+# for test_librdkafka_suite (0081_admin against rutomq).
+log "tests/clients/librdkafka-tests.sh (librdkafka's test-runner)"
+if ! bash tests/clients/librdkafka-tests.sh >/dev/null; then
+    echo "error: tests/clients/librdkafka-tests.sh failed (continuing; test_librdkafka_suite will fail)" >&2
     status=1
 fi
 pytest_args=(-q tests/e2e)

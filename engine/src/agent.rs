@@ -28,6 +28,8 @@ pub struct AgentConfig {
     /// The one log directory DescribeLogDirs reports: where the records
     /// are (the object store's URL, without credentials or query).
     pub log_dir: String,
+    /// Where pushed client telemetry is also written (`--client-telemetry-topic`).
+    pub client_telemetry_topic: Option<String>,
 }
 
 pub struct Agent {

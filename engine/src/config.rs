@@ -186,6 +186,14 @@ pub struct ServeArgs {
     /// Partitions of auto-created topics and of CreateTopics with -1.
     #[arg(long, env = "RUTOMQ_DEFAULT_PARTITIONS", default_value_t = 1)]
     pub default_partitions: i32,
+    /// Client telemetry (KIP-714) pushed to this agent is also written into
+    /// this topic, which must exist: one record per push, key the client
+    /// instance id, value its metrics as OTLP protobuf (decompressed; an
+    /// OpenTelemetry collector's Kafka receiver reads them as
+    /// `otlp_proto`), headers `client_id`, `client_software_name` and
+    /// `client_software_version`. Off by default.
+    #[arg(long, env = "RUTOMQ_CLIENT_TELEMETRY_TOPIC")]
+    pub client_telemetry_topic: Option<String>,
     /// Request bytes admitted but not yet answered, per shard (back-pressure:
     /// past it the shard stops reading its sockets). A request larger than
     /// this is admitted alone, taking the whole budget. 100 MiB: in a

@@ -180,6 +180,10 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
             transaction_max_timeout_ms: args.transaction_max_timeout_ms.max(1),
             transactional_id_expiration_ms: args.transactional_id_expiration_ms.max(1),
             log_dir: crate::agent::log_dir_of(&object_store_url),
+            client_telemetry_topic: args
+                .client_telemetry_topic
+                .clone()
+                .filter(|t| !t.is_empty()),
         },
         meta: meta.clone(),
         storage: storage.clone(),

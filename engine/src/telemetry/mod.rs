@@ -135,6 +135,9 @@ pub struct TelemetryStats {
     pub pushes: AtomicU64,
     pub refused: AtomicU64,
     pub points_dropped: AtomicU64,
+    /// Pushes written into `--client-telemetry-topic`, and those that could not be.
+    pub exported: AtomicU64,
+    pub export_failed: AtomicU64,
 }
 
 /// An agent's client telemetry.
@@ -238,16 +241,18 @@ impl Telemetry {
 
     /// Takes a push at `now_ms`: checked as Kafka checks it, decompressed
     /// (bounded) and decoded, its points kept as the client's series.
+    /// Returns the metrics as OTLP, decompressed (for
+    /// [`export`](crate::telemetry::export)), or the refusal.
     pub fn push(
         &self,
         subs: &[Subscription],
         attrs: ClientAttrs,
         p: Push<'_>,
         now_ms: i64,
-    ) -> (ErrorCode, Option<String>) {
+    ) -> Result<Vec<u8>, (ErrorCode, String)> {
         let refuse = |code: ErrorCode, msg: &str| {
             self.stats.refused.fetch_add(1, Ordering::Relaxed);
-            (code, Some(msg.to_owned()))
+            Err((code, msg.to_owned()))
         };
         if p.instance.is_nil() {
             return refuse(ErrorCode::InvalidRequest, "the client instance id is zero");
@@ -301,7 +306,7 @@ impl Telemetry {
                 );
             }
         }
-        let raw = match decompress(p.compression, p.payload) {
+        let raw: Vec<u8> = match decompress(p.compression, p.payload) {
             Ok(raw) => raw,
             Err(msg) => return refuse(ErrorCode::InvalidRecord, &msg),
         };
@@ -324,7 +329,7 @@ impl Telemetry {
             ..
         } = &mut *st;
         let Some(c) = clients.get_mut(&p.instance) else {
-            return (ErrorCode::None, None); // forgotten meanwhile: nothing to keep
+            return Ok(raw); // forgotten meanwhile: no series to keep
         };
         c.last_push_ms = Some(now_ms);
         c.terminating = p.terminating;
@@ -344,7 +349,7 @@ impl Telemetry {
         }
         // A terminating client's last values stay until it is swept, so a
         // scrape still sees them.
-        (ErrorCode::None, None)
+        Ok(raw)
     }
 
     /// Client instances known now.
@@ -376,6 +381,18 @@ impl Telemetry {
                 "counter",
                 "Pushed points dropped: past the series limit.",
                 s.points_dropped.load(r),
+            ),
+            (
+                "rutomq_client_telemetry_exported_total",
+                "counter",
+                "Pushes written into the client telemetry topic.",
+                s.exported.load(r),
+            ),
+            (
+                "rutomq_client_telemetry_export_failed_total",
+                "counter",
+                "Pushes that could not be written into the client telemetry topic (logged).",
+                s.export_failed.load(r),
             ),
             (
                 "rutomq_client_telemetry_clients",
@@ -562,12 +579,15 @@ mod tests {
             )
         };
         assert_eq!(
-            push(a.instance, a.subscription_id + 1, 1000).0,
+            push(a.instance, a.subscription_id + 1, 1000).map_or_else(|e| e.0, |_| ErrorCode::None),
             ErrorCode::UnknownSubscriptionId
         );
-        assert_eq!(push(a.instance, a.subscription_id, 1000).0, ErrorCode::None);
         assert_eq!(
-            push(a.instance, a.subscription_id, 1100).0,
+            push(a.instance, a.subscription_id, 1000).map_or_else(|e| e.0, |_| ErrorCode::None),
+            ErrorCode::None
+        );
+        assert_eq!(
+            push(a.instance, a.subscription_id, 1100).map_or_else(|e| e.0, |_| ErrorCode::None),
             ErrorCode::ThrottlingQuotaExceeded
         );
         let mut out = String::new();
@@ -603,7 +623,10 @@ mod tests {
             payload: &data,
         };
         // gzip was announced but the payload is not gzip: refused.
-        assert_eq!(t.push(&subs, attrs("c"), p, 1).0, ErrorCode::InvalidRecord);
+        assert_eq!(
+            t.push(&subs, attrs("c"), p, 1).unwrap_err().0,
+            ErrorCode::InvalidRecord
+        );
         let p = |_at: i64| Push {
             instance: a.instance,
             subscription_id: a.subscription_id,
@@ -611,9 +634,14 @@ mod tests {
             compression: 0,
             payload: &data,
         };
-        assert_eq!(t.push(&subs, attrs("c"), p(2), 2).0, ErrorCode::None);
         assert_eq!(
-            t.push(&subs, attrs("c"), p(3), 3).0,
+            t.push(&subs, attrs("c"), p(2), 2).ok(),
+            Some(data.clone()),
+            "the OTLP bytes"
+        );
+        assert_eq!(
+            t.push(&subs, attrs("c"), p(3), 3)
+                .map_or_else(|e| e.0, |_| ErrorCode::None),
             ErrorCode::InvalidRequest,
             "terminating already"
         );
