@@ -8,13 +8,14 @@
 
 use std::collections::HashMap;
 
-use kafka_protocol::messages::describe_log_dirs_response::{
-    DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
-};
-use kafka_protocol::messages::{ApiKey, DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
+use kafka_protocol::messages::{ApiKey, TopicName};
 use rutomq_meta::TopicRecord;
 
 use super::access::{allowed, visible};
+use super::generated::describe_log_dirs_response::{
+    DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
+};
+use super::generated::{DescribeLogDirsRequest, DescribeLogDirsResponse};
 use super::metadata::{leader_of, listener_agents};
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
@@ -24,8 +25,9 @@ use crate::shard::Shard;
 /// A topic asked about, and its partitions asked about (`None`: all).
 type Asked = (TopicRecord, Option<Vec<i32>>);
 
-/// DescribeLogDirs, versions 1–4.
-pub const API: Api<DescribeLogDirsRequest> = Api::new(ApiKey::DescribeLogDirs, 1, 4);
+/// DescribeLogDirs, versions 1–5 (5 adds IsCordoned, KIP-1066: the object
+/// store is never cordoned; codec generated from Kafka 4.3's spec).
+pub const API: Api<DescribeLogDirsRequest> = Api::new(ApiKey::DescribeLogDirs, 1, 5);
 
 pub async fn handle(
     shard: &Shard,

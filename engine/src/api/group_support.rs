@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use rutomq_meta::groups::OffsetCommit;
+use rutomq_meta::TopicRecord;
 use uuid::Uuid;
 
 use super::access::{allowed, operations};
@@ -61,6 +62,39 @@ pub struct AskedOffset<'a> {
     pub metadata: Option<&'a str>,
 }
 
+/// How a request names a topic: by name, or by id (OffsetCommit and
+/// OffsetFetch from version 10, KIP-848).
+#[derive(Clone, Copy, Debug)]
+pub enum TopicRef<'a> {
+    Name(&'a str),
+    Id(Uuid),
+}
+
+impl<'a> TopicRef<'a> {
+    /// The topic, when the principal may READ it: by name, checked before
+    /// it is looked up (an unauthorized client learns nothing of it); by
+    /// id, once found (UNKNOWN_TOPIC_ID when it is not).
+    pub async fn readable(
+        self,
+        shard: &Shard,
+        req: &Req,
+    ) -> Result<Option<TopicRecord>, ErrorCode> {
+        match self {
+            TopicRef::Name(name) if allowed(shard, req, op::READ, resource::TOPIC, name) => {
+                shard.topics.by_name(name).await
+            }
+            TopicRef::Name(_) => Err(ErrorCode::TopicAuthorizationFailed),
+            TopicRef::Id(id) => match shard.topics.by_id(id).await? {
+                Some(rec) if allowed(shard, req, op::READ, resource::TOPIC, &rec.name) => {
+                    Ok(Some(rec))
+                }
+                Some(_) => Err(ErrorCode::TopicAuthorizationFailed),
+                None => Err(ErrorCode::UnknownTopicId),
+            },
+        }
+    }
+}
+
 /// A requested partition: (topic index, partition, error known before the
 /// commit, or the key the coordinator writes).
 type Asked = (usize, i32, Option<ErrorCode>, Option<(Uuid, i32)>);
@@ -76,27 +110,23 @@ pub struct ResolvedOffsets {
     pub names: HashMap<Uuid, String>,
 }
 
-/// Resolves `topics` (name and asked partitions, in request order):
+/// Resolves `topics` (name or id, and asked partitions, in request order):
 /// topics the principal may not read, unknown topics and partitions, and metadata over `metadata_max` bytes,
 /// are answered now; the rest is to be written.
 pub async fn resolve_offsets<'a>(
     shard: &Shard,
     req: &Req,
     metadata_max: usize,
-    topics: impl IntoIterator<Item = (&'a str, Vec<AskedOffset<'a>>)>,
+    topics: impl IntoIterator<Item = (TopicRef<'a>, Vec<AskedOffset<'a>>)>,
 ) -> ResolvedOffsets {
     let mut asked: Vec<Asked> = Vec::new();
     let mut offsets: HashMap<(Uuid, i32), OffsetCommit> = HashMap::new();
     let mut names: HashMap<Uuid, String> = HashMap::new();
     let mut n = 0;
-    for (ti, (name, partitions)) in topics.into_iter().enumerate() {
+    for (ti, (topic, partitions)) in topics.into_iter().enumerate() {
         n = ti + 1;
         // Kafka: READ on each topic.
-        let topic = if allowed(shard, req, op::READ, resource::TOPIC, name) {
-            shard.topics.by_name(name).await
-        } else {
-            Err(ErrorCode::TopicAuthorizationFailed)
-        };
+        let topic = topic.readable(shard, req).await;
         for p in partitions {
             let code = match &topic {
                 Err(e) => Some(*e),
@@ -105,7 +135,9 @@ pub async fn resolve_offsets<'a>(
                         Some(ErrorCode::OffsetMetadataTooLarge)
                     } else {
                         let key = (rec.topic_id, p.partition);
-                        names.entry(rec.topic_id).or_insert_with(|| name.to_owned());
+                        names
+                            .entry(rec.topic_id)
+                            .or_insert_with(|| rec.name.clone());
                         offsets.insert(
                             key,
                             OffsetCommit {

@@ -1,13 +1,14 @@
 //! ListOffsets (key 2): earliest, latest, by timestamp, max timestamp.
 
-use kafka_protocol::messages::list_offsets_response::{
-    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
-};
-use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
+use kafka_protocol::messages::ApiKey;
 use rutomq_meta::SpanRecord;
 use uuid::Uuid;
 
 use super::access::allowed;
+use super::generated::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use super::generated::{ListOffsetsRequest, ListOffsetsResponse};
 use super::{Api, Req};
 use crate::error::ErrorCode;
 use crate::records::first_record_matching;
@@ -19,9 +20,26 @@ const EARLIEST: i64 = -2;
 const MAX_TIMESTAMP: i64 = -3;
 const EARLIEST_LOCAL: i64 = -4;
 const LATEST_TIERED: i64 = -5;
+/// KIP-1023's first offset not yet in remote storage: there is none (a
+/// record is in the object store before it is acknowledged), so no offset
+/// is found, as Kafka answers for a topic without tiered storage.
+const EARLIEST_PENDING_UPLOAD: i64 = -6;
 
-/// ListOffsets, versions 1–10.
-pub const API: Api<ListOffsetsRequest> = Api::new(ApiKey::ListOffsets, 1, 10);
+/// ListOffsets, versions 1–11 (codec generated from Kafka 4.3's spec).
+pub const API: Api<ListOffsetsRequest> = Api::new(ApiKey::ListOffsets, 1, 11);
+
+/// The first version that may ask for `target` (Kafka refuses a sentinel
+/// from an older version with UNSUPPORTED_VERSION; clients downgrade only
+/// as far as what they ask allows).
+fn min_version(target: i64) -> i16 {
+    match target {
+        MAX_TIMESTAMP => 7,
+        EARLIEST_LOCAL => 8,
+        LATEST_TIERED => 9,
+        EARLIEST_PENDING_UPLOAD => 11,
+        _ => 0,
+    }
+}
 
 pub async fn handle(shard: &Shard, req: &Req, body: ListOffsetsRequest) -> ListOffsetsResponse {
     // leader_epoch exists from v4; setting it earlier fails the encoding.
@@ -50,6 +68,9 @@ pub async fn handle(shard: &Shard, req: &Req, body: ListOffsetsRequest) -> ListO
                     .with_offset(-1)
                     .with_leader_epoch(leader_epoch);
                 let found = match topic {
+                    _ if req.version < min_version(p.timestamp) => {
+                        Err(ErrorCode::UnsupportedVersion)
+                    }
                     Err(code) => Err(*code),
                     Ok(None) => Err(ErrorCode::UnknownTopicOrPartition),
                     Ok(Some(rec))
@@ -99,6 +120,7 @@ async fn lookup(
         LATEST | LATEST_TIERED if committed => Ok(Some((offsets.last_stable_offset, -1))),
         LATEST | LATEST_TIERED => Ok(Some((offsets.high_watermark, -1))),
         EARLIEST | EARLIEST_LOCAL => Ok(Some((offsets.log_start_offset, -1))),
+        EARLIEST_PENDING_UPLOAD => Ok(None),
         MAX_TIMESTAMP => {
             let span = meta
                 .span_by_timestamp(topic_id, partition, None, 0)

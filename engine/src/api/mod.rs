@@ -33,7 +33,7 @@ use rutomq_shards::{Close, Reply};
 pub use codec::{encode, encode_request, DECODER_PANICS};
 pub use fuzz::fuzz_frame;
 pub use group_support::{
-    group_coordinator, group_operations, resolve_offsets, AskedOffset, ResolvedOffsets,
+    group_coordinator, group_operations, resolve_offsets, AskedOffset, ResolvedOffsets, TopicRef,
 };
 pub use key::Key;
 
@@ -667,6 +667,81 @@ mod tests {
         let expected: std::collections::BTreeSet<i16> = promised.iter().copied().collect();
         assert_eq!(served, expected);
         assert_eq!(served.len(), 74);
+    }
+
+    /// Where rutomq serves fewer versions than Kafka 4.3 lists, and why:
+    /// (key, highest served, reason).
+    const BEHIND: &[(i16, i16, &str)] = &[
+        (
+            24,
+            3,
+            "AddPartitionsToTxn 4-5: KIP-890 broker-side verification, sent by brokers",
+        ),
+        (
+            26,
+            4,
+            "EndTxn 5: transaction version 2 (KIP-890 part 2) is not implemented",
+        ),
+        (
+            27,
+            1,
+            "WriteTxnMarkers 2: transaction version 2 markers (KIP-1228)",
+        ),
+        (
+            28,
+            4,
+            "TxnOffsetCommit 5: transaction version 2 (KIP-890 part 2)",
+        ),
+        (
+            78,
+            1,
+            "ShareFetch 2: acquire modes and renew acknowledgements (KIP-1206, KIP-1222)",
+        ),
+        (
+            79,
+            1,
+            "ShareAcknowledge 2: renew acknowledgements (KIP-1222)",
+        ),
+        (
+            85,
+            0,
+            "WriteShareGroupState 1: delivery-complete counts (KIP-1226)",
+        ),
+        (
+            87,
+            0,
+            "ReadShareGroupStateSummary 1: delivery-complete counts (KIP-1226)",
+        ),
+        (
+            90,
+            0,
+            "DescribeShareGroupOffsets 1: share-partition lag (KIP-1226)",
+        ),
+    ];
+
+    #[test]
+    fn versions_are_kafka_4_3s_save_the_named_gaps() {
+        use super::generated::kafka_versions::{KAFKA, VERSIONS};
+        assert_eq!(KAFKA, "4.3.0");
+        for a in APIS {
+            let (_, lo, hi, name) = VERSIONS
+                .iter()
+                .copied()
+                .find(|v| v.0 == a.key.0)
+                .unwrap_or_else(|| panic!("{:?} is not a Kafka {KAFKA} key", a.key));
+            // Lower versions may be listed without being served (Produce 0-2,
+            // as Kafka 4 lists them for old librdkafka, KAFKA-18659).
+            assert_eq!(a.min, lo, "{name}: lowest version served");
+            assert!(a.advertised_min <= lo, "{name}: lowest version listed");
+            let behind = BEHIND.iter().find(|b| b.0 == a.key.0);
+            match behind {
+                None => assert_eq!(a.max, hi, "{name}: highest version served"),
+                Some(&(_, max, why)) => {
+                    assert!(a.max < hi, "{name} is not behind Kafka any more ({why})");
+                    assert_eq!(a.max, max, "{name}: {why}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -2,18 +2,38 @@
 //! the member's generation by the group's coordinator, then written to
 //! PostgreSQL before the answer.
 
-use kafka_protocol::messages::offset_commit_response::{
+use kafka_protocol::messages::ApiKey;
+
+use super::generated::offset_commit_request::OffsetCommitRequestTopic;
+use super::generated::offset_commit_response::{
     OffsetCommitResponsePartition, OffsetCommitResponseTopic,
 };
-use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse};
-use super::{group_coordinator, resolve_offsets, Api, AskedOffset, Req};
+use super::generated::{OffsetCommitRequest, OffsetCommitResponse};
+use super::{group_coordinator, resolve_offsets, Api, AskedOffset, Req, TopicRef};
 use crate::error::ErrorCode;
 use crate::groups::CommitArgs;
 use crate::security::acl::op;
 use crate::shard::Shard;
 
-/// OffsetCommit, versions 2–9.
-pub const API: Api<OffsetCommitRequest> = Api::new(ApiKey::OffsetCommit, 2, 9);
+/// OffsetCommit, versions 2–10 (10 names topics by id; codec generated
+/// from Kafka 4.3's spec).
+pub const API: Api<OffsetCommitRequest> = Api::new(ApiKey::OffsetCommit, 2, 10);
+
+/// How the request names a topic at its version.
+pub(super) fn topic_ref(t: &OffsetCommitRequestTopic, version: i16) -> TopicRef<'_> {
+    if version >= 10 {
+        TopicRef::Id(t.topic_id)
+    } else {
+        TopicRef::Name(t.name.0.as_str())
+    }
+}
+
+/// A response topic naming the request's topic as it was named.
+fn answer_topic(t: &OffsetCommitRequestTopic) -> OffsetCommitResponseTopic {
+    OffsetCommitResponseTopic::default()
+        .with_name(t.name.clone())
+        .with_topic_id(t.topic_id)
+}
 
 pub async fn handle(shard: &Shard, req: &Req, body: OffsetCommitRequest) -> OffsetCommitResponse {
     // Not this agent's group: NOT_COORDINATOR for every partition, before
@@ -29,7 +49,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetCommitRequest) -> Offs
             leader_epoch: p.committed_leader_epoch,
             metadata: p.committed_metadata.as_deref(),
         });
-        (t.name.0.as_str(), parts.collect())
+        (topic_ref(t, req.version), parts.collect())
     });
     let mut resolved = resolve_offsets(shard, req, groups.cfg.offset_metadata_bytes_max, asked).await;
     let written = if resolved.offsets.is_empty() {
@@ -53,9 +73,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetCommitRequest) -> Offs
         .iter()
         .zip(resolved.answers(written))
         .map(|(t, parts)| {
-            OffsetCommitResponseTopic::default()
-                .with_name(t.name.clone())
-                .with_partitions(
+            answer_topic(t).with_partitions(
                     parts
                         .into_iter()
                         .map(|(p, code)| {
@@ -76,9 +94,7 @@ fn fail_all(body: &OffsetCommitRequest, code: ErrorCode) -> OffsetCommitResponse
         body.topics
             .iter()
             .map(|t| {
-                OffsetCommitResponseTopic::default()
-                    .with_name(t.name.clone())
-                    .with_partitions(
+                answer_topic(t).with_partitions(
                         t.partitions
                             .iter()
                             .map(|p| {

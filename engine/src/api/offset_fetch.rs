@@ -5,14 +5,16 @@
 
 use std::collections::HashMap;
 
-use kafka_protocol::messages::offset_fetch_response::{
+use kafka_protocol::messages::{ApiKey, TopicName};
+use rutomq_meta::groups::CommittedOffset;
+use uuid::Uuid;
+
+use super::access::{allowed, visible};
+use super::generated::offset_fetch_response::{
     OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
-use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, TopicName};
-use rutomq_meta::groups::CommittedOffset;
-
-use super::access::{allowed, visible};
+use super::generated::{OffsetFetchRequest, OffsetFetchResponse};
 use super::{group_coordinator, str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::security::acl::{op, resource};
@@ -23,18 +25,33 @@ type Answer = (i64, i32, String, ErrorCode);
 /// The answer for one group: topics in order, each with its partitions.
 type GroupAnswer = Result<Vec<(String, Vec<(i32, Answer)>)>, ErrorCode>;
 
-/// OffsetFetch, versions 1–9.
-pub const API: Api<OffsetFetchRequest> = Api::new(ApiKey::OffsetFetch, 1, 9);
+/// OffsetFetch, versions 1–10 (10 names topics by id; codec generated from
+/// Kafka 4.3's spec).
+pub const API: Api<OffsetFetchRequest> = Api::new(ApiKey::OffsetFetch, 1, 10);
 
 pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> OffsetFetchResponse {
     if req.version >= 8 {
         let mut groups = Vec::with_capacity(body.groups.len());
         for g in body.groups {
-            let wanted = g.topics.map(|ts| {
-                ts.into_iter()
-                    .map(|t| (t.name.0.to_string(), t.partition_indexes))
-                    .collect()
-            });
+            // v10 names topics by id: those unknown here are answered
+            // UNKNOWN_TOPIC_ID, after the others.
+            let mut unknown: Vec<(Uuid, Vec<i32>)> = Vec::new();
+            let wanted = match g.topics {
+                None => None,
+                Some(ts) => {
+                    let mut named = Vec::with_capacity(ts.len());
+                    for t in ts {
+                        if req.version < 10 {
+                            named.push((t.name.0.to_string(), t.partition_indexes));
+                        } else if let Ok(Some(rec)) = shard.topics.by_id(t.topic_id).await {
+                            named.push((rec.name, t.partition_indexes));
+                        } else {
+                            unknown.push((t.topic_id, t.partition_indexes));
+                        }
+                    }
+                    Some(named)
+                }
+            };
             // v9: a member names itself and its epoch; a KIP-848 group
             // answers only its current members (STALE_MEMBER_EPOCH).
             let member = g.member_id.as_ref().filter(|m| !m.is_empty());
@@ -57,28 +74,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
             let mut out = OffsetFetchResponseGroup::default().with_group_id(g.group_id);
             match answer {
                 Err(e) => out.error_code = e.code(),
-                Ok(topics) => {
-                    out.topics = topics
-                        .into_iter()
-                        .map(|(name, parts)| {
-                            OffsetFetchResponseTopics::default()
-                                .with_name(TopicName(str_bytes(&name)))
-                                .with_partitions(
-                                    parts
-                                        .into_iter()
-                                        .map(|(p, (o, e, m, code))| {
-                                            OffsetFetchResponsePartitions::default()
-                                                .with_partition_index(p)
-                                                .with_committed_offset(o)
-                                                .with_committed_leader_epoch(e)
-                                                .with_metadata(Some(str_bytes(&m)))
-                                                .with_error_code(code.code())
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect()
-                }
+                Ok(topics) => out.topics = group_topics(shard, req.version, topics, unknown).await,
             }
             groups.push(out);
         }
@@ -120,6 +116,49 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
                 .collect(),
         ),
     }
+}
+
+/// A v8+ group's topics as answered: named (v8-9) or by id (v10, each
+/// named topic's id looked up; `unknown` ids answer UNKNOWN_TOPIC_ID).
+async fn group_topics(
+    shard: &Shard,
+    version: i16,
+    topics: Vec<(String, Vec<(i32, Answer)>)>,
+    unknown: Vec<(Uuid, Vec<i32>)>,
+) -> Vec<OffsetFetchResponseTopics> {
+    let partition = |p: i32, (o, e, m, code): Answer| {
+        OffsetFetchResponsePartitions::default()
+            .with_partition_index(p)
+            .with_committed_offset(o)
+            .with_committed_leader_epoch(e)
+            .with_metadata(Some(str_bytes(&m)))
+            .with_error_code(code.code())
+    };
+    let mut out = Vec::with_capacity(topics.len() + unknown.len());
+    for (name, parts) in topics {
+        let mut t = OffsetFetchResponseTopics::default()
+            .with_partitions(parts.into_iter().map(|(p, a)| partition(p, a)).collect());
+        if version >= 10 {
+            // A topic deleted since its offsets were committed has no id:
+            // left out.
+            match shard.topics.by_name(&name).await {
+                Ok(Some(rec)) => t.topic_id = rec.topic_id,
+                _ => continue,
+            }
+        } else {
+            t.name = TopicName(str_bytes(&name));
+        }
+        out.push(t);
+    }
+    for (id, parts) in unknown {
+        let unknown_id = || (-1, -1, String::new(), ErrorCode::UnknownTopicId);
+        out.push(
+            OffsetFetchResponseTopics::default().with_topic_id(id).with_partitions(
+                parts.into_iter().map(|p| partition(p, unknown_id())).collect(),
+            ),
+        );
+    }
+    out
 }
 
 /// The committed offsets of `group_id` for `wanted` (topic, partitions), or

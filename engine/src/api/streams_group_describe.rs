@@ -3,6 +3,8 @@
 //! on the group; a topology naming a topic the caller may not describe is
 //! TOPIC_AUTHORIZATION_FAILED, as in Kafka).
 
+use kafka_protocol::messages::{GroupId, TopicName};
+
 use super::access::visible;
 use super::generated::streams_group_describe_response::{
     Assignment, DescribedGroup, Endpoint, KeyValue, Member, Subtopology, TaskIds, TopicInfo,
@@ -110,13 +112,13 @@ fn key_values(list: &[(String, String)]) -> Vec<KeyValue> {
 }
 
 fn described(
-    group_id: kafka_protocol::protocol::StrBytes,
+    group_id: GroupId,
     d: StreamsDescription,
     ops: i32,
 ) -> DescribedGroup {
     // Partitions of internal topics as decided, when the topology runs.
     let info = |i: &topology::TopicInfo| TopicInfo {
-        name: str_bytes(&i.name),
+        name: TopicName(str_bytes(&i.name)),
         partitions: d
             .partitions
             .as_ref()
@@ -135,11 +137,11 @@ fn described(
                 subs.into_iter()
                     .map(|s| Subtopology {
                         subtopology_id: str_bytes(&s.id),
-                        source_topics: s.source_topics.iter().map(|n| str_bytes(n)).collect(),
+                        source_topics: s.source_topics.iter().map(|n| TopicName(str_bytes(n))).collect(),
                         repartition_sink_topics: s
                             .repartition_sink_topics
                             .iter()
-                            .map(|n| str_bytes(n))
+                            .map(|n| TopicName(str_bytes(n)))
                             .collect(),
                         state_changelog_topics: s
                             .state_changelog_topics

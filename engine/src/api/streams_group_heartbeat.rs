@@ -64,7 +64,7 @@ pub async fn handle(
     let partitions = |list: Vec<(String, Vec<i32>)>| -> Vec<TopicPartition> {
         list.into_iter()
             .map(|(t, partitions)| TopicPartition {
-                topic: str_bytes(&t),
+                topic: TopicName(str_bytes(&t)),
                 partitions,
                 ..Default::default()
             })
@@ -191,7 +191,7 @@ fn check(body: &StreamsGroupHeartbeatRequest) -> Result<(), Refusal> {
                             ErrorCode::StreamsInvalidTopology,
                             format!(
                                 "Changelog topic {} must have an undefined partition count, but it is set to {}.",
-                                c.name, c.partitions
+                                c.name.0, c.partitions
                             ),
                         ));
                     }
@@ -230,8 +230,8 @@ fn topology_of(t: rq::Topology) -> Topology {
             .map(|kv| (kv.key.to_string(), kv.value.to_string()))
             .collect(),
     };
-    let names = |v: Vec<kafka_protocol::protocol::StrBytes>| -> Vec<String> {
-        v.into_iter().map(|s| s.to_string()).collect()
+    let names = |v: Vec<TopicName>| -> Vec<String> {
+        v.into_iter().map(|s| s.0.to_string()).collect()
     };
     Topology {
         epoch: t.epoch,
@@ -297,7 +297,7 @@ async fn heartbeat(
         if names.len() > STREAMS_TOPOLOGY_TOPICS_MAX
             || t.subtopologies.len() > STREAMS_SUBTOPOLOGIES_MAX
         {
-            tracing::info!(group = %body.group_id, topics = names.len(), subtopologies = t.subtopologies.len(),
+            tracing::info!(group = %body.group_id.0, topics = names.len(), subtopologies = t.subtopologies.len(),
                 "streams topology refused: too large");
             return StreamsHeartbeatResult::error(
                 ErrorCode::StreamsInvalidTopology,

@@ -19,7 +19,12 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::*;
 
-use super::generated::{StreamsGroupDescribeResponse, StreamsGroupHeartbeatResponse};
+// The generated types of these (newer versions than kafka-protocol has)
+// shadow the library's.
+use super::generated::{
+    DescribeLogDirsResponse, ListOffsetsResponse, OffsetCommitResponse, OffsetFetchResponse,
+    StreamsGroupDescribeResponse, StreamsGroupHeartbeatResponse,
+};
 
 use super::{Connection, Req};
 use crate::error::ErrorCode;

@@ -9,7 +9,7 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{ApiKey, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use super::access::allowed;
-use super::{group_coordinator, resolve_offsets, Api, AskedOffset, Req, ResolvedOffsets};
+use super::{TopicRef, group_coordinator, resolve_offsets, Api, AskedOffset, Req, ResolvedOffsets};
 use crate::error::ErrorCode;
 use crate::groups::{CommitArgs, TxnTarget};
 use crate::security::acl::{op, resource};
@@ -31,7 +31,7 @@ pub async fn handle(
             leader_epoch: p.committed_leader_epoch,
             metadata: p.committed_metadata.as_deref(),
         });
-        (t.name.0.as_str(), parts.collect())
+        (TopicRef::Name(t.name.0.as_str()), parts.collect())
     });
     // Kafka: WRITE on the transactional id, then READ on the group and on
     // each topic.

@@ -6,6 +6,7 @@
 
 use anyhow::{bail, Result};
 use bytes::Bytes;
+use kafka_protocol::messages::{BrokerId, GroupId, ProducerId, TopicName, TransactionalId};
 use kafka_protocol::protocol::buf::{ByteBuf, ByteBufMut};
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
@@ -268,6 +269,51 @@ macro_rules! non_null {
 }
 
 non_null!(StrBytes: "string", Bytes: "bytes");
+
+/// kafka-protocol's newtypes of entity-typed fields (topic names, group
+/// ids, ...), written as the type they wrap.
+macro_rules! newtype {
+    ($($t:ident($inner:ty)),*) => {$(
+        impl Wire for $t {
+            fn put<B: ByteBufMut>(&self, b: &mut B, v: Ver) -> Result<()> {
+                self.0.put(b, v)
+            }
+            fn size(&self, v: Ver) -> usize {
+                self.0.size(v)
+            }
+            fn get<B: ByteBuf>(b: &mut B, v: Ver) -> Result<Self> {
+                <$inner as Wire>::get(b, v).map($t)
+            }
+        }
+    )*};
+}
+
+newtype!(
+    TopicName(StrBytes),
+    GroupId(StrBytes),
+    TransactionalId(StrBytes),
+    BrokerId(i32),
+    ProducerId(i64)
+);
+
+/// The string newtypes may be null too.
+macro_rules! nullable_newtype {
+    ($($t:ident),*) => {$(
+        impl Nullable for $t {
+            fn put_opt<B: ByteBufMut>(x: &Option<Self>, b: &mut B, v: Ver) -> Result<()> {
+                StrBytes::put_opt(&x.as_ref().map(|x| x.0.clone()), b, v)
+            }
+            fn size_opt(x: &Option<Self>, v: Ver) -> usize {
+                StrBytes::size_opt(&x.as_ref().map(|x| x.0.clone()), v)
+            }
+            fn get_opt<B: ByteBuf>(b: &mut B, v: Ver) -> Result<Option<Self>> {
+                Ok(StrBytes::get_opt(b, v)?.map($t))
+            }
+        }
+    )*};
+}
+
+nullable_newtype!(TopicName, GroupId, TransactionalId);
 
 impl<T: Wire> Wire for Vec<T> {
     fn put<B: ByteBufMut>(&self, b: &mut B, v: Ver) -> Result<()> {

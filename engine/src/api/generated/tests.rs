@@ -4,8 +4,11 @@
 //! back to the same bytes with the size computed beforehand, and every
 //! shorter prefix is refused without a panic.
 
+use std::collections::BTreeSet;
+
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::messages::{GroupId, TopicName};
+use kafka_protocol::protocol::{Decodable, Encodable, Message, StrBytes};
 
 use super::*;
 
@@ -50,9 +53,14 @@ fn s(v: &str) -> StrBytes {
     StrBytes::from_string(v.to_owned())
 }
 
+fn versions<T: Message>() -> std::ops::RangeInclusive<i16> {
+    T::VERSIONS.min..=T::VERSIONS.max
+}
+
 #[test]
 fn kafkas_encodings_round_trip() {
-    let mut seen = 0;
+    let mut seen = BTreeSet::new();
+    let topic_id = uuid::Uuid::from_u128(1);
     for line in include_str!("vectors.txt").lines() {
         let mut parts = line.split(' ');
         let (name, version, hex) = (
@@ -87,11 +95,108 @@ fn kafkas_encodings_round_trip() {
                 assert_eq!(m.groups[1].error_code, 69);
                 assert_eq!(m.groups[0].members[0].task_end_offsets[0].offset, -1);
             }
+            "ListOffsetsRequest" => {
+                let m: ListOffsetsRequest = round_trip(name, version, &bytes);
+                let p = &m.topics[0].partitions[0];
+                assert_eq!(m.topics[0].name, TopicName(s("t")));
+                assert!(p.timestamp == -2 || (p.timestamp == -6 && m.isolation_level == 1));
+                if version >= 10 && p.timestamp == -6 {
+                    assert_eq!(m.timeout_ms, 30000);
+                }
+            }
+            "ListOffsetsResponse" => {
+                let m: ListOffsetsResponse = round_trip(name, version, &bytes);
+                assert_eq!(m.topics[0].partitions[0].offset, 42);
+            }
+            "OffsetCommitRequest" => {
+                let m: OffsetCommitRequest = round_trip(name, version, &bytes);
+                assert_eq!(m.group_id, GroupId(s("g")));
+                let t = &m.topics[0];
+                if version >= 10 {
+                    assert_eq!((t.topic_id, t.name.0.as_str()), (topic_id, ""));
+                } else {
+                    assert_eq!((t.topic_id, t.name.0.as_str()), (uuid::Uuid::nil(), "t"));
+                }
+                assert_eq!(t.partitions[0].committed_metadata, Some(s("meta")));
+            }
+            "OffsetCommitResponse" => {
+                let m: OffsetCommitResponse = round_trip(name, version, &bytes);
+                assert_eq!(m.topics[0].partitions[0].partition_index, 1);
+            }
+            "OffsetFetchRequest" => {
+                let m: OffsetFetchRequest = round_trip(name, version, &bytes);
+                if version >= 8 {
+                    let topics = m.groups[0].topics.as_ref().expect("topics");
+                    assert_eq!(
+                        topics[0].topic_id,
+                        if version >= 10 {
+                            topic_id
+                        } else {
+                            uuid::Uuid::nil()
+                        }
+                    );
+                } else {
+                    assert_eq!(m.group_id, GroupId(s("g")));
+                }
+            }
+            "OffsetFetchResponse" => {
+                let m: OffsetFetchResponse = round_trip(name, version, &bytes);
+                if version >= 8 {
+                    assert_eq!(m.groups[0].topics[0].partitions[0].committed_offset, 42);
+                } else {
+                    assert_eq!(m.topics[0].partitions[0].committed_offset, 42);
+                }
+            }
+            "DescribeLogDirsRequest" => {
+                let m: DescribeLogDirsRequest = round_trip(name, version, &bytes);
+                assert_eq!(m.topics.expect("topics")[0].partitions, vec![0, 1]);
+            }
+            "DescribeLogDirsResponse" => {
+                let m: DescribeLogDirsResponse = round_trip(name, version, &bytes);
+                assert_eq!(m.results[0].topics[0].partitions[0].partition_size, 100);
+            }
             other => panic!("no codec for {other}"),
         }
-        seen += 1;
+        seen.insert((name.to_owned(), version));
     }
-    assert_eq!(seen, 4);
+    // Every version of every generated message has a vector.
+    let mut want = BTreeSet::new();
+    let mut every = |name: &str, range: std::ops::RangeInclusive<i16>| {
+        for v in range {
+            want.insert((name.to_owned(), v));
+        }
+    };
+    every(
+        "StreamsGroupHeartbeatRequest",
+        versions::<StreamsGroupHeartbeatRequest>(),
+    );
+    every(
+        "StreamsGroupHeartbeatResponse",
+        versions::<StreamsGroupHeartbeatResponse>(),
+    );
+    every(
+        "StreamsGroupDescribeRequest",
+        versions::<StreamsGroupDescribeRequest>(),
+    );
+    every(
+        "StreamsGroupDescribeResponse",
+        versions::<StreamsGroupDescribeResponse>(),
+    );
+    every("ListOffsetsRequest", versions::<ListOffsetsRequest>());
+    every("ListOffsetsResponse", versions::<ListOffsetsResponse>());
+    every("OffsetCommitRequest", versions::<OffsetCommitRequest>());
+    every("OffsetCommitResponse", versions::<OffsetCommitResponse>());
+    every("OffsetFetchRequest", versions::<OffsetFetchRequest>());
+    every("OffsetFetchResponse", versions::<OffsetFetchResponse>());
+    every(
+        "DescribeLogDirsRequest",
+        versions::<DescribeLogDirsRequest>(),
+    );
+    every(
+        "DescribeLogDirsResponse",
+        versions::<DescribeLogDirsResponse>(),
+    );
+    assert_eq!(seen, want);
 }
 
 #[test]
