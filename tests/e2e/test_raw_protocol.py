@@ -16,7 +16,13 @@
 #    whose record count claims more records than it holds gives CORRUPT_MESSAGE (2)
 #    or INVALID_RECORD (87); nothing of a rejected batch becomes visible (high
 #    watermark unchanged); an unknown topic with auto-create off gives
-#    UNKNOWN_TOPIC_OR_PARTITION (3); offsets are assigned contiguously.
+#    UNKNOWN_TOPIC_OR_PARTITION (3); offsets are assigned contiguously;
+#  - the versions Kafka 4.3 added, encoded by hand: ListOffsets v11 answers
+#    KIP-1023's earliest pending upload (-6) with offset -1 (nothing is ever
+#    pending upload) and refuses -6 at v10 with UNSUPPORTED_VERSION (35);
+#    OffsetCommit v10 and OffsetFetch v10 name topics by id (a commit by id
+#    reads back by id, and by name to librdkafka; an unknown id answers
+#    UNKNOWN_TOPIC_ID, 100).
 # How: plain sockets and the hand-written codec in kwire.py (itself checked
 # byte-for-byte against kafka-python in test_harness.py).
 
@@ -399,3 +405,138 @@ def test_http_endpoints(agent):
     assert m.samples, f"/metrics has no samples:\n{m.raw[:2000]}"
     status, _ = agent.http("/no-such-endpoint")
     assert status == 404, f"unknown HTTP path returned {status}, want 404"
+
+
+# ---- the versions Kafka 4.3 added (flexible encodings by hand) ------------
+
+def carr(items, enc):
+    """A compact array."""
+    items = list(items)
+    return kwire.uvarint(len(items) + 1) + b"".join(enc(x) for x in items)
+
+
+TAGS = kwire.EMPTY_TAGGED_FIELDS
+
+
+def flexible_call(conn, key, version, body):
+    """One flexible request; returns a Reader after the response header."""
+    cid = conn.next_cid()
+    conn.send(kwire.frame(kwire.request_header(key, version, cid, flexible=True) + body))
+    r = kwire.Reader(conn.recv_frame())
+    assert r.i32() == cid
+    r.tagged_fields()
+    return r
+
+
+def topic_id_of(bootstrap, topic):
+    from confluent_kafka import TopicCollection
+    from kafkautil import admin
+    adm = admin(bootstrap)
+    d = adm.describe_topics(TopicCollection([topic]))[topic].result(timeout=30)
+    u = d.topic_id
+    return (u.get_most_significant_bits().to_bytes(8, "big", signed=True)
+            + u.get_least_significant_bits().to_bytes(8, "big", signed=True))
+
+
+def list_offsets(conn, version, topic, timestamp):
+    part = lambda p: kwire.i32(p) + kwire.i32(-1) + kwire.i64(timestamp) + TAGS  # noqa: E731
+    body = (kwire.i32(-1) + kwire.i8(0)
+            + carr([topic], lambda t: kwire.compact_string(t) + carr([0], part) + TAGS)
+            + (kwire.i32(30000) if version >= 10 else b"") + TAGS)
+    r = flexible_call(conn, 2, version, body)
+    r.i32()  # throttle
+
+    def partition(r):
+        out = (r.i32(), r.i16(), r.i64(), r.i64(), r.i32())
+        r.tagged_fields()
+        return out
+
+    def topic(r):
+        name = r.compact_string()
+        parts = r.compact_array(partition)
+        r.tagged_fields()
+        return name, parts
+
+    topics = r.compact_array(topic)
+    return topics[0][1][0]  # (partition, error, timestamp, offset, epoch)
+
+
+def offset_commit_v10(conn, group, topic_id, partition, offset):
+    part = lambda p: (kwire.i32(p) + kwire.i64(offset) + kwire.i32(-1)  # noqa: E731
+                      + kwire.compact_string("m") + TAGS)
+    body = (kwire.compact_string(group) + kwire.i32(-1) + kwire.compact_string("")
+            + kwire.compact_string(None)
+            + carr([topic_id], lambda t: t + carr([partition], part) + TAGS) + TAGS)
+    r = flexible_call(conn, 8, 10, body)
+    r.i32()
+
+    def partition_(r):
+        out = (r.i32(), r.i16())
+        r.tagged_fields()
+        return out
+
+    def topic(r):
+        tid = r.take(16)
+        parts = r.compact_array(partition_)
+        r.tagged_fields()
+        return tid, parts
+
+    return r.compact_array(topic)
+
+
+def offset_fetch_v10(conn, group, topic_id, partition):
+    topic = lambda t: t + carr([partition], kwire.i32) + TAGS  # noqa: E731
+    body = (carr([group], lambda g: kwire.compact_string(g) + kwire.compact_string(None)
+                 + kwire.i32(-1) + carr([topic_id], topic) + TAGS)
+            + kwire.i8(0) + TAGS)
+    r = flexible_call(conn, 9, 10, body)
+    r.i32()
+
+    def partition_(r):
+        out = (r.i32(), r.i64(), r.i32(), r.compact_string(), r.i16())
+        r.tagged_fields()
+        return out
+
+    def topic_(r):
+        tid = r.take(16)
+        parts = r.compact_array(partition_)
+        r.tagged_fields()
+        return tid, parts
+
+    def group_(r):
+        g = r.compact_string()
+        topics = r.compact_array(topic_)
+        code = r.i16()
+        r.tagged_fields()
+        return g, topics, code
+
+    return r.compact_array(group_)
+
+
+def test_versions_kafka_4_3_added(agent):
+    topic = unique_topic("v43")
+    create_topic(agent.bootstrap, topic, 2)
+    tid = topic_id_of(agent.bootstrap, topic)
+    unknown = bytes(range(1, 17))
+    group = unique_topic("g43")
+    with kwire.KafkaConn.to(agent.bootstrap) as conn:
+        # ListOffsets 11: nothing is pending upload; -6 needs v11.
+        assert list_offsets(conn, 11, topic, -6)[1:4] == (0, -1, -1)
+        assert list_offsets(conn, 10, topic, -6)[1] == 35
+        assert list_offsets(conn, 11, topic, -2)[1:4] == (0, -1, 0)
+        # OffsetCommit 10 by id, then OffsetFetch 10 by id.
+        assert offset_commit_v10(conn, group, tid, 1, 42) == [(tid, [(1, 0)])]
+        assert offset_commit_v10(conn, group, unknown, 0, 1) == [(unknown, [(0, 100)])]
+        groups = offset_fetch_v10(conn, group, tid, 1)
+        assert groups == [(group, [(tid, [(1, 42, -1, "m", 0)])], 0)], groups
+        groups = offset_fetch_v10(conn, group, unknown, 0)
+        assert groups == [(group, [(unknown, [(0, -1, -1, "", 100)])], 0)], groups
+    # The same commit, by name, to a client of an older version (its
+    # metadata left out: librdkafka expects a C terminator in it).
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": agent.bootstrap, "group.id": group})
+    try:
+        got = c.committed([TopicPartition(topic, 1)], timeout=30)
+        assert [(tp.partition, tp.offset) for tp in got] == [(1, 42)]
+    finally:
+        c.close()
