@@ -30,6 +30,9 @@ pub struct AgentConfig {
     pub log_dir: String,
     /// Where pushed client telemetry is also written (`--client-telemetry-topic`).
     pub client_telemetry_topic: Option<String>,
+    /// Kafka's read-only broker configs a flag sets (the bounds of group
+    /// configs), by name.
+    pub read_only: Vec<(&'static str, i64)>,
 }
 
 pub struct Agent {

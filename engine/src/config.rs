@@ -375,6 +375,16 @@ pub struct ServeArgs {
     #[arg(long, env = "RUTOMQ_GROUP_SHARE_RECORD_LOCK_DURATION_MS", default_value_t = 30_000,
           value_parser = clap::value_parser!(u64).range(1_000..=3_600_000))]
     pub group_share_record_lock_duration_ms: u64,
+    /// The shortest lock a share group's share.record.lock.duration.ms may
+    /// ask for (Kafka's read-only group.share.min.record.lock.duration.ms).
+    #[arg(long, env = "RUTOMQ_GROUP_SHARE_MIN_RECORD_LOCK_DURATION_MS", default_value_t = 15_000,
+          value_parser = clap::value_parser!(u64).range(1_000..=30_000))]
+    pub group_share_min_record_lock_duration_ms: u64,
+    /// The longest lock a share group's share.record.lock.duration.ms may
+    /// ask for (Kafka's read-only group.share.max.record.lock.duration.ms).
+    #[arg(long, env = "RUTOMQ_GROUP_SHARE_MAX_RECORD_LOCK_DURATION_MS", default_value_t = 60_000,
+          value_parser = clap::value_parser!(u64).range(30_000..=3_600_000))]
+    pub group_share_max_record_lock_duration_ms: u64,
     /// Deliveries of a record to share group members before it is archived
     /// (group.share.delivery.count.limit).
     #[arg(long, env = "RUTOMQ_GROUP_SHARE_DELIVERY_COUNT_LIMIT", default_value_t = 5,

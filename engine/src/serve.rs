@@ -172,6 +172,15 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     };
     storage.spawn(pipeline.run(sealed_rx));
 
+    // Kafka: the broker's lock duration lies within its bounds.
+    anyhow::ensure!(
+        (args.group_share_min_record_lock_duration_ms..=args.group_share_max_record_lock_duration_ms)
+            .contains(&args.group_share_record_lock_duration_ms),
+        "--group-share-record-lock-duration-ms {} must lie within --group-share-min-record-lock-duration-ms {} and --group-share-max-record-lock-duration-ms {}",
+        args.group_share_record_lock_duration_ms,
+        args.group_share_min_record_lock_duration_ms,
+        args.group_share_max_record_lock_duration_ms
+    );
     let agent = Arc::new(Agent {
         cfg: AgentConfig {
             auto_create_topics: args.auto_create_topics,
@@ -184,6 +193,16 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
                 .client_telemetry_topic
                 .clone()
                 .filter(|t| !t.is_empty()),
+            read_only: vec![
+                (
+                    "group.share.min.record.lock.duration.ms",
+                    args.group_share_min_record_lock_duration_ms as i64,
+                ),
+                (
+                    "group.share.max.record.lock.duration.ms",
+                    args.group_share_max_record_lock_duration_ms as i64,
+                ),
+            ],
         },
         meta: meta.clone(),
         storage: storage.clone(),

@@ -10,6 +10,15 @@
 #    DescribeConsumerGroups (with authorized operations), DescribeTopics,
 #    DescribeCluster, DeleteGroups, DeleteConsumerGroupOffsets, ListOffsets,
 #    Alter/ListConsumerGroupOffsets, Describe/AlterUserScramCredentials.
+#  - librdkafka's share consumer (KIP-932) against rutomq's share groups:
+#    0173 (commit_async, acknowledgement callbacks, a 3 s acquisition lock
+#    running out: redelivery with delivery count 2 and INVALID_RECORD_STATE
+#    for the late acknowledgement), 0175 (groups), 0180 (configs), 0181
+#    (topic deleted under the consumer), 0186 (fatal errors); the agent
+#    lowers group.share.min.record.lock.duration.ms as librdkafka's test
+#    cluster does. (0172's mixed-ack and 0179's destroy subtests assume
+#    Kafka's assignment and fetch timing, see the issue note; 0171's zstd
+#    subtest needs a zstd build; 0170 and 0174 pass but take minutes.)
 #  - 0190_share_consumer_telemetry (KIP-714 with a KIP-932 share consumer):
 #    a share consumer with enable.metrics.push, selected by a client-metrics
 #    subscription, pushes its metrics; the agent writes each push into the
@@ -121,3 +130,18 @@ def test_librdkafka_0190_share_consumer_telemetry(start_agent, tmp_path, request
     assert exported and int(exported.group(1)) > 0, "no export counted on /metrics"
     failed = re.search(r"^rutomq_client_telemetry_export_failed_total (\d+)$", body.decode(), re.M)
     assert failed and int(failed.group(1)) == 0, "exports failed"
+
+
+SHARE_TESTS = ["0173", "0175", "0180", "0181", "0186"]
+
+
+@pytest.mark.timeout(400)
+def test_librdkafka_share_consumer(start_agent, tmp_path):
+    agent = start_agent(extra_args=["--authorizer", "acl", "--super-users", "User:ANONYMOUS",
+                                    "--group-initial-rebalance-delay-ms", "0",
+                                    "--group-share-min-record-lock-duration-ms", "1000"])
+    out = run_tests(agent, tmp_path, SHARE_TESTS, timeout=380)
+    for t in SHARE_TESTS:
+        assert re.search(rf"Test {t}_share_consumer_\w+ PASSED", out), f"{t} did not pass"
+    # The lock ran out and the records came again (not skipped).
+    assert "Lock timeout redelivery to same consumer: PASS" in out

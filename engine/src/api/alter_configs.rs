@@ -39,12 +39,13 @@ pub async fn handle(shard: &Shard, req: &Req, body: AlterConfigsRequest) -> Alte
             config_twice(n)
         } else if r.resource_type != RESOURCE_TOPIC {
             let (ty, default) = (r.resource_type, name.is_empty());
+            let read_only = shard.agent.cfg.read_only.clone();
             alter_dynamic(shard, req, ty, name, body.validate_only, move |_| {
                 let ops: Vec<dynamic::Op> = configs
                     .iter()
                     .filter_map(|(n, v)| Some((n.as_str(), AlterOp::Set, Some(v.as_deref()?))))
                     .collect();
-                dynamic::alter(ty, default, Vec::new(), &ops)
+                dynamic::alter(ty, default, Vec::new(), &ops, &read_only)
             })
             .await
         } else {

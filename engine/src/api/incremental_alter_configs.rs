@@ -81,8 +81,9 @@ async fn alter(
         }
         RESOURCE_BROKER | RESOURCE_GROUP | RESOURCE_CLIENT_METRICS => {
             let default = name.is_empty();
+            let read_only = shard.agent.cfg.read_only.clone();
             alter_dynamic(shard, req, resource_type, name, validate_only, move |configs| {
-                dynamic::alter(resource_type, default, configs, &borrowed(&ops))
+                dynamic::alter(resource_type, default, configs, &borrowed(&ops), &read_only)
             })
             .await
         }

@@ -317,10 +317,13 @@ fn group_bounds(name: &str) -> Option<(&'static str, &'static str)> {
 }
 
 /// A group's configs after `ops`, checked as Kafka's `GroupConfig`
-/// checks them (INVALID_CONFIG with Kafka's words).
+/// checks them (INVALID_CONFIG with Kafka's words), within the bounds the
+/// broker configs set (`read_only`: those a flag set; Kafka's defaults
+/// for the rest).
 pub fn alter_group(
     current: Vec<(String, String)>,
     ops: &[Op],
+    read_only: &[(&str, i64)],
 ) -> Result<Vec<(String, String)>, Refusal> {
     bounded(ops)?;
     let invalid = |msg: String| Refusal::new(ErrorCode::InvalidConfig, msg);
@@ -339,7 +342,10 @@ pub fn alter_group(
             return Ok(());
         };
         let n: i64 = value.trim().parse().unwrap_or(0);
-        let bound = |b: &str| broker_spec(b).and_then(|s| s.default?.parse::<i64>().ok());
+        let bound = |b: &str| match read_only.iter().find(|(n, _)| *n == b) {
+            Some(&(_, v)) => Some(v),
+            None => broker_spec(b).and_then(|s| s.default?.parse::<i64>().ok()),
+        };
         if bound(min).is_some_and(|lo| n < lo) {
             return Err(invalid(format!(
                 "{name} must be greater than or equal to {min}"
@@ -375,16 +381,18 @@ pub fn alter_group(
 }
 
 /// A dynamic resource's configs after `ops`, as its type checks them
-/// (`default`: the cluster default of brokers).
+/// (`default`: the cluster default of brokers; `read_only`: the read-only
+/// broker configs flags set).
 pub fn alter(
     resource_type: i8,
     default: bool,
     current: Vec<(String, String)>,
     ops: &[Op],
+    read_only: &[(&str, i64)],
 ) -> Result<Vec<(String, String)>, Refusal> {
     match resource_type {
         RESOURCE_BROKER => alter_broker(current, ops, default),
-        RESOURCE_GROUP => alter_group(current, ops),
+        RESOURCE_GROUP => alter_group(current, ops, read_only),
         RESOURCE_CLIENT_METRICS => alter_client_metrics(current, ops),
         other => Err(Refusal::from(format!(
             "resource type {other} has no dynamic configs"
@@ -725,21 +733,41 @@ mod tests {
 
     #[test]
     fn group_configs_are_bounded_by_the_broker_limits() {
-        let err = alter_group(vec![], &[set("consumer.session.timeout.ms", "5000")]).unwrap_err();
+        let err =
+            alter_group(vec![], &[set("consumer.session.timeout.ms", "5000")], &[]).unwrap_err();
         assert_eq!(err.code, ErrorCode::InvalidConfig);
         assert_eq!(
             err.message,
             "consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms"
         );
-        let err = alter_group(vec![], &[set("foo", "1")]).unwrap_err();
+        let err = alter_group(vec![], &[set("foo", "1")], &[]).unwrap_err();
         assert_eq!(err.message, "Unknown group config name: foo");
-        assert!(alter_group(vec![], &[set("consumer.session.timeout.ms", "50000")]).is_ok());
+        assert!(alter_group(vec![], &[set("consumer.session.timeout.ms", "50000")], &[]).is_ok());
         assert!(alter_group(
             vec![],
-            &[set("share.auto.offset.reset", "by_duration:PT1H")]
+            &[set("share.auto.offset.reset", "by_duration:PT1H")],
+            &[]
         )
         .is_ok());
-        assert!(alter_group(vec![], &[set("share.auto.offset.reset", "by_duration:1H")]).is_err());
+        assert!(alter_group(
+            vec![],
+            &[set("share.auto.offset.reset", "by_duration:1H")],
+            &[]
+        )
+        .is_err());
+        // A lock of 3 s: below Kafka's default minimum, within one a flag lowered.
+        let lock = [set("share.record.lock.duration.ms", "3000")];
+        let err = alter_group(vec![], &lock, &[]).unwrap_err();
+        assert_eq!(
+            err.message,
+            "share.record.lock.duration.ms must be greater than or equal to group.share.min.record.lock.duration.ms"
+        );
+        assert!(alter_group(
+            vec![],
+            &lock,
+            &[("group.share.min.record.lock.duration.ms", 1000)]
+        )
+        .is_ok());
     }
 
     #[test]
