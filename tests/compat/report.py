@@ -78,6 +78,7 @@ CLIENTS = [
     ("test_client_telemetry.py::*", f"librdkafka; Java kafka-clients {V['tools']} (Kafka CLI tools)"),
     ("test_kafka_python.py::*", f"kafka-python {V['kafka_python']}"),
     ("test_librdkafka.py::*promised*", f"librdkafka (confluent-kafka {V['rdkafka_promised']})"),
+    ("test_librdkafka_suite.py::*", "librdkafka 2.15.0's own tests (its test-runner, built from source)"),
     ("test_raw_protocol.py::*", "raw Kafka protocol (the suite's own encoder)"),
     ("test_harness.py::*", "rutomq's benchmark harness"),
     ("test_cli.py::*", "the rutomq binary"),
@@ -90,7 +91,7 @@ DIFFERENCES = """\
 | Kafka behaviour | rutomq |
 |---|---|
 | Partition replicas on brokers, ISR, replica placement | Data lives in the object store (its durability is the store's). Metadata names one live agent per partition as leader (a rendezvous hash over the live agents), with replicas = ISR = [that agent]; any agent serves any partition, so a client that talks to another agent is served too. |
-| `replication.factor`, replica assignments in CreateTopics | `replication.factor` -1 or >= 1 is accepted and has no effect. A manual replica assignment is checked as Kafka's controller checks one (factor and count -1, partitions 0..n-1 each once, non-empty lists of distinct live agents of one length) and gives the partition count; it places nothing (Metadata names the leader as for any partition). |
+| `replication.factor`, replica assignments in CreateTopics and CreatePartitions | `replication.factor` -1 or >= 1 is accepted and has no effect. A manual replica assignment is checked as Kafka's controller checks one (CreateTopics: factor and count -1, partitions 0..n-1 each once; CreatePartitions: one list per partition added; both: non-empty lists of distinct live agents of one length) and gives the partition count; it places nothing (Metadata names the leader as for any partition). |
 | Leader elections, preferred leaders, unclean election | None: when an agent leaves, the hash moves its partitions to the others at once (no data moves). ElectLeaders answers every existing partition ELECTION_NOT_NEEDED (its one replica, the preferred one, leads), as Kafka answers a single-replica partition. |
 | Leader epochs, truncation after a leader change | A partition has one epoch, 0, for its whole life: nothing acknowledged is ever truncated (PostgreSQL orders every record before it is acknowledged), and a change of the leader Metadata names moves routing, not data. OffsetForLeaderEpoch answers epoch 0 with the high watermark, a later epoch with none (-1), a client ahead of epoch 0 with UNKNOWN_LEADER_EPOCH, as Kafka answers for a partition still at its first epoch. |
 | Partition reassignments | None can be made: AlterPartitionReassignments refuses new replicas with INVALID_REPLICA_ASSIGNMENT ("rutomq partitions have no replicas to move"), a cancellation with NO_REASSIGNMENT_IN_PROGRESS; ListPartitionReassignments lists none. |
@@ -103,7 +104,8 @@ DIFFERENCES = """\
 | Broker loggers (log4j names) | The agent's tracing targets, named with dots (`rutomq.api.produce`), `root` the default; SET and DELETE as in Kafka, kept until restart. |
 | Share-partition state kept by a share coordinator (`__share_group_state`), partition leaders holding the in-flight records | Each share-partition's state is a PostgreSQL row changed by compare-and-set, so consumers of one partition may fetch through any agents at once; the share-state APIs (83–87) read and write that row (a written state's leading acknowledged records are done at once: the start moves past them). Share sessions live on the client's connection. |
 | Streams groups' internal topics created by the broker through its controller (KIP-1071) | The agent answering the heartbeat creates them through CreateTopics' own path with the member's rights, and the coordinator learns them at once; a streams group's topology is stored in its PostgreSQL group row. |
-| Client telemetry (KIP-714) exported by a broker plugin | Built in: pushed client metrics are exported on `/metrics` as `rutomq_client_metric` (bounded); sums are asked cumulative (`delta_temporality` false). |
+| Client telemetry (KIP-714) exported by a broker plugin | Built in: pushed client metrics are exported on `/metrics` as `rutomq_client_metric` (bounded); sums are asked cumulative (`delta_temporality` false). With `--client-telemetry-topic` each push is also written into a topic as OTLP (what Kafka's plugin plus an OpenTelemetry collector would write there). |
+| ListOffsets `-6` (earliest pending upload, KIP-1023, tiered storage) | No offset (-1), as Kafka answers for a topic without tiered storage: a record is in the object store before it is acknowledged, so nothing is ever pending upload. |
 | Feature flags (KIP-584) | ApiVersions lists `group.version` 1 (KIP-848), `share.version` 1 (KIP-932) and `streams.version` 1 (KIP-1071), epoch 0; every other feature is at level 0 for clients (`transaction.version` 0: Java 4.x and franz-go producers keep the original transaction protocol). UpdateFeatures succeeds only when it keeps a level and refuses any change whole with INVALID_UPDATE_VERSION and why. |
 """
 
