@@ -26,6 +26,10 @@
 #    kafka-client-metrics lists and describes them;
 #  - kafka-configs --entity-type broker-loggers changes the agent's log
 #    level of a module at runtime (its DEBUG lines appear);
+#  - kafka-consumer-groups lists a group, describes its members and its
+#    offsets with their lag (committed, log end, lag per partition),
+#    resets its offsets to the earliest (refused while a member is in, as
+#    Kafka refuses it), deletes a topic's offsets and deletes the group;
 #  - Debian's kcat (librdkafka 2.0.2) sends compressed batches, which it
 #    does only against a broker that lists Produce v0-2 (checked: without
 #    the listing this test fails).
@@ -253,6 +257,71 @@ def test_dynamic_configs_reach_every_agent(start_agent, request):
     out = kafka_tool(run_sh, "kafka.admin.ConfigCommand", "--bootstrap-server", b.bootstrap, "--describe",
                      "--entity-type", "brokers", "--entity-default").stdout
     assert "message.max.bytes=3000" in out, out
+
+
+def test_consumer_groups_tool(agent, request):
+    from confluent_kafka import Consumer
+
+    run_sh = request.getfixturevalue("roundtrip_clients")
+    boot = agent.bootstrap
+    topic, group = unique_topic("cg"), unique_topic("cgroup")
+    cg = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+
+    def tool(*args, ok=True):
+        res = kafka_tool(run_sh, cg, "--bootstrap-server", boot, *args, ok=ok)
+        return res.stdout + res.stderr
+
+    def offsets(out):
+        """{partition: (current, log end, lag)} of the --describe table."""
+        rows = {}
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) >= 6 and f[0] == group and f[1] == topic:
+                rows[int(f[2])] = tuple(None if x == "-" else int(x) for x in f[3:6])
+        return rows
+
+    tools_cmd = "org.apache.kafka.tools.TopicCommand"
+    kafka_tool(run_sh, tools_cmd, "--bootstrap-server", boot, "--create", "--topic", topic,
+               "--partitions", "3", "--replication-factor", "1")
+    wait_for_topic(boot, topic, partitions=3)
+    p = Producer({"bootstrap.servers": boot})
+    for i in range(30):
+        p.produce(topic, b"v%d" % i, partition=i % 3)
+    p.flush(30)
+    c = Consumer({"bootstrap.servers": boot, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False, "client.id": "cg-member"})
+    c.subscribe([topic])
+    got = 0
+    deadline = time.time() + 60
+    while got < 30 and time.time() < deadline:
+        m = c.poll(1.0)
+        if m is not None and not m.error():
+            got += 1
+    assert got == 30, f"consumed {got} of 30"
+    c.commit(asynchronous=False)
+    try:
+        assert group in tool("--list").split()
+        members = tool("--describe", "--group", group, "--members")
+        assert "cg-member" in members, members
+        # Offsets may not be reset while a member is in.
+        busy = tool("--reset-offsets", "--group", group, "--topic", topic, "--to-earliest",
+                    "--execute", ok=None)
+        assert "inactive" in busy or "Error" in busy, busy
+    finally:
+        c.close()
+    p.produce(topic, b"late", partition=0)
+    p.flush(30)
+    out = tool("--describe", "--group", group)
+    assert offsets(out) == {0: (10, 11, 1), 1: (10, 10, 0), 2: (10, 10, 0)}, out
+    assert "has no active members" in out, out
+    out = tool("--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute")
+    assert offsets(tool("--describe", "--group", group)) == {
+        0: (0, 11, 11), 1: (0, 10, 10), 2: (0, 10, 10)}
+    tool("--delete-offsets", "--group", group, "--topic", topic)
+    assert offsets(tool("--describe", "--group", group)) == {}
+    out = tool("--delete", "--group", group)
+    assert "successful" in out.lower(), out
+    assert group not in tool("--list").split()
 
 
 def test_features_and_quorum_tools(agent, request):
