@@ -784,12 +784,20 @@ impl Header {
 
 /// A magic 2 batch of these header fields and (compressed) records.
 pub(crate) fn write_batch(base_offset: i64, h: &Header, records: &[u8]) -> Bytes {
-    let mut b = Vec::with_capacity(BATCH_HEADER_BYTES + records.len());
+    let mut b = header_bytes(base_offset, h, records.len());
+    b.extend_from_slice(records);
+    seal(b)
+}
+
+/// A batch's header fields, `records_len` bytes of records to follow
+/// (written by the caller, then [`seal`]ed).
+fn header_bytes(base_offset: i64, h: &Header, records_len: usize) -> Vec<u8> {
+    let mut b = Vec::with_capacity(BATCH_HEADER_BYTES + records_len);
     b.extend_from_slice(&base_offset.to_be_bytes());
-    b.extend_from_slice(&((BATCH_HEADER_BYTES - 12 + records.len()) as i32).to_be_bytes());
+    b.extend_from_slice(&((BATCH_HEADER_BYTES - 12 + records_len) as i32).to_be_bytes());
     b.extend_from_slice(&h.leader_epoch.to_be_bytes());
     b.push(2);
-    b.extend_from_slice(&[0; 4]); // CRC, below
+    b.extend_from_slice(&[0; 4]); // CRC, set by `seal`
     b.extend_from_slice(&h.attributes.to_be_bytes());
     b.extend_from_slice(&h.last_offset_delta.to_be_bytes());
     b.extend_from_slice(&h.base_timestamp.to_be_bytes());
@@ -798,7 +806,11 @@ pub(crate) fn write_batch(base_offset: i64, h: &Header, records: &[u8]) -> Bytes
     b.extend_from_slice(&h.producer_epoch.to_be_bytes());
     b.extend_from_slice(&h.base_sequence.to_be_bytes());
     b.extend_from_slice(&h.record_count.to_be_bytes());
-    b.extend_from_slice(records);
+    b
+}
+
+/// The batch with its CRC set.
+fn seal(mut b: Vec<u8>) -> Bytes {
     let crc = crc32c::crc32c(&b[21..]);
     b[17..21].copy_from_slice(&crc.to_be_bytes());
     Bytes::from(b)
@@ -814,39 +826,34 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, v: i64) {
 }
 
 /// A fresh batch of one record (base offset 0, no producer, no
-/// compression, CreateTime `timestamp_ms`), as a producer would send it:
-/// what the agent itself writes into a topic.
+/// compression, timestamp `timestamp_ms`, as LogAppendTime when
+/// `log_append_time`), as a producer would send it: what the agent itself
+/// writes into a topic, built in one buffer, with the facts the produce
+/// buffer needs (what validating it would find).
 pub fn one_record_batch(
-    key: Option<&[u8]>,
+    key: &[u8],
     value: &[u8],
     headers: &[(&str, &[u8])],
     timestamp_ms: i64,
-) -> Bytes {
-    let mut body = vec![0u8]; // attributes
-    put_varint(&mut body, 0); // timestamp delta
-    put_varint(&mut body, 0); // offset delta
-    match key {
-        None => put_varint(&mut body, -1),
-        Some(k) => {
-            put_varint(&mut body, k.len() as i64);
-            body.extend_from_slice(k);
-        }
-    }
-    put_varint(&mut body, value.len() as i64);
-    body.extend_from_slice(value);
-    put_varint(&mut body, headers.len() as i64);
-    for (k, v) in headers {
-        put_varint(&mut body, k.len() as i64);
-        body.extend_from_slice(k.as_bytes());
-        put_varint(&mut body, v.len() as i64);
-        body.extend_from_slice(v);
-    }
-    let mut record = Vec::with_capacity(body.len() + 5);
-    put_varint(&mut record, body.len() as i64);
-    record.extend_from_slice(&body);
+    log_append_time: bool,
+) -> (Bytes, BatchInfo) {
+    let field = |n: usize| varint_len(n as i64) as usize + n;
+    // Attributes, timestamp delta 0, offset delta 0, key, value, headers.
+    let body = 3
+        + field(key.len())
+        + field(value.len())
+        + varint_len(headers.len() as i64) as usize
+        + headers
+            .iter()
+            .map(|(k, v)| field(k.len()) + field(v.len()))
+            .sum::<usize>();
     let h = Header {
         leader_epoch: 0,
-        attributes: 0,
+        attributes: if log_append_time {
+            ATTR_LOG_APPEND_TIME
+        } else {
+            0
+        },
         last_offset_delta: 0,
         base_timestamp: timestamp_ms,
         max_timestamp: timestamp_ms,
@@ -855,7 +862,29 @@ pub fn one_record_batch(
         base_sequence: -1,
         record_count: 1,
     };
-    write_batch(0, &h, &record)
+    let mut b = header_bytes(0, &h, field(body));
+    put_varint(&mut b, body as i64);
+    b.extend_from_slice(&[0, 0, 0]); // attributes, timestamp and offset deltas
+    let put = |b: &mut Vec<u8>, bytes: &[u8]| {
+        put_varint(b, bytes.len() as i64);
+        b.extend_from_slice(bytes);
+    };
+    put(&mut b, key);
+    put(&mut b, value);
+    put_varint(&mut b, headers.len() as i64);
+    for (k, v) in headers {
+        put(&mut b, k.as_bytes());
+        put(&mut b, v);
+    }
+    let info = BatchInfo {
+        offset_count: 1,
+        max_timestamp: timestamp_ms,
+        producer_id: -1,
+        producer_epoch: -1,
+        base_sequence: -1,
+        transactional: false,
+    };
+    (seal(b), info)
 }
 
 /// Writes `batch` into `out` with its baseOffset set to `base_offset` (the
@@ -1164,5 +1193,24 @@ pub mod tests {
             assert_eq!(r.value.as_deref(), Some(&[0u8, 0, 0, 0, 0, 3][..]));
             assert!(r.headers.is_empty());
         }
+    }
+
+    #[test]
+    fn one_record_batches_are_what_validation_and_the_library_find() {
+        use kafka_protocol::records::RecordBatchDecoder;
+        let value = vec![7u8; 300]; // a two-byte length varint
+        let headers: [(&str, &[u8]); 2] = [("client_id", b"app"), ("empty", b"")];
+        let (plain, info) = one_record_batch(b"key", &value, &headers, 1_700_000_000_000, false);
+        let found = validate_produce_records(&plain, 1 << 20, RecordRules::default()).unwrap();
+        assert_eq!(found, info, "the facts returned are what validation finds");
+        let set = RecordBatchDecoder::decode(&mut plain.clone()).expect("the library decodes it");
+        let r = &set.records[0];
+        assert_eq!(r.key.as_deref(), Some(&b"key"[..]));
+        assert_eq!(r.value.as_deref(), Some(&value[..]));
+        assert_eq!(r.timestamp, 1_700_000_000_000);
+        assert_eq!(r.headers.len(), 2);
+        // Built as LogAppendTime: the same bytes the produce path's stamp makes.
+        let (stamped, _) = one_record_batch(b"key", &value, &headers, 1_700_000_000_000, true);
+        assert_eq!(stamped, stamp_log_append_time(&plain, 1_700_000_000_000));
     }
 }

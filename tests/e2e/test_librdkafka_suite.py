@@ -121,6 +121,7 @@ def test_librdkafka_0190_share_consumer_telemetry(start_agent, tmp_path, request
         assert msg is not None and not msg.error(), f"no record in {topic}: {msg and msg.error()}"
         uuid.UUID(msg.key().decode())
         headers = dict(msg.headers())
+        assert headers.get("client_id"), headers
         assert headers.get("client_software_name") == b"librdkafka", headers
         assert headers.get("client_software_version", b"").startswith(b"2.15.0"), headers
     finally:

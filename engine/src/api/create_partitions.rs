@@ -9,9 +9,9 @@ use super::create_topics::replica_list;
 use super::throttle::Mutations;
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
+use crate::limits::PARTITIONS_MAX;
 use crate::security::acl::{op, resource};
 use crate::shard::Shard;
-use crate::limits::PARTITIONS_MAX;
 
 /// CreatePartitions, versions 0–3.
 pub const API: Api<CreatePartitionsRequest> = Api::new(ApiKey::CreatePartitions, 0, 3);
@@ -41,10 +41,23 @@ pub async fn handle(
             ));
             continue;
         }
+        // The partitions the topic has now (unknown here: left to the
+        // refusal below); what a manual assignment and the mutation quota
+        // are measured against.
+        let current = match shard.topics.by_name(&name).await {
+            Ok(Some(topic)) => Some(topic.partitions),
+            _ => None,
+        };
         if let Some(assignments) = t.assignments.as_ref().filter(|a| !a.is_empty()) {
             // A manual assignment places nothing (any agent serves any
             // partition) but is checked as Kafka checks one.
-            if let Err(msg) = check_assignments(shard, &name, t.count, assignments).await {
+            let agents: Vec<i32> = shard
+                .agent
+                .live_agents()
+                .iter()
+                .map(|a| a.agent_id)
+                .collect();
+            if let Err(msg) = check_assignments(current, t.count, assignments, &agents) {
                 tracing::info!(topic = %name, reason = %msg, "CreatePartitions refused a replica assignment");
                 results.push(fail(ErrorCode::InvalidReplicaAssignment, msg));
                 continue;
@@ -60,11 +73,7 @@ pub async fn handle(
         if !body.validate_only && mutations.applies() {
             // The partitions it adds (a topic unknown here, or not grown,
             // is refused below and adds none).
-            let current = match shard.topics.by_name(&name).await {
-                Ok(Some(topic)) => topic.partitions,
-                _ => t.count,
-            };
-            if let Err(code) = mutations.admit(t.count - current) {
+            if let Err(code) = mutations.admit(t.count - current.unwrap_or(t.count)) {
                 results.push(r.with_error_code(code.code()));
                 continue;
             }
@@ -101,20 +110,17 @@ pub async fn handle(
 
 /// The new partitions' replica lists, one per partition added, each
 /// checked as CreateTopics checks a manual assignment. A topic unknown
-/// here, or a count that does not grow it, is left to the refusals after.
-async fn check_assignments(
-    shard: &Shard,
-    name: &str,
+/// here (`current` None), or a count that does not grow it, is left to
+/// the refusals after.
+fn check_assignments(
+    current: Option<i32>,
     count: i32,
     assignments: &[CreatePartitionsAssignment],
+    agents: &[i32],
 ) -> Result<(), String> {
-    let current = match shard.topics.by_name(name).await {
-        Ok(Some(topic)) => topic.partitions,
-        _ => return Ok(()),
-    };
-    if count <= current {
+    let Some(current) = current.filter(|&c| count > c) else {
         return Ok(());
-    }
+    };
     let added = (count - current) as usize;
     if assignments.len() != added {
         return Err(format!(
@@ -122,11 +128,52 @@ async fn check_assignments(
             assignments.len()
         ));
     }
-    let agents: Vec<i32> = shard.agent.live_agents().iter().map(|a| a.agent_id).collect();
     let mut width = None;
     for (p, a) in (current..).zip(assignments) {
-        let ids: Vec<i32> = a.broker_ids.iter().map(|b| b.0).collect();
-        replica_list(p, &ids, &agents, &mut width)?;
+        replica_list(
+            p,
+            a.broker_ids.iter().map(|b| b.0).collect(),
+            agents,
+            &mut width,
+        )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use kafka_protocol::messages::BrokerId;
+
+    use super::*;
+
+    fn lists(lists: &[&[i32]]) -> Vec<CreatePartitionsAssignment> {
+        lists
+            .iter()
+            .map(|l| {
+                CreatePartitionsAssignment::default()
+                    .with_broker_ids(l.iter().map(|&b| BrokerId(b)).collect())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_list_per_added_partition_each_checked() {
+        let agents = [1, 2];
+        assert_eq!(
+            check_assignments(Some(2), 4, &lists(&[&[1], &[2]]), &agents),
+            Ok(())
+        );
+        assert_eq!(
+            check_assignments(Some(2), 4, &lists(&[&[1]]), &agents).unwrap_err(),
+            "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified."
+        );
+        let err = check_assignments(Some(2), 4, &lists(&[&[1], &[3]]), &agents).unwrap_err();
+        assert!(err.contains("partition 3 is assigned broker 3"), "{err}");
+        // Unknown topic, or a count that does not grow it: refused later.
+        assert_eq!(check_assignments(None, 4, &lists(&[&[9]]), &agents), Ok(()));
+        assert_eq!(
+            check_assignments(Some(4), 4, &lists(&[&[9]]), &agents),
+            Ok(())
+        );
+    }
 }

@@ -52,7 +52,12 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
         // reported); it places nothing: any agent serves any partition.
         let mut replication_factor = t.replication_factor;
         let partitions = if !t.assignments.is_empty() {
-            let agents: Vec<i32> = shard.agent.live_agents().iter().map(|a| a.agent_id).collect();
+            let agents: Vec<i32> = shard
+                .agent
+                .live_agents()
+                .iter()
+                .map(|a| a.agent_id)
+                .collect();
             match assigned(&t, &agents) {
                 Ok((n, rf)) => {
                     replication_factor = rf;
@@ -174,10 +179,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
 /// the partition count and replication factor it gives, or the refusal.
 /// `agents` are the live agents' ids (Kafka's registered brokers). The
 /// assignment places nothing: any agent serves any partition.
-fn assigned(
-    t: &CreatableTopic,
-    agents: &[i32],
-) -> Result<(i32, i16), (ErrorCode, String)> {
+fn assigned(t: &CreatableTopic, agents: &[i32]) -> Result<(i32, i16), (ErrorCode, String)> {
     if t.replication_factor != -1 || t.num_partitions != -1 {
         return Err((
             ErrorCode::InvalidRequest,
@@ -193,8 +195,12 @@ fn assigned(
             return bad(format!("partition {p} is assigned twice"));
         }
         seen.push(p);
-        let ids: Vec<i32> = a.broker_ids.iter().map(|b| b.0).collect();
-        if let Err(msg) = replica_list(p, &ids, agents, &mut width) {
+        if let Err(msg) = replica_list(
+            p,
+            a.broker_ids.iter().map(|b| b.0).collect(),
+            agents,
+            &mut width,
+        ) {
             return bad(msg);
         }
     }
@@ -211,21 +217,24 @@ fn assigned(
 /// it (`width`, set by the first list).
 pub(super) fn replica_list(
     p: i32,
-    ids: &[i32],
+    mut ids: Vec<i32>,
     agents: &[i32],
     width: &mut Option<usize>,
 ) -> Result<(), String> {
     if ids.is_empty() {
         return Err(format!("partition {p} is assigned an empty replica list"));
     }
-    let mut sorted = ids.to_vec();
-    sorted.sort_unstable();
-    for (i, id) in sorted.iter().enumerate() {
+    ids.sort_unstable();
+    for (i, id) in ids.iter().enumerate() {
         if !agents.contains(id) {
-            return Err(format!("partition {p} is assigned broker {id}, which is not a live agent"));
+            return Err(format!(
+                "partition {p} is assigned broker {id}, which is not a live agent"
+            ));
         }
-        if sorted[i + 1..].first() == Some(id) {
-            return Err(format!("partition {p} is assigned broker {id} more than once"));
+        if ids[i + 1..].first() == Some(id) {
+            return Err(format!(
+                "partition {p} is assigned broker {id} more than once"
+            ));
         }
     }
     match *width {
@@ -249,13 +258,15 @@ mod tests {
     fn replica_lists_are_checked_as_kafka_checks_them() {
         let agents = [1, 2, 3];
         let mut width = None;
-        assert_eq!(replica_list(0, &[1, 2], &agents, &mut width), Ok(()));
+        assert_eq!(replica_list(0, vec![1, 2], &agents, &mut width), Ok(()));
         assert_eq!(width, Some(2));
-        assert_eq!(replica_list(1, &[3, 1], &agents, &mut width), Ok(()));
+        assert_eq!(replica_list(1, vec![3, 1], &agents, &mut width), Ok(()));
         let err = |p, ids: &[i32], width: &mut Option<usize>| {
-            replica_list(p, ids, &agents, width).unwrap_err()
+            replica_list(p, ids.to_vec(), &agents, width).unwrap_err()
         };
-        assert!(err(2, &[1], &mut width).contains("assigned 1 replica(s), the partitions before it 2"));
+        assert!(
+            err(2, &[1], &mut width).contains("assigned 1 replica(s), the partitions before it 2")
+        );
         assert!(err(2, &[], &mut None).contains("empty replica list"));
         assert!(err(2, &[2, 2], &mut None).contains("broker 2 more than once"));
         assert!(err(2, &[4], &mut None).contains("broker 4, which is not a live agent"));

@@ -20,7 +20,7 @@ use crate::shard::Shard;
 pub const API: Api<OffsetCommitRequest> = Api::new(ApiKey::OffsetCommit, 2, 10);
 
 /// How the request names a topic at its version.
-pub(super) fn topic_ref(t: &OffsetCommitRequestTopic, version: i16) -> TopicRef<'_> {
+fn topic_ref(t: &OffsetCommitRequestTopic, version: i16) -> TopicRef<'_> {
     if version >= 10 {
         TopicRef::Id(t.topic_id)
     } else {
@@ -51,7 +51,8 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetCommitRequest) -> Offs
         });
         (topic_ref(t, req.version), parts.collect())
     });
-    let mut resolved = resolve_offsets(shard, req, groups.cfg.offset_metadata_bytes_max, asked).await;
+    let mut resolved =
+        resolve_offsets(shard, req, groups.cfg.offset_metadata_bytes_max, asked).await;
     let written = if resolved.offsets.is_empty() {
         Ok(Vec::new())
     } else {
@@ -74,15 +75,15 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetCommitRequest) -> Offs
         .zip(resolved.answers(written))
         .map(|(t, parts)| {
             answer_topic(t).with_partitions(
-                    parts
-                        .into_iter()
-                        .map(|(p, code)| {
-                            OffsetCommitResponsePartition::default()
-                                .with_partition_index(p)
-                                .with_error_code(code.code())
-                        })
-                        .collect(),
-                )
+                parts
+                    .into_iter()
+                    .map(|(p, code)| {
+                        OffsetCommitResponsePartition::default()
+                            .with_partition_index(p)
+                            .with_error_code(code.code())
+                    })
+                    .collect(),
+            )
         })
         .collect();
     OffsetCommitResponse::default().with_topics(topics)
@@ -95,15 +96,15 @@ fn fail_all(body: &OffsetCommitRequest, code: ErrorCode) -> OffsetCommitResponse
             .iter()
             .map(|t| {
                 answer_topic(t).with_partitions(
-                        t.partitions
-                            .iter()
-                            .map(|p| {
-                                OffsetCommitResponsePartition::default()
-                                    .with_partition_index(p.partition_index)
-                                    .with_error_code(code.code())
-                            })
-                            .collect(),
-                    )
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code.code())
+                        })
+                        .collect(),
+                )
             })
             .collect(),
     )

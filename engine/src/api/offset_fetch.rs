@@ -33,8 +33,10 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
     if req.version >= 8 {
         let mut groups = Vec::with_capacity(body.groups.len());
         for g in body.groups {
-            // v10 names topics by id: those unknown here are answered
-            // UNKNOWN_TOPIC_ID, after the others.
+            // v10 names topics by id: the ids found are kept for the
+            // answer; those unknown here are answered UNKNOWN_TOPIC_ID,
+            // after the others.
+            let mut ids: HashMap<String, Uuid> = HashMap::new();
             let mut unknown: Vec<(Uuid, Vec<i32>)> = Vec::new();
             let wanted = match g.topics {
                 None => None,
@@ -44,6 +46,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
                         if req.version < 10 {
                             named.push((t.name.0.to_string(), t.partition_indexes));
                         } else if let Ok(Some(rec)) = shard.topics.by_id(t.topic_id).await {
+                            ids.insert(rec.name.clone(), rec.topic_id);
                             named.push((rec.name, t.partition_indexes));
                         } else {
                             unknown.push((t.topic_id, t.partition_indexes));
@@ -67,14 +70,23 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
                 },
             };
             let answer = if check == ErrorCode::None {
-                fetch(shard, req, g.group_id.to_string(), wanted, body.require_stable).await
+                fetch(
+                    shard,
+                    req,
+                    g.group_id.to_string(),
+                    wanted,
+                    body.require_stable,
+                )
+                .await
             } else {
                 Err(check)
             };
             let mut out = OffsetFetchResponseGroup::default().with_group_id(g.group_id);
             match answer {
                 Err(e) => out.error_code = e.code(),
-                Ok(topics) => out.topics = group_topics(shard, req.version, topics, unknown).await,
+                Ok(topics) => {
+                    out.topics = group_topics(shard, req.version, topics, ids, unknown).await
+                }
             }
             groups.push(out);
         }
@@ -86,7 +98,15 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
             .map(|t| (t.name.0.to_string(), t.partition_indexes))
             .collect()
     });
-    match fetch(shard, req, body.group_id.to_string(), wanted, body.require_stable).await {
+    match fetch(
+        shard,
+        req,
+        body.group_id.to_string(),
+        wanted,
+        body.require_stable,
+    )
+    .await
+    {
         // v1 has no top-level error code: the client retries on an empty answer.
         Err(e) if req.version < 2 => {
             tracing::debug!(error = ?e, "offset fetch failed");
@@ -118,12 +138,14 @@ pub async fn handle(shard: &Shard, req: &Req, body: OffsetFetchRequest) -> Offse
     }
 }
 
-/// A v8+ group's topics as answered: named (v8-9) or by id (v10, each
-/// named topic's id looked up; `unknown` ids answer UNKNOWN_TOPIC_ID).
+/// A v8+ group's topics as answered: named (v8-9) or by id (v10: the ids
+/// the request named, `ids`; asked for all, each topic's id looked up;
+/// `unknown` ids answer UNKNOWN_TOPIC_ID).
 async fn group_topics(
     shard: &Shard,
     version: i16,
     topics: Vec<(String, Vec<(i32, Answer)>)>,
+    ids: HashMap<String, Uuid>,
     unknown: Vec<(Uuid, Vec<i32>)>,
 ) -> Vec<OffsetFetchResponseTopics> {
     let partition = |p: i32, (o, e, m, code): Answer| {
@@ -141,10 +163,13 @@ async fn group_topics(
         if version >= 10 {
             // A topic deleted since its offsets were committed has no id:
             // left out.
-            match shard.topics.by_name(&name).await {
-                Ok(Some(rec)) => t.topic_id = rec.topic_id,
-                _ => continue,
-            }
+            t.topic_id = match ids.get(&name) {
+                Some(&id) => id,
+                None => match shard.topics.by_name(&name).await {
+                    Ok(Some(rec)) => rec.topic_id,
+                    _ => continue,
+                },
+            };
         } else {
             t.name = TopicName(str_bytes(&name));
         }
@@ -153,9 +178,14 @@ async fn group_topics(
     for (id, parts) in unknown {
         let unknown_id = || (-1, -1, String::new(), ErrorCode::UnknownTopicId);
         out.push(
-            OffsetFetchResponseTopics::default().with_topic_id(id).with_partitions(
-                parts.into_iter().map(|p| partition(p, unknown_id())).collect(),
-            ),
+            OffsetFetchResponseTopics::default()
+                .with_topic_id(id)
+                .with_partitions(
+                    parts
+                        .into_iter()
+                        .map(|p| partition(p, unknown_id()))
+                        .collect(),
+                ),
         );
     }
     out

@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::get_telemetry_subscriptions::client_attrs;
 use super::{Api, Req};
 use crate::error::ErrorCode;
-use crate::records::{one_record_batch, stamp_log_append_time, validate_produce_records};
+use crate::records::one_record_batch;
 use crate::shard::Shard;
 use crate::telemetry::{ClientAttrs, Push};
 use crate::topics;
@@ -39,7 +39,7 @@ pub async fn handle(
         shard
             .agent
             .telemetry
-            .push(c.subscriptions(), attrs.clone(), push, now_ms)
+            .push(c.subscriptions(), &attrs, push, now_ms)
     });
     let code = match taken {
         Ok(otlp) => {
@@ -88,20 +88,23 @@ async fn export(
         ("client_software_name", attrs.software_name.as_bytes()),
         ("client_software_version", attrs.software_version.as_bytes()),
     ];
-    let batch = one_record_batch(Some(key.as_bytes()), &otlp, &headers, now_ms);
-    let ((rules, stamp), max_bytes) = shard.configs.with(&shard.agent.dynamic.copy, |c| {
+    // The topic's demands on a record: its timestamp type and size bound
+    // (the agent's own record has a key and the agent's time, so it meets
+    // the rest).
+    let ((_, stamp), max_bytes) = shard.configs.with(&shard.agent.dynamic.copy, |c| {
         let d = c.topic_defaults();
-        (topics::record_rules(&rec, d, now_ms), topics::max_message_bytes(&rec, d))
+        (
+            topics::record_rules(&rec, d, now_ms),
+            topics::max_message_bytes(&rec, d),
+        )
     });
-    let info = match validate_produce_records(&batch, max_bytes, rules) {
-        Ok(info) => info,
-        Err(invalid) => return failed(&invalid.message),
-    };
-    let batch = if stamp {
-        stamp_log_append_time(&batch, now_ms)
-    } else {
-        batch
-    };
+    let (batch, info) = one_record_batch(key.as_bytes(), &otlp, &headers, now_ms, stamp);
+    if batch.len() > max_bytes {
+        return failed(&format!(
+            "a record of {} bytes is over the topic's max.message.bytes {max_bytes}",
+            batch.len()
+        ));
+    }
     let partition = (crc32c::crc32c(instance.as_bytes()) % rec.partitions.max(1) as u32) as i32;
     let (done, part, index) = shard.buffer.append(rec.topic_id, partition, batch, &info);
     match done.await {

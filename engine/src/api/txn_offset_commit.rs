@@ -4,16 +4,16 @@
 //! the offsets wait in PostgreSQL until EndTxn, which applies or drops
 //! them with the transaction's markers.
 
-use kafka_protocol::messages::txn_offset_commit_response::{
-    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
-};
-use kafka_protocol::messages::{ApiKey, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 use super::access::allowed;
-use super::{TopicRef, group_coordinator, resolve_offsets, Api, AskedOffset, Req, ResolvedOffsets};
+use super::{group_coordinator, resolve_offsets, Api, AskedOffset, Req, ResolvedOffsets, TopicRef};
 use crate::error::ErrorCode;
 use crate::groups::{CommitArgs, TxnTarget};
 use crate::security::acl::{op, resource};
 use crate::shard::Shard;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{ApiKey, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
 /// TxnOffsetCommit, versions 0–4 (v5 is KIP-890's second phase).
 pub const API: Api<TxnOffsetCommitRequest> = Api::new(ApiKey::TxnOffsetCommit, 0, 4);
@@ -58,7 +58,7 @@ pub async fn handle(
                         generation: body.generation_id,
                         group_must_exist: false,
                         offsets: std::mem::take(&mut resolved.offsets),
-                topic_names: std::mem::take(&mut resolved.names),
+                        topic_names: std::mem::take(&mut resolved.names),
                         txn: Some(TxnTarget {
                             transactional_id: id.clone().into_bytes(),
                             producer_id: body.producer_id.0,
@@ -79,7 +79,11 @@ pub async fn handle(
     if let Err(e) = &written {
         tracing::debug!(transactional_id = %id.escape_debug(), group = %body.group_id.as_str(), code = ?e, "TxnOffsetCommit refused");
     }
-    let refused = written.as_ref().err().copied().filter(|_| resolved.is_empty());
+    let refused = written
+        .as_ref()
+        .err()
+        .copied()
+        .filter(|_| resolved.is_empty());
     let answers = resolved.answers(written);
     let topics = body
         .topics
@@ -89,7 +93,11 @@ pub async fn handle(
             // Refused before the partitions were looked at: each one gets
             // the error.
             let parts: Vec<(i32, ErrorCode)> = match refused {
-                Some(code) => t.partitions.iter().map(|p| (p.partition_index, code)).collect(),
+                Some(code) => t
+                    .partitions
+                    .iter()
+                    .map(|p| (p.partition_index, code))
+                    .collect(),
                 None => answers.get(ti).cloned().unwrap_or_default(),
             };
             TxnOffsetCommitResponseTopic::default()

@@ -27,17 +27,17 @@ pub trait Wire: Sized {
 
 /// A field type that may be null, and how its null is written.
 pub trait Nullable: Sized {
-    fn put_opt<B: ByteBufMut>(x: &Option<Self>, b: &mut B, v: Ver) -> Result<()>;
-    fn size_opt(x: &Option<Self>, v: Ver) -> usize;
+    fn put_opt<B: ByteBufMut>(x: Option<&Self>, b: &mut B, v: Ver) -> Result<()>;
+    fn size_opt(x: Option<&Self>, v: Ver) -> usize;
     fn get_opt<B: ByteBuf>(b: &mut B, v: Ver) -> Result<Option<Self>>;
 }
 
 impl<T: Nullable> Wire for Option<T> {
     fn put<B: ByteBufMut>(&self, b: &mut B, v: Ver) -> Result<()> {
-        T::put_opt(self, b, v)
+        T::put_opt(self.as_ref(), b, v)
     }
     fn size(&self, v: Ver) -> usize {
-        T::size_opt(self, v)
+        T::size_opt(self.as_ref(), v)
     }
     fn get<B: ByteBuf>(b: &mut B, v: Ver) -> Result<Self> {
         T::get_opt(b, v)
@@ -184,15 +184,15 @@ fn not_null<T>(x: Option<T>, what: &str) -> Result<T> {
 }
 
 impl Nullable for StrBytes {
-    fn put_opt<B: ByteBufMut>(x: &Option<Self>, b: &mut B, v: Ver) -> Result<()> {
-        put_len(b, v, x.as_ref().map(|s| s.len()), true)?;
+    fn put_opt<B: ByteBufMut>(x: Option<&Self>, b: &mut B, v: Ver) -> Result<()> {
+        put_len(b, v, x.map(|s| s.len()), true)?;
         if let Some(s) = x {
             b.put_slice(s.as_bytes());
         }
         Ok(())
     }
-    fn size_opt(x: &Option<Self>, v: Ver) -> usize {
-        let n = x.as_ref().map(|s| s.len());
+    fn size_opt(x: Option<&Self>, v: Ver) -> usize {
+        let n = x.map(|s| s.len());
         len_size(v, n, true) + n.unwrap_or(0)
     }
     fn get_opt<B: ByteBuf>(b: &mut B, v: Ver) -> Result<Option<Self>> {
@@ -204,15 +204,15 @@ impl Nullable for StrBytes {
 }
 
 impl Nullable for Bytes {
-    fn put_opt<B: ByteBufMut>(x: &Option<Self>, b: &mut B, v: Ver) -> Result<()> {
-        put_len(b, v, x.as_ref().map(|s| s.len()), false)?;
+    fn put_opt<B: ByteBufMut>(x: Option<&Self>, b: &mut B, v: Ver) -> Result<()> {
+        put_len(b, v, x.map(|s| s.len()), false)?;
         if let Some(s) = x {
             b.put_slice(s);
         }
         Ok(())
     }
-    fn size_opt(x: &Option<Self>, v: Ver) -> usize {
-        let n = x.as_ref().map(|s| s.len());
+    fn size_opt(x: Option<&Self>, v: Ver) -> usize {
+        let n = x.map(|s| s.len());
         len_size(v, n, false) + n.unwrap_or(0)
     }
     fn get_opt<B: ByteBuf>(b: &mut B, v: Ver) -> Result<Option<Self>> {
@@ -224,16 +224,16 @@ impl Nullable for Bytes {
 }
 
 impl<T: Wire> Nullable for Vec<T> {
-    fn put_opt<B: ByteBufMut>(x: &Option<Self>, b: &mut B, v: Ver) -> Result<()> {
-        put_len(b, v, x.as_ref().map(Vec::len), false)?;
-        for e in x.iter().flatten() {
+    fn put_opt<B: ByteBufMut>(x: Option<&Self>, b: &mut B, v: Ver) -> Result<()> {
+        put_len(b, v, x.map(Vec::len), false)?;
+        for e in x.into_iter().flatten() {
             e.put(b, v)?;
         }
         Ok(())
     }
-    fn size_opt(x: &Option<Self>, v: Ver) -> usize {
-        let n = x.as_ref().map(Vec::len);
-        len_size(v, n, false) + x.iter().flatten().map(|e| e.size(v)).sum::<usize>()
+    fn size_opt(x: Option<&Self>, v: Ver) -> usize {
+        let n = x.map(Vec::len);
+        len_size(v, n, false) + x.into_iter().flatten().map(|e| e.size(v)).sum::<usize>()
     }
     fn get_opt<B: ByteBuf>(b: &mut B, v: Ver) -> Result<Option<Self>> {
         let Some(n) = get_len(b, v, false)? else {
@@ -256,10 +256,10 @@ macro_rules! non_null {
         impl Wire for $t {
             fn put<B: ByteBufMut>(&self, b: &mut B, v: Ver) -> Result<()> {
                 // Written as the nullable form's non-null value.
-                <$t as Nullable>::put_opt(&Some(self.clone()), b, v)
+                <$t as Nullable>::put_opt(Some(self), b, v)
             }
             fn size(&self, v: Ver) -> usize {
-                <$t as Nullable>::size_opt(&Some(self.clone()), v)
+                <$t as Nullable>::size_opt(Some(self), v)
             }
             fn get<B: ByteBuf>(b: &mut B, v: Ver) -> Result<Self> {
                 not_null(<$t as Nullable>::get_opt(b, v)?, $what)
@@ -300,11 +300,11 @@ newtype!(
 macro_rules! nullable_newtype {
     ($($t:ident),*) => {$(
         impl Nullable for $t {
-            fn put_opt<B: ByteBufMut>(x: &Option<Self>, b: &mut B, v: Ver) -> Result<()> {
-                StrBytes::put_opt(&x.as_ref().map(|x| x.0.clone()), b, v)
+            fn put_opt<B: ByteBufMut>(x: Option<&Self>, b: &mut B, v: Ver) -> Result<()> {
+                StrBytes::put_opt(x.map(|x| &x.0), b, v)
             }
-            fn size_opt(x: &Option<Self>, v: Ver) -> usize {
-                StrBytes::size_opt(&x.as_ref().map(|x| x.0.clone()), v)
+            fn size_opt(x: Option<&Self>, v: Ver) -> usize {
+                StrBytes::size_opt(x.map(|x| &x.0), v)
             }
             fn get_opt<B: ByteBuf>(b: &mut B, v: Ver) -> Result<Option<Self>> {
                 Ok(StrBytes::get_opt(b, v)?.map($t))
@@ -358,7 +358,7 @@ macro_rules! wire_struct {
 
         impl $crate::api::wire::Nullable for $t {
             fn put_opt<B: kafka_protocol::protocol::buf::ByteBufMut>(
-                x: &Option<Self>,
+                x: Option<&Self>,
                 b: &mut B,
                 v: $crate::api::wire::Ver,
             ) -> anyhow::Result<()> {
@@ -371,10 +371,8 @@ macro_rules! wire_struct {
                 }
                 Ok(())
             }
-            fn size_opt(x: &Option<Self>, v: $crate::api::wire::Ver) -> usize {
-                1 + x
-                    .as_ref()
-                    .map_or(0, |x| $crate::api::wire::Wire::size(x, v))
+            fn size_opt(x: Option<&Self>, v: $crate::api::wire::Ver) -> usize {
+                1 + x.map_or(0, |x| $crate::api::wire::Wire::size(x, v))
             }
             fn get_opt<B: kafka_protocol::protocol::buf::ByteBuf>(
                 b: &mut B,

@@ -241,12 +241,12 @@ impl Telemetry {
 
     /// Takes a push at `now_ms`: checked as Kafka checks it, decompressed
     /// (bounded) and decoded, its points kept as the client's series.
-    /// Returns the metrics as OTLP, decompressed (for
-    /// [`export`](crate::telemetry::export)), or the refusal.
+    /// Returns the metrics as OTLP, decompressed (PushTelemetry may write
+    /// them into a topic), or the refusal.
     pub fn push(
         &self,
         subs: &[Subscription],
-        attrs: ClientAttrs,
+        attrs: &ClientAttrs,
         p: Push<'_>,
         now_ms: i64,
     ) -> Result<Vec<u8>, (ErrorCode, String)> {
@@ -258,7 +258,7 @@ impl Telemetry {
             return refuse(ErrorCode::InvalidRequest, "the client instance id is zero");
         }
         // What the client's subscription is now (it may have changed).
-        let (_, _, current) = wanted(subs, &attrs, p.instance);
+        let (_, _, current) = wanted(subs, attrs, p.instance);
         {
             let mut st = self.lock();
             sweep(&mut st, now_ms);
@@ -534,6 +534,11 @@ mod tests {
         }
     }
 
+    /// A push's answer as its error code.
+    fn code<T>(r: Result<T, (ErrorCode, String)>) -> ErrorCode {
+        r.map_or_else(|e| e.0, |_| ErrorCode::None)
+    }
+
     fn attrs(client_id: &str) -> ClientAttrs {
         ClientAttrs {
             client_id: client_id.into(),
@@ -565,9 +570,9 @@ mod tests {
             ("node_id", "1"),
         );
         let push = |id, sub_id, at| {
-            t.push(
+            code(t.push(
                 &subs,
-                attrs("app-1"),
+                &attrs("app-1"),
                 Push {
                     instance: id,
                     subscription_id: sub_id,
@@ -576,18 +581,15 @@ mod tests {
                     payload: &data,
                 },
                 at,
-            )
+            ))
         };
         assert_eq!(
-            push(a.instance, a.subscription_id + 1, 1000).map_or_else(|e| e.0, |_| ErrorCode::None),
+            push(a.instance, a.subscription_id + 1, 1000),
             ErrorCode::UnknownSubscriptionId
         );
+        assert_eq!(push(a.instance, a.subscription_id, 1000), ErrorCode::None);
         assert_eq!(
-            push(a.instance, a.subscription_id, 1000).map_or_else(|e| e.0, |_| ErrorCode::None),
-            ErrorCode::None
-        );
-        assert_eq!(
-            push(a.instance, a.subscription_id, 1100).map_or_else(|e| e.0, |_| ErrorCode::None),
+            push(a.instance, a.subscription_id, 1100),
             ErrorCode::ThrottlingQuotaExceeded
         );
         let mut out = String::new();
@@ -624,7 +626,7 @@ mod tests {
         };
         // gzip was announced but the payload is not gzip: refused.
         assert_eq!(
-            t.push(&subs, attrs("c"), p, 1).unwrap_err().0,
+            code(t.push(&subs, &attrs("c"), p, 1)),
             ErrorCode::InvalidRecord
         );
         let p = |_at: i64| Push {
@@ -635,13 +637,12 @@ mod tests {
             payload: &data,
         };
         assert_eq!(
-            t.push(&subs, attrs("c"), p(2), 2).ok(),
+            t.push(&subs, &attrs("c"), p(2), 2).ok(),
             Some(data.clone()),
             "the OTLP bytes"
         );
         assert_eq!(
-            t.push(&subs, attrs("c"), p(3), 3)
-                .map_or_else(|e| e.0, |_| ErrorCode::None),
+            code(t.push(&subs, &attrs("c"), p(3), 3)),
             ErrorCode::InvalidRequest,
             "terminating already"
         );
