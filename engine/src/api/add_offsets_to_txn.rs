@@ -30,9 +30,14 @@ pub async fn handle(
     } else {
         let (pid, epoch) = (body.producer_id.0, body.producer_epoch);
         let add = AddTo::Group(group);
-        let changed = txns::coordinated(&shard.agent, &id, false, false, "AddOffsetsToTxn", move |found| {
-            txns::add_to_txn(pid, epoch, &add, found)
-        });
+        let changed = txns::coordinated(
+            &shard.agent,
+            &id,
+            false,
+            false,
+            "AddOffsetsToTxn",
+            move |found| txns::add_to_txn(pid, epoch, &add, found),
+        );
         txns::fenced_for(changed.await.unwrap_or_else(|e| e), req.version, 2)
     };
     if code != ErrorCode::None {

@@ -68,9 +68,14 @@ pub async fn handle(
             body.v3_and_below_producer_epoch,
         );
         let add = AddTo::Partitions(wanted);
-        let changed = txns::coordinated(&shard.agent, &id, false, false, "AddPartitionsToTxn", move |found| {
-            txns::add_to_txn(pid, epoch, &add, found)
-        });
+        let changed = txns::coordinated(
+            &shard.agent,
+            &id,
+            false,
+            false,
+            "AddPartitionsToTxn",
+            move |found| txns::add_to_txn(pid, epoch, &add, found),
+        );
         txns::fenced_for(changed.await.unwrap_or_else(|e| e), req.version, 2)
     };
     if code != ErrorCode::None && code != ErrorCode::OperationNotAttempted {

@@ -13,7 +13,9 @@ use rutomq_meta::quota::{QuotaAlterError, QuotaAlteration};
 use super::access::cluster_allowed;
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
-use crate::quota::admin::{check_value, entity_text, parse_entity, wire_entity, Refusal, WireEntity};
+use crate::quota::admin::{
+    check_value, entity_text, parse_entity, wire_entity, Refusal, WireEntity,
+};
 use crate::security::acl::op;
 use crate::shard::Shard;
 
@@ -121,7 +123,9 @@ pub async fn handle(
                     tracing::warn!(error = %e, "AlterClientQuotas: stored, but cannot reload the quotas (the refresher will)");
                 }
             }
-            Err(e @ QuotaAlterError::TooMany) => shared = Some((ErrorCode::InvalidRequest, e.to_string())),
+            Err(e @ QuotaAlterError::TooMany) => {
+                shared = Some((ErrorCode::InvalidRequest, e.to_string()))
+            }
             Err(QuotaAlterError::Meta(e)) => {
                 tracing::warn!(error = %e, "AlterClientQuotas: cannot write the quotas");
                 shared = Some((ErrorCode::from(&e), e.to_string()));

@@ -7,32 +7,49 @@ use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceRespon
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ApiKey};
 
 use super::config_support::{
-    alter_dynamic, reload_dynamic, alter_topic, config_twice, named_twice, repeated, unserved, Outcome,
-    RESOURCE_TOPIC,
+    alter_dynamic, alter_topic, config_twice, named_twice, reload_dynamic, repeated, unserved,
+    Outcome, RESOURCE_TOPIC,
 };
-use crate::dynamic::{self, RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP};
-use crate::topics::AlterOp;
 use super::{str_bytes, Api, Req};
+use crate::dynamic::{self, RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP};
 use crate::shard::Shard;
 use crate::topics;
+use crate::topics::AlterOp;
 
 /// AlterConfigs, versions 0–2.
 pub const API: Api<AlterConfigsRequest> = Api::new(ApiKey::AlterConfigs, 0, 2);
 
 pub async fn handle(shard: &Shard, req: &Req, body: AlterConfigsRequest) -> AlterConfigsResponse {
-    let twice = repeated(body.resources.iter().map(|r| (r.resource_type, &r.resource_name)));
+    let twice = repeated(
+        body.resources
+            .iter()
+            .map(|r| (r.resource_type, &r.resource_name)),
+    );
     let mut responses = Vec::with_capacity(body.resources.len());
     for r in &body.resources {
         let name = r.resource_name.as_str();
         let configs: Vec<(String, Option<String>)> = r
             .configs
             .iter()
-            .map(|c| (c.name.as_str().to_owned(), c.value.as_ref().map(|v| v.as_str().to_owned())))
+            .map(|c| {
+                (
+                    c.name.as_str().to_owned(),
+                    c.value.as_ref().map(|v| v.as_str().to_owned()),
+                )
+            })
             .collect();
-        let (code, msg): Outcome = if twice.binary_search(&(r.resource_type, &r.resource_name)).is_ok() {
+        let (code, msg): Outcome = if twice
+            .binary_search(&(r.resource_type, &r.resource_name))
+            .is_ok()
+        {
             named_twice(name)
-        } else if ![RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP, RESOURCE_CLIENT_METRICS]
-            .contains(&r.resource_type)
+        } else if ![
+            RESOURCE_TOPIC,
+            RESOURCE_BROKER,
+            RESOURCE_GROUP,
+            RESOURCE_CLIENT_METRICS,
+        ]
+        .contains(&r.resource_type)
         {
             unserved(req, r.resource_type, name)
         } else if let Some(n) = repeated(configs.iter().map(|(n, _)| n)).first() {
@@ -49,7 +66,10 @@ pub async fn handle(shard: &Shard, req: &Req, body: AlterConfigsRequest) -> Alte
             })
             .await
         } else {
-            alter_topic(shard, req, name, body.validate_only, move |_| replace(configs)).await
+            alter_topic(shard, req, name, body.validate_only, move |_| {
+                replace(configs)
+            })
+            .await
         };
         responses.push(
             AlterConfigsResourceResponse::default()
@@ -60,7 +80,11 @@ pub async fn handle(shard: &Shard, req: &Req, body: AlterConfigsRequest) -> Alte
         );
     }
     if !body.validate_only {
-        reload_dynamic(shard, responses.iter().map(|r| (r.resource_type, r.error_code))).await;
+        reload_dynamic(
+            shard,
+            responses.iter().map(|r| (r.resource_type, r.error_code)),
+        )
+        .await;
     }
     AlterConfigsResponse::default().with_responses(responses)
 }

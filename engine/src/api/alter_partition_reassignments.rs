@@ -66,9 +66,11 @@ pub async fn handle(
                 .with_partitions(partitions),
         );
     }
-    if responses.iter().flat_map(|t| &t.partitions).any(|p| {
-        p.error_code == ErrorCode::InvalidReplicaAssignment.code()
-    }) {
+    if responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .any(|p| p.error_code == ErrorCode::InvalidReplicaAssignment.code())
+    {
         tracing::info!(client = %req.client_id(), "AlterPartitionReassignments refused: {NO_REPLICAS}");
     }
     response.with_responses(responses)

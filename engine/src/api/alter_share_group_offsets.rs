@@ -7,7 +7,9 @@ use kafka_protocol::messages::alter_share_group_offsets_response::{
     AlterShareGroupOffsetsResponsePartition as Partition,
     AlterShareGroupOffsetsResponseTopic as Topic,
 };
-use kafka_protocol::messages::{ApiKey, AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse};
+use kafka_protocol::messages::{
+    AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, ApiKey,
+};
 use uuid::Uuid;
 
 use super::share_support::{empty_share_group, named_topic};

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::{
-    ApiKey, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, ApiKey,
 };
 use rutomq_meta::security::{ScramChange, ScramRow};
 
@@ -71,15 +71,25 @@ pub async fn handle(
             .and_then(|()| mechanism(u.mechanism))
             .and_then(|m| {
                 if u.iterations < ITERATIONS_MIN {
-                    return Err((ErrorCode::UnacceptableCredential, format!("Too few iterations: at least {ITERATIONS_MIN}")));
+                    return Err((
+                        ErrorCode::UnacceptableCredential,
+                        format!("Too few iterations: at least {ITERATIONS_MIN}"),
+                    ));
                 }
                 if u.iterations > ITERATIONS_MAX {
-                    return Err((ErrorCode::UnacceptableCredential, format!("Too many iterations: at most {ITERATIONS_MAX}")));
+                    return Err((
+                        ErrorCode::UnacceptableCredential,
+                        format!("Too many iterations: at most {ITERATIONS_MAX}"),
+                    ));
                 }
                 if u.salt.is_empty() || u.salted_password.is_empty() {
-                    return Err((ErrorCode::UnacceptableCredential, "Salt and salted password must not be empty".into()));
+                    return Err((
+                        ErrorCode::UnacceptableCredential,
+                        "Salt and salted password must not be empty".into(),
+                    ));
                 }
-                let c = Credential::from_salted(m, u.salt.to_vec(), &u.salted_password, u.iterations);
+                let c =
+                    Credential::from_salted(m, u.salt.to_vec(), &u.salted_password, u.iterations);
                 Ok(ScramChange::Upsert(ScramRow {
                     user: user.clone(),
                     mechanism: m.code() as i16,
@@ -108,7 +118,10 @@ pub async fn handle(
     // Deleting what is not there is refused for that user, as in Kafka.
     let deleting: Vec<String> = users
         .iter()
-        .filter(|(_, c)| c.as_ref().is_ok_and(|l| l.iter().any(|c| matches!(c, ScramChange::Delete { .. }))))
+        .filter(|(_, c)| {
+            c.as_ref()
+                .is_ok_and(|l| l.iter().any(|c| matches!(c, ScramChange::Delete { .. })))
+        })
         .map(|(u, _)| u.clone())
         .collect();
     let meta = &shard.agent.meta;
@@ -117,13 +130,17 @@ pub async fn handle(
     if !deleting.is_empty() {
         match meta.scram_describe(Some(deleting)).await {
             Ok(existing) => {
-                let have: HashSet<(String, i16)> = existing.into_iter().map(|(u, m, _)| (u, m)).collect();
+                let have: HashSet<(String, i16)> =
+                    existing.into_iter().map(|(u, m, _)| (u, m)).collect();
                 for (user, changes) in users.iter_mut() {
                     let missing = changes.as_ref().is_ok_and(|l| {
                         l.iter().any(|c| matches!(c, ScramChange::Delete { mechanism, .. } if !have.contains(&(user.clone(), *mechanism))))
                     });
                     if missing {
-                        *changes = Err((ErrorCode::ResourceNotFound, "Attempt to delete a user credential that does not exist".into()));
+                        *changes = Err((
+                            ErrorCode::ResourceNotFound,
+                            "Attempt to delete a user credential that does not exist".into(),
+                        ));
                     }
                 }
             }
@@ -168,11 +185,17 @@ pub async fn handle(
 
 fn check_user(user: &str) -> Result<(), Refusal> {
     if user.is_empty() {
-        return Err((ErrorCode::UnacceptableCredential, "Username must not be empty".into()));
+        return Err((
+            ErrorCode::UnacceptableCredential,
+            "Username must not be empty".into(),
+        ));
     }
     Ok(())
 }
 
 fn mechanism(code: i8) -> Result<Mechanism, Refusal> {
-    Mechanism::from_code(code).ok_or((ErrorCode::UnsupportedSaslMechanism, "Unknown SCRAM mechanism".into()))
+    Mechanism::from_code(code).ok_or((
+        ErrorCode::UnsupportedSaslMechanism,
+        "Unknown SCRAM mechanism".into(),
+    ))
 }

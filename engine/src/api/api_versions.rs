@@ -113,7 +113,10 @@ pub async fn handle(_shard: &Shard, req: &Req, body: ApiVersionsRequest) -> ApiV
             *conn.software.borrow_mut() = Some((name.to_string(), version.to_string()));
         }
     }
-    with_features(ApiVersionsResponse::default().with_api_keys(table()), req.version)
+    with_features(
+        ApiVersionsResponse::default().with_api_keys(table()),
+        req.version,
+    )
 }
 
 /// Kafka's pattern for the client software name and version: letters,

@@ -6,14 +6,14 @@
 use kafka_protocol::messages::consumer_group_describe_response::{
     Assignment, DescribedGroup, Member, TopicPartitions,
 };
-use kafka_protocol::messages::{ApiKey, 
-    ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName,
+use kafka_protocol::messages::{
+    ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, TopicName,
 };
 
 use super::access::visible;
-use super::{Api, group_coordinator, group_operations, str_bytes, Req};
-use crate::error::ErrorCode;
 use super::group_support::named_partitions;
+use super::{group_coordinator, group_operations, str_bytes, Api, Req};
+use crate::error::ErrorCode;
 use crate::groups::consumer::Partitions;
 use crate::security::acl::{op, resource};
 use crate::shard::Shard;
@@ -37,12 +37,22 @@ pub async fn handle(
     for group_id in body.group_ids {
         let d = match group_coordinator(shard, req, op::DESCRIBE, &group_id) {
             Err(e) => {
-                out.push(DescribedGroup::default().with_group_id(group_id).with_error_code(e.code()));
+                out.push(
+                    DescribedGroup::default()
+                        .with_group_id(group_id)
+                        .with_error_code(e.code()),
+                );
                 continue;
             }
             Ok(groups) => groups.consumer_describe(group_id.to_string()).await,
         };
-        let ops = group_operations(shard, req, body.include_authorized_operations, &group_id, d.error);
+        let ops = group_operations(
+            shard,
+            req,
+            body.include_authorized_operations,
+            &group_id,
+            d.error,
+        );
         let base = DescribedGroup::default()
             .with_group_id(group_id.clone())
             .with_authorized_operations(ops);

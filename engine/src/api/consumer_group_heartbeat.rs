@@ -3,10 +3,12 @@
 //! answers with its epoch and the partitions it may own.
 
 use kafka_protocol::messages::consumer_group_heartbeat_response::{Assignment, TopicPartitions};
-use kafka_protocol::messages::{ApiKey, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse};
+use kafka_protocol::messages::{
+    ApiKey, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
+};
 
 use super::access::allowed;
-use super::{Api, group_coordinator, str_bytes, Req};
+use super::{group_coordinator, str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::groups::consumer::{from_wire, to_wire, HeartbeatArgs, HeartbeatResult};
 use crate::security::acl::{op, resource};
@@ -79,7 +81,10 @@ async fn heartbeat(
         if !denied.is_empty() {
             return HeartbeatResult::error(
                 ErrorCode::TopicAuthorizationFailed,
-                format!("The following topics are not authorized: {}", denied.join(", ")),
+                format!(
+                    "The following topics are not authorized: {}",
+                    denied.join(", ")
+                ),
             );
         }
     }
@@ -95,11 +100,16 @@ async fn heartbeat(
     // The group's own timing, when its group configs set it.
     let group_id = body.group_id.to_string();
     let ms = |c: &crate::dynamic::Configs, name| {
-        c.group_ms(&group_id, name).map(std::time::Duration::from_millis)
+        c.group_ms(&group_id, name)
+            .map(std::time::Duration::from_millis)
     };
-    let (session_timeout, heartbeat_interval) = shard.configs.with(&shard.agent.dynamic.copy, |c| {
-        (ms(c, "consumer.session.timeout.ms"), ms(c, "consumer.heartbeat.interval.ms"))
-    });
+    let (session_timeout, heartbeat_interval) =
+        shard.configs.with(&shard.agent.dynamic.copy, |c| {
+            (
+                ms(c, "consumer.session.timeout.ms"),
+                ms(c, "consumer.heartbeat.interval.ms"),
+            )
+        });
     let args = HeartbeatArgs {
         group_id: body.group_id.to_string(),
         member_id: body.member_id.to_string(),

@@ -2,7 +2,9 @@
 //! another owner when the requester may CREATE_TOKENS for that user.
 
 use bytes::Bytes;
-use kafka_protocol::messages::{ApiKey, CreateDelegationTokenRequest, CreateDelegationTokenResponse};
+use kafka_protocol::messages::{
+    ApiKey, CreateDelegationTokenRequest, CreateDelegationTokenResponse,
+};
 use rutomq_meta::token::TokenCreateError;
 
 use super::access::allowed as acl_allowed;
@@ -50,13 +52,19 @@ pub async fn handle(
     if users.clone().any(|(t, _)| t != "User") {
         return fail(ErrorCode::InvalidPrincipalType);
     }
-    let too_long = users.clone().any(|(_, n)| n.len() > PRINCIPAL_NAME_BYTES_MAX);
+    let too_long = users
+        .clone()
+        .any(|(_, n)| n.len() > PRINCIPAL_NAME_BYTES_MAX);
     if body.renewers.len() > TOKEN_RENEWERS_MAX || too_long {
         tracing::info!(client = %req.client_id(), renewers = body.renewers.len(),
             "CreateDelegationToken refused: at most {TOKEN_RENEWERS_MAX} renewers of names up to {PRINCIPAL_NAME_BYTES_MAX} bytes");
         return fail(ErrorCode::InvalidRequest);
     }
-    let owner = match body.owner_principal_name.as_deref().filter(|n| !n.is_empty()) {
+    let owner = match body
+        .owner_principal_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+    {
         Some(name) => format!("User:{name}"),
         None => requester.clone(),
     };
@@ -71,8 +79,14 @@ pub async fn handle(
         .map(|r| format!("User:{}", r.principal_name.as_str()))
         .collect();
     let now = crate::wall::now_ms();
-    let (token, mac) =
-        new_token(&cfg, owner.clone(), requester.clone(), renewers, body.max_lifetime_ms, now);
+    let (token, mac) = new_token(
+        &cfg,
+        owner.clone(),
+        requester.clone(),
+        renewers,
+        body.max_lifetime_ms,
+        now,
+    );
     let answer = CreateDelegationTokenResponse::default()
         .with_principal_type(str_bytes(split(&owner).0))
         .with_principal_name(str_bytes(split(&owner).1))

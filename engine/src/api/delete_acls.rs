@@ -24,12 +24,8 @@ pub const API: Api<DeleteAclsRequest> = Api::new(ApiKey::DeleteAcls, 1, 3);
 
 pub async fn handle(shard: &Shard, req: &Req, body: DeleteAclsRequest) -> DeleteAclsResponse {
     let answer_all = |code: ErrorCode, message: &str| {
-        DeleteAclsResponse::default().with_filter_results(
-            body.filters
-                .iter()
-                .map(|_| failed(code, message))
-                .collect(),
-        )
+        DeleteAclsResponse::default()
+            .with_filter_results(body.filters.iter().map(|_| failed(code, message)).collect())
     };
     let authorizer = match acl_admin(shard, req, op::ALTER) {
         Ok(a) => a,

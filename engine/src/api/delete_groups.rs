@@ -3,7 +3,7 @@
 use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::{ApiKey, DeleteGroupsRequest, DeleteGroupsResponse};
 
-use super::{Api, group_coordinator, Req};
+use super::{group_coordinator, Api, Req};
 use crate::security::acl::op;
 use crate::shard::Shard;
 

@@ -42,17 +42,17 @@ pub async fn handle(shard: &Shard, req: &Req, body: DeleteTopicsRequest) -> Dele
             Ok(Some(n)) => match admit(shard, &mut mutations, &n).await {
                 Err(code) => result.with_error_code(code.code()),
                 Ok(()) => match shard.agent.meta.delete_topic(n.clone()).await {
-                Ok(Some(topic_id)) => {
-                    shard.topics.forget(&n);
-                    tracing::info!(topic = n, "deleted topic");
-                    result
-                        .with_topic_id(topic_id)
-                        .with_name(Some(TopicName(str_bytes(&n))))
-                }
-                Ok(None) => result.with_error_code(ErrorCode::UnknownTopicOrPartition.code()),
-                Err(e) => result
-                    .with_error_code(ErrorCode::from(&e).code())
-                    .with_error_message(Some(str_bytes(&e.to_string()))),
+                    Ok(Some(topic_id)) => {
+                        shard.topics.forget(&n);
+                        tracing::info!(topic = n, "deleted topic");
+                        result
+                            .with_topic_id(topic_id)
+                            .with_name(Some(TopicName(str_bytes(&n))))
+                    }
+                    Ok(None) => result.with_error_code(ErrorCode::UnknownTopicOrPartition.code()),
+                    Err(e) => result
+                        .with_error_code(ErrorCode::from(&e).code())
+                        .with_error_message(Some(str_bytes(&e.to_string()))),
                 },
             },
             Ok(None) => result.with_error_code(ErrorCode::UnknownTopicId.code()),
@@ -67,11 +67,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: DeleteTopicsRequest) -> Dele
 /// Counts the partitions deleting topic `name` removes, when a mutation
 /// quota applies (none when it is not known here: the delete then finds
 /// nothing).
-async fn admit(
-    shard: &Shard,
-    mutations: &mut Mutations<'_>,
-    name: &str,
-) -> Result<(), ErrorCode> {
+async fn admit(shard: &Shard, mutations: &mut Mutations<'_>, name: &str) -> Result<(), ErrorCode> {
     if !mutations.applies() {
         return Ok(());
     }

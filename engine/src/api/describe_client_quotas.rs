@@ -3,9 +3,7 @@
 //! fresh after a change made on this agent), as Kafka answers from its
 //! metadata image. It needs DESCRIBE_CONFIGS on the cluster.
 
-use kafka_protocol::messages::describe_client_quotas_response::{
-    EntityData, EntryData, ValueData,
-};
+use kafka_protocol::messages::describe_client_quotas_response::{EntityData, EntryData, ValueData};
 use kafka_protocol::messages::{ApiKey, DescribeClientQuotasRequest, DescribeClientQuotasResponse};
 
 use super::access::cluster_allowed;
@@ -16,8 +14,7 @@ use crate::security::acl::op;
 use crate::shard::Shard;
 
 /// DescribeClientQuotas, versions 0–1 (Kafka 4's).
-pub const API: Api<DescribeClientQuotasRequest> =
-    Api::new(ApiKey::DescribeClientQuotas, 0, 1);
+pub const API: Api<DescribeClientQuotasRequest> = Api::new(ApiKey::DescribeClientQuotas, 0, 1);
 
 pub async fn handle(
     shard: &Shard,
@@ -31,7 +28,10 @@ pub async fn handle(
             .with_entries(None)
     };
     if !cluster_allowed(shard, req, op::DESCRIBE_CONFIGS) {
-        return fail(ErrorCode::ClusterAuthorizationFailed, "Cluster authorization failed.");
+        return fail(
+            ErrorCode::ClusterAuthorizationFailed,
+            "Cluster authorization failed.",
+        );
     }
     let components = body
         .components

@@ -11,11 +11,11 @@ use super::access::allowed;
 use super::config_support::{broker_configs, dynamic_allowed, dynamic_resource};
 use super::{str_bytes, Api, Req};
 use crate::dynamic::{
-    self, broker_effect, broker_spec, topic_synonyms, BrokerEffect, Configs, CLIENT_METRICS_CONFIGS,
-    GROUP_CONFIGS, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP,
-    RESOURCE_TOPIC, SOURCE_DYNAMIC_BROKER_LOGGER,
-    SOURCE_CLIENT_METRICS, SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_GROUP,
-    SOURCE_STATIC_BROKER,
+    self, broker_effect, broker_spec, topic_synonyms, BrokerEffect, Configs,
+    CLIENT_METRICS_CONFIGS, GROUP_CONFIGS, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER,
+    RESOURCE_CLIENT_METRICS, RESOURCE_GROUP, RESOURCE_TOPIC, SOURCE_CLIENT_METRICS,
+    SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_BROKER_LOGGER, SOURCE_DYNAMIC_DEFAULT_BROKER,
+    SOURCE_GROUP, SOURCE_STATIC_BROKER,
 };
 use crate::error::ErrorCode;
 use crate::security::acl::{op, resource};
@@ -84,7 +84,12 @@ pub async fn handle(
             }
         };
         results.push(match described {
-            Ok(configs) => result.with_configs(configs.into_iter().filter(|c| wanted(c.name.as_str())).collect()),
+            Ok(configs) => result.with_configs(
+                configs
+                    .into_iter()
+                    .filter(|c| wanted(c.name.as_str()))
+                    .collect(),
+            ),
             Err((code, msg)) => result
                 .with_error_code(code.code())
                 .with_error_message(msg.as_deref().map(str_bytes)),
@@ -97,12 +102,18 @@ type Described = Result<Vec<DescribeConfigsResourceResult>, (ErrorCode, Option<S
 
 /// Each agent describes its own broker configs (its settings are its
 /// own), as each Kafka broker does: another agent's id is refused.
-fn own_broker(shard: &Shard, resource_type: i8, name: &str) -> Result<(), (ErrorCode, Option<String>)> {
+fn own_broker(
+    shard: &Shard,
+    resource_type: i8,
+    name: &str,
+) -> Result<(), (ErrorCode, Option<String>)> {
     let me = shard.agent.agent_id;
     match name.parse::<i32>() {
         Ok(id) if resource_type == RESOURCE_BROKER && id != me => Err((
             ErrorCode::InvalidRequest,
-            Some(format!("this is agent {me}, not {id}: each agent describes its own configs")),
+            Some(format!(
+                "this is agent {me}, not {id}: each agent describes its own configs"
+            )),
         )),
         _ => Ok(()),
     }
@@ -113,7 +124,10 @@ fn own_broker(shard: &Shard, resource_type: i8, name: &str) -> Result<(), (Error
 async fn topic(shard: &Shard, req: &Req, name: &str, current: &Configs, asked: Asked) -> Described {
     // Kafka: DESCRIBE_CONFIGS on the topic.
     if !allowed(shard, req, op::DESCRIBE_CONFIGS, resource::TOPIC, name) {
-        return Err((ErrorCode::TopicAuthorizationFailed, Some("Authorization failed.".into())));
+        return Err((
+            ErrorCode::TopicAuthorizationFailed,
+            Some("Authorization failed.".into()),
+        ));
     }
     let topic = match shard.topics.by_name(name).await {
         Ok(Some(t)) => t,
@@ -125,7 +139,11 @@ async fn topic(shard: &Shard, req: &Req, name: &str, current: &Configs, asked: A
     Ok(TOPIC_CONFIGS
         .iter()
         .map(|s| {
-            let own = topic.configs.iter().find(|(n, _)| n == s.name).map(|(_, v)| v.as_str());
+            let own = topic
+                .configs
+                .iter()
+                .find(|(n, _)| n == s.name)
+                .map(|(_, v)| v.as_str());
             let value = topics::config_value(&topic, defaults, s.name).unwrap_or(s.default);
             let source = match (own, defaults.get(s.name)) {
                 (Some(_), _) => SOURCE_TOPIC,
@@ -140,15 +158,19 @@ async fn topic(shard: &Shard, req: &Req, name: &str, current: &Configs, asked: A
                     value_of(cluster, b).map(|v| synonym(b, v, SOURCE_DYNAMIC_DEFAULT_BROKER))
                 }));
                 synonyms.extend(family.iter().filter_map(|(b, _)| {
-                    broker_spec(b)?.default.map(|d| synonym(b, d, SOURCE_DEFAULT))
+                    broker_spec(b)?
+                        .default
+                        .map(|d| synonym(b, d, SOURCE_DEFAULT))
                 }));
             }
-            entry(s.name, Some(value), s.kind, source, synonyms)
-                .with_documentation(asked.documentation.then(|| str_bytes(&documentation(s.name))))
+            entry(s.name, Some(value), s.kind, source, synonyms).with_documentation(
+                asked
+                    .documentation
+                    .then(|| str_bytes(&documentation(s.name))),
+            )
         })
         .collect())
 }
-
 
 fn entry(
     name: &str,
@@ -169,17 +191,30 @@ fn entry(
 /// as set by its flags), the topic defaults it applies and every broker
 /// config set at runtime for it or the cluster; an empty name lists the
 /// cluster default's configs.
-fn broker(shard: &Shard, name: &str, current: &Configs, asked: Asked) -> Vec<DescribeConfigsResourceResult> {
+fn broker(
+    shard: &Shard,
+    name: &str,
+    current: &Configs,
+    asked: Asked,
+) -> Vec<DescribeConfigsResourceResult> {
     let cluster = current.of(RESOURCE_BROKER, "");
     let mine = current.of(RESOURCE_BROKER, name);
     let doc = |name: &str, what: String| {
-        asked.documentation.then(|| str_bytes(&format!("{name}: on rutomq, {what}.")))
+        asked
+            .documentation
+            .then(|| str_bytes(&format!("{name}: on rutomq, {what}.")))
     };
     // A config Kafka does not define, or a password: its value is hidden.
     let hidden = |n: &str| broker_spec(n).is_none_or(|s| s.kind == Kind::Password);
     let dynamic_entry = |n: &str| {
         let family: Vec<&str> = match dynamic::broker_effect(n) {
-            BrokerEffect::TopicDefault(t) => topic_synonyms(t).iter().map(|(b, _)| *b).filter(|b| *b == n || broker_spec(b).is_some_and(|s| s.mode == dynamic::Mode::ReadOnly)).collect(),
+            BrokerEffect::TopicDefault(t) => topic_synonyms(t)
+                .iter()
+                .map(|(b, _)| *b)
+                .filter(|b| {
+                    *b == n || broker_spec(b).is_some_and(|s| s.mode == dynamic::Mode::ReadOnly)
+                })
+                .collect(),
             _ => vec![n],
         };
         let spec = broker_spec(n);
@@ -188,19 +223,29 @@ fn broker(shard: &Shard, name: &str, current: &Configs, asked: Asked) -> Vec<Des
         let (value, source) = match (value_of(mine, n), value_of(cluster, n)) {
             (Some(v), _) if !name.is_empty() => (show(v), SOURCE_DYNAMIC_BROKER),
             (_, Some(v)) => (show(v), SOURCE_DYNAMIC_DEFAULT_BROKER),
-            _ => (spec.and_then(|s| s.default).map(str::to_owned), SOURCE_DEFAULT),
+            _ => (
+                spec.and_then(|s| s.default).map(str::to_owned),
+                SOURCE_DEFAULT,
+            ),
         };
         let mut synonyms = Vec::new();
         if asked.synonyms {
             let hide = hidden(n);
             let shown = |v| (!hide).then_some(v);
             if !name.is_empty() {
-                synonyms.extend(value_of(mine, n).map(|v| synonym_opt(n, shown(v), SOURCE_DYNAMIC_BROKER)));
+                synonyms.extend(
+                    value_of(mine, n).map(|v| synonym_opt(n, shown(v), SOURCE_DYNAMIC_BROKER)),
+                );
             }
-            synonyms.extend(value_of(cluster, n).map(|v| synonym_opt(n, shown(v), SOURCE_DYNAMIC_DEFAULT_BROKER)));
+            synonyms.extend(
+                value_of(cluster, n)
+                    .map(|v| synonym_opt(n, shown(v), SOURCE_DYNAMIC_DEFAULT_BROKER)),
+            );
             if !name.is_empty() {
                 synonyms.extend(family.iter().filter_map(|b| {
-                    broker_spec(b)?.default.map(|d| synonym(b, d, SOURCE_DEFAULT))
+                    broker_spec(b)?
+                        .default
+                        .map(|d| synonym(b, d, SOURCE_DEFAULT))
                 }));
             }
         }
@@ -226,9 +271,15 @@ fn broker(shard: &Shard, name: &str, current: &Configs, asked: Asked) -> Vec<Des
                 (Some(v), true) => vec![synonym(c.name, v, SOURCE_STATIC_BROKER)],
                 _ => Vec::new(),
             };
-            entry(c.name, c.value.as_deref(), c.kind, SOURCE_STATIC_BROKER, synonyms)
-                .with_read_only(true)
-                .with_documentation(doc(c.name, c.doc.into()))
+            entry(
+                c.name,
+                c.value.as_deref(),
+                c.kind,
+                SOURCE_STATIC_BROKER,
+                synonyms,
+            )
+            .with_read_only(true)
+            .with_documentation(doc(c.name, c.doc.into()))
         })
         .collect();
     // The topic defaults rutomq applies, then whatever else is set.
@@ -249,7 +300,15 @@ fn broker(shard: &Shard, name: &str, current: &Configs, asked: Asked) -> Vec<Des
 fn loggers() -> Vec<DescribeConfigsResourceResult> {
     crate::logging::describe()
         .into_iter()
-        .map(|(name, level)| entry(&name, Some(level), Kind::String, SOURCE_DYNAMIC_BROKER_LOGGER, Vec::new()))
+        .map(|(name, level)| {
+            entry(
+                &name,
+                Some(level),
+                Kind::String,
+                SOURCE_DYNAMIC_BROKER_LOGGER,
+                Vec::new(),
+            )
+        })
         .collect()
 }
 
@@ -269,7 +328,11 @@ fn defined(
                 Some(v) => (v, set_source),
                 None => (s.default, SOURCE_DEFAULT),
             };
-            let synonyms = if asked.synonyms { vec![synonym(s.name, value, source)] } else { Vec::new() };
+            let synonyms = if asked.synonyms {
+                vec![synonym(s.name, value, source)]
+            } else {
+                Vec::new()
+            };
             entry(s.name, Some(value), s.kind, source, synonyms)
         })
         .collect()
@@ -293,7 +356,9 @@ fn synonym(name: &str, value: &str, source: i8) -> DescribeConfigsSynonym {
 fn documentation(name: &str) -> String {
     match topics::effect(name) {
         Some(Effect::Applied) | None => format!("{name}: applied as Apache Kafka applies it."),
-        Some(Effect::Inert(why)) => format!("{name}: accepted and stored, no effect on rutomq: {why}."),
+        Some(Effect::Inert(why)) => {
+            format!("{name}: accepted and stored, no effect on rutomq: {why}.")
+        }
     }
 }
 
@@ -305,7 +370,10 @@ mod tests {
     fn documentation_says_what_the_config_does_here() {
         assert!(documentation("retention.ms").contains("applied as Apache Kafka"));
         let inert = documentation("segment.bytes");
-        assert!(inert.contains("no effect on rutomq") && inert.contains("segments"), "{inert}");
+        assert!(
+            inert.contains("no effect on rutomq") && inert.contains("segments"),
+            "{inert}"
+        );
         assert!(documentation("min.compaction.lag.ms").contains("applied as Apache Kafka"));
     }
 }

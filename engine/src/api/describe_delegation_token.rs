@@ -9,7 +9,9 @@ use bytes::Bytes;
 use kafka_protocol::messages::describe_delegation_token_response::{
     DescribedDelegationToken, DescribedDelegationTokenRenewer,
 };
-use kafka_protocol::messages::{ApiKey, DescribeDelegationTokenRequest, DescribeDelegationTokenResponse};
+use kafka_protocol::messages::{
+    ApiKey, DescribeDelegationTokenRequest, DescribeDelegationTokenResponse,
+};
 
 use super::access::visible;
 use super::token_support::{allowed, split};
@@ -19,7 +21,8 @@ use crate::security::tokens::hmac;
 use crate::shard::Shard;
 
 /// DescribeDelegationToken, versions 1–3.
-pub const API: Api<DescribeDelegationTokenRequest> = Api::new(ApiKey::DescribeDelegationToken, 1, 3);
+pub const API: Api<DescribeDelegationTokenRequest> =
+    Api::new(ApiKey::DescribeDelegationToken, 1, 3);
 
 pub async fn handle(
     shard: &Shard,
@@ -28,12 +31,20 @@ pub async fn handle(
 ) -> DescribeDelegationTokenResponse {
     let cfg = match allowed(shard, req) {
         Ok(cfg) => cfg,
-        Err(code) => return DescribeDelegationTokenResponse::default().with_error_code(code.code()),
+        Err(code) => {
+            return DescribeDelegationTokenResponse::default().with_error_code(code.code())
+        }
     };
     let who = req.with_principal(|p, _| p.to_owned());
     let owners: Option<Vec<String>> = body.owners.as_ref().map(|o| {
         o.iter()
-            .map(|o| format!("{}:{}", o.principal_type.as_str(), o.principal_name.as_str()))
+            .map(|o| {
+                format!(
+                    "{}:{}",
+                    o.principal_type.as_str(),
+                    o.principal_name.as_str()
+                )
+            })
             .collect()
     });
     let set = shard.agent.tokens.copy.get();
@@ -50,7 +61,13 @@ pub async fn handle(
                 || t.requester == who
                 || t.renewers.contains(&who)
                 || visible(shard, req, op::DESCRIBE_TOKENS, resource::USER, &t.owner)
-                || visible(shard, req, op::DESCRIBE, resource::DELEGATION_TOKEN, &t.token_id)
+                || visible(
+                    shard,
+                    req,
+                    op::DESCRIBE,
+                    resource::DELEGATION_TOKEN,
+                    &t.token_id,
+                )
         })
         .map(|t| {
             let (ot, on) = split(&t.owner);

@@ -4,7 +4,7 @@
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{ApiKey, DescribeGroupsRequest, DescribeGroupsResponse};
 
-use super::{Api, group_coordinator, group_operations, str_bytes, Req};
+use super::{group_coordinator, group_operations, str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::security::acl::op;
 use crate::shard::Shard;
@@ -21,12 +21,22 @@ pub async fn handle(
     for group_id in body.groups {
         let d = match group_coordinator(shard, req, op::DESCRIBE, &group_id) {
             Err(e) => {
-                out.push(DescribedGroup::default().with_group_id(group_id).with_error_code(e.code()));
+                out.push(
+                    DescribedGroup::default()
+                        .with_group_id(group_id)
+                        .with_error_code(e.code()),
+                );
                 continue;
             }
             Ok(groups) => groups.describe(group_id.to_string()).await,
         };
-        let ops = group_operations(shard, req, body.include_authorized_operations, &group_id, d.error);
+        let ops = group_operations(
+            shard,
+            req,
+            body.include_authorized_operations,
+            &group_id,
+            d.error,
+        );
         let base = DescribedGroup::default()
             .with_group_id(group_id.clone())
             .with_authorized_operations(ops);

@@ -52,18 +52,27 @@ pub async fn handle(
             // The partitions asked for, by topic (a topic may be named twice).
             let mut parts: HashMap<String, Vec<i32>> = HashMap::new();
             for l in list {
-                parts.entry(l.topic.0.to_string()).or_default().extend(l.partitions);
+                parts
+                    .entry(l.topic.0.to_string())
+                    .or_default()
+                    .extend(l.partitions);
             }
             let names: Vec<String> = parts.keys().cloned().collect();
-            shard.agent.meta.load_topics(Some(names)).await.map_err(code).map(|found| {
-                found
-                    .into_iter()
-                    .map(|t| {
-                        let p = parts.remove(&t.name);
-                        (t, p)
-                    })
-                    .collect()
-            })
+            shard
+                .agent
+                .meta
+                .load_topics(Some(names))
+                .await
+                .map_err(code)
+                .map(|found| {
+                    found
+                        .into_iter()
+                        .map(|t| {
+                            let p = parts.remove(&t.name);
+                            (t, p)
+                        })
+                        .collect()
+                })
         }
     };
     let dir = DescribeLogDirsResult::default()
@@ -85,7 +94,10 @@ pub async fn handle(
         .filter(|(t, _)| visible(shard, req, op::DESCRIBE, resource::TOPIC, &t.name))
         .map(|(t, parts)| {
             let parts = match parts {
-                Some(p) => p.into_iter().filter(|p| (0..t.partitions).contains(p)).collect(),
+                Some(p) => p
+                    .into_iter()
+                    .filter(|p| (0..t.partitions).contains(p))
+                    .collect(),
                 None => (0..t.partitions).collect::<Vec<_>>(),
             };
             let mine: Vec<i32> = parts
@@ -98,8 +110,7 @@ pub async fn handle(
         .collect();
     held.sort_by(|a, b| a.0.name.cmp(&b.0.name));
     let ids = held.iter().map(|(t, _)| t.topic_id).collect();
-    let sizes: HashMap<(uuid::Uuid, i32), i64> = match shard.agent.meta.partition_bytes(ids).await
-    {
+    let sizes: HashMap<(uuid::Uuid, i32), i64> = match shard.agent.meta.partition_bytes(ids).await {
         Ok(rows) => rows.into_iter().map(|(t, p, n)| ((t, p), n)).collect(),
         Err(e) => {
             return DescribeLogDirsResponse::default()

@@ -11,8 +11,8 @@ use kafka_protocol::messages::{ApiKey, DescribeProducersRequest, DescribeProduce
 use super::access::allowed;
 use super::{Api, Req};
 use crate::error::ErrorCode;
-use crate::security::acl::{op, resource};
 use crate::limits::PRODUCERS_DESCRIBED_MAX;
+use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 
 /// DescribeProducers, version 0.
@@ -90,7 +90,11 @@ pub async fn handle(
                 }
             }
         }
-        topics.push(TopicResponse::default().with_name(t.name).with_partitions(parts));
+        topics.push(
+            TopicResponse::default()
+                .with_name(t.name)
+                .with_partitions(parts),
+        );
     }
     DescribeProducersResponse::default().with_topics(topics)
 }

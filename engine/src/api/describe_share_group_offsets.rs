@@ -77,7 +77,13 @@ pub async fn handle(
                     let found = if denied {
                         None
                     } else {
-                        shard.topics.by_name(name).await.ok().flatten().map(|r| r.topic_id)
+                        shard
+                            .topics
+                            .by_name(name)
+                            .await
+                            .ok()
+                            .flatten()
+                            .map(|r| r.topic_id)
                     };
                     let partitions = t
                         .partitions

@@ -15,8 +15,7 @@ use crate::shard::Shard;
 use crate::txns;
 
 /// DescribeTransactions, version 0.
-pub const API: Api<DescribeTransactionsRequest> =
-    Api::new(ApiKey::DescribeTransactions, 0, 0);
+pub const API: Api<DescribeTransactionsRequest> = Api::new(ApiKey::DescribeTransactions, 0, 0);
 
 pub async fn handle(
     shard: &Shard,

@@ -25,7 +25,10 @@ pub async fn handle(shard: &Shard, req: &Req, body: ElectLeadersRequest) -> Elec
     let named = body.topic_partitions.unwrap_or_default();
     // Kafka: ALTER on the cluster; each partition carries the refusal.
     let (top, refusal) = if !allowed(shard, req, op::ALTER, resource::CLUSTER, CLUSTER_NAME) {
-        (ErrorCode::ClusterAuthorizationFailed, Some(ErrorCode::ClusterAuthorizationFailed))
+        (
+            ErrorCode::ClusterAuthorizationFailed,
+            Some(ErrorCode::ClusterAuthorizationFailed),
+        )
     } else if !matches!(body.election_type, 0 | 1) {
         tracing::info!(client = %req.client_id(), election_type = body.election_type,
             "ElectLeaders refused: unknown election type");

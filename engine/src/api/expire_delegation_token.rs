@@ -1,7 +1,9 @@
 //! ExpireDelegationToken (key 40): the token named by its HMAC expires
 //! after the period given (negative: at once, and is deleted).
 
-use kafka_protocol::messages::{ApiKey, ExpireDelegationTokenRequest, ExpireDelegationTokenResponse};
+use kafka_protocol::messages::{
+    ApiKey, ExpireDelegationTokenRequest, ExpireDelegationTokenResponse,
+};
 
 use super::renew_delegation_token::change;
 use super::{Api, Req};

@@ -52,7 +52,10 @@ pub fn client_attrs(req: &Req) -> ClientAttrs {
         .and_then(|c| c.software.borrow().clone())
         .unwrap_or_default();
     ClientAttrs {
-        client_id: cut(req.client_id(), crate::limits::TELEMETRY_CLIENT_ID_BYTES_MAX),
+        client_id: cut(
+            req.client_id(),
+            crate::limits::TELEMETRY_CLIENT_ID_BYTES_MAX,
+        ),
         software_name,
         software_version,
         source: req.peer,

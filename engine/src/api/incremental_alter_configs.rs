@@ -10,13 +10,13 @@ use kafka_protocol::messages::{
 };
 
 use super::config_support::{
-    alter_dynamic, reload_dynamic, alter_topic, dynamic_allowed, dynamic_resource, config_twice, named_twice, repeated, unserved, Outcome,
-    RESOURCE_TOPIC,
+    alter_dynamic, alter_topic, config_twice, dynamic_allowed, dynamic_resource, named_twice,
+    reload_dynamic, repeated, unserved, Outcome, RESOURCE_TOPIC,
 };
+use super::{str_bytes, Api, Req};
 use crate::dynamic::{
     self, RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP,
 };
-use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::security::acl::op;
 use crate::shard::Shard;
@@ -31,11 +31,18 @@ pub async fn handle(
     req: &Req,
     body: IncrementalAlterConfigsRequest,
 ) -> IncrementalAlterConfigsResponse {
-    let twice = repeated(body.resources.iter().map(|r| (r.resource_type, &r.resource_name)));
+    let twice = repeated(
+        body.resources
+            .iter()
+            .map(|r| (r.resource_type, &r.resource_name)),
+    );
     let mut responses = Vec::with_capacity(body.resources.len());
     for r in &body.resources {
         let name = r.resource_name.as_str();
-        let (code, msg): Outcome = if twice.binary_search(&(r.resource_type, &r.resource_name)).is_ok() {
+        let (code, msg): Outcome = if twice
+            .binary_search(&(r.resource_type, &r.resource_name))
+            .is_ok()
+        {
             named_twice(name)
         } else {
             match ops(r) {
@@ -52,7 +59,11 @@ pub async fn handle(
         );
     }
     if !body.validate_only {
-        reload_dynamic(shard, responses.iter().map(|r| (r.resource_type, r.error_code))).await;
+        reload_dynamic(
+            shard,
+            responses.iter().map(|r| (r.resource_type, r.error_code)),
+        )
+        .await;
     }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }
@@ -60,7 +71,9 @@ pub async fn handle(
 type Op = (String, AlterOp, Option<String>);
 
 fn borrowed(ops: &[Op]) -> Vec<dynamic::Op<'_>> {
-    ops.iter().map(|(n, o, v)| (n.as_str(), *o, v.as_deref())).collect()
+    ops.iter()
+        .map(|(n, o, v)| (n.as_str(), *o, v.as_deref()))
+        .collect()
 }
 
 /// One resource's operations, applied as its type wants.
@@ -82,9 +95,16 @@ async fn alter(
         RESOURCE_BROKER | RESOURCE_GROUP | RESOURCE_CLIENT_METRICS => {
             let default = name.is_empty();
             let read_only = shard.agent.cfg.read_only.clone();
-            alter_dynamic(shard, req, resource_type, name, validate_only, move |configs| {
-                dynamic::alter(resource_type, default, configs, &borrowed(&ops), &read_only)
-            })
+            alter_dynamic(
+                shard,
+                req,
+                resource_type,
+                name,
+                validate_only,
+                move |configs| {
+                    dynamic::alter(resource_type, default, configs, &borrowed(&ops), &read_only)
+                },
+            )
             .await
         }
         RESOURCE_BROKER_LOGGER => {
@@ -125,7 +145,11 @@ fn ops(
                 );
                 (ErrorCode::InvalidRequest, Some(msg))
             })?;
-            Ok((c.name.as_str().to_owned(), op, c.value.as_ref().map(|v| v.as_str().to_owned())))
+            Ok((
+                c.name.as_str().to_owned(),
+                op,
+                c.value.as_ref().map(|v| v.as_str().to_owned()),
+            ))
         })
         .collect()
 }

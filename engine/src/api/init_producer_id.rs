@@ -50,7 +50,9 @@ pub async fn handle(
         Some(id) => transactional(shard, req, &body, id.0.to_string()).await,
     };
     match answer {
-        Ok((pid, epoch)) => resp.with_producer_id(ProducerId(pid)).with_producer_epoch(epoch),
+        Ok((pid, epoch)) => resp
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch),
         Err(code) => resp.with_error_code(txns::fenced_for(code, req.version, 4).code()),
     }
 }
@@ -83,13 +85,22 @@ async fn transactional(
         expected,
     };
     let key = id.clone().into_bytes();
-    let result = txns::coordinated(&shard.agent, &id, true, true, "InitProducerId", move |found| {
-        txns::init_producer_id(&key, ask, found)
-    })
+    let result = txns::coordinated(
+        &shard.agent,
+        &id,
+        true,
+        true,
+        "InitProducerId",
+        move |found| txns::init_producer_id(&key, ask, found),
+    )
     .await
     .and_then(|r| r);
     let stats = &shard.agent.txn_stats;
-    stats.count(if result.is_ok() { &stats.inits } else { &stats.refused });
+    stats.count(if result.is_ok() {
+        &stats.inits
+    } else {
+        &stats.refused
+    });
     if let Ok((pid, epoch)) = result {
         tracing::debug!(transactional_id = %id.escape_debug(), producer_id = pid, epoch, "transactional producer initialised");
     }

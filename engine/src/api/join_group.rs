@@ -6,7 +6,7 @@ use std::time::Duration;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{ApiKey, JoinGroupRequest, JoinGroupResponse};
 
-use super::{Api, group_coordinator, str_bytes, Req};
+use super::{group_coordinator, str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::groups::{JoinArgs, JoinResult};
 use crate::security::acl::op;

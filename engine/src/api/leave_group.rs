@@ -4,7 +4,7 @@
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{ApiKey, LeaveGroupRequest, LeaveGroupResponse};
 
-use super::{Api, group_coordinator, Req};
+use super::{group_coordinator, Api, Req};
 use crate::groups::LeaveMember;
 use crate::security::acl::op;
 use crate::shard::Shard;

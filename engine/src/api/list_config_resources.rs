@@ -34,7 +34,8 @@ pub async fn handle(
     req: &Req,
     body: ListConfigResourcesRequest,
 ) -> ListConfigResourcesResponse {
-    let fail = |code: ErrorCode| ListConfigResourcesResponse::default().with_error_code(code.code());
+    let fail =
+        |code: ErrorCode| ListConfigResourcesResponse::default().with_error_code(code.code());
     // Kafka: DESCRIBE_CONFIGS on the cluster.
     if !cluster_allowed(shard, req, op::DESCRIBE_CONFIGS) {
         return fail(ErrorCode::ClusterAuthorizationFailed);
@@ -59,9 +60,12 @@ pub async fn handle(
                 Ok(topics) => topics.into_iter().map(|t| t.name).collect(),
                 Err(e) => return fail(ErrorCode::from(&e)),
             },
-            RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => {
-                shard.agent.live_agents().iter().map(|a| a.agent_id.to_string()).collect()
-            }
+            RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => shard
+                .agent
+                .live_agents()
+                .iter()
+                .map(|a| a.agent_id.to_string())
+                .collect(),
             RESOURCE_CLIENT_METRICS => configs.resources(t).map(str::to_owned).collect(),
             _ => {
                 let mut groups: Vec<String> = match shard.agent.groups().list().await {

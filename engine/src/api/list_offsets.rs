@@ -79,8 +79,14 @@ pub async fn handle(shard: &Shard, req: &Req, body: ListOffsetsRequest) -> ListO
                         Err(ErrorCode::UnknownTopicOrPartition)
                     }
                     Ok(Some(rec)) => {
-                        lookup(shard, rec.topic_id, p.partition_index, p.timestamp, committed)
-                            .await
+                        lookup(
+                            shard,
+                            rec.topic_id,
+                            p.partition_index,
+                            p.timestamp,
+                            committed,
+                        )
+                        .await
                     }
                 };
                 match found {

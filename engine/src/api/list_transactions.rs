@@ -12,7 +12,9 @@ use rutomq_meta::txn::TxnState;
 use super::access::visible;
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
-use crate::limits::{SUBSCRIPTION_REGEX_BYTES_MAX, SUBSCRIPTION_REGEX_COMPILED_BYTES_MAX, TXN_LIST_MAX};
+use crate::limits::{
+    SUBSCRIPTION_REGEX_BYTES_MAX, SUBSCRIPTION_REGEX_COMPILED_BYTES_MAX, TXN_LIST_MAX,
+};
 use crate::security::acl::{op, resource};
 use crate::shard::Shard;
 

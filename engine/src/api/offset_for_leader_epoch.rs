@@ -29,7 +29,13 @@ pub async fn handle(
     // A replica (replica_id >= 0) needs CLUSTER_ACTION; rutomq has none,
     // and Kafka refuses a client posing as one the same way.
     let replica = body.replica_id.0 >= 0
-        && !allowed(shard, req, op::CLUSTER_ACTION, resource::CLUSTER, CLUSTER_NAME);
+        && !allowed(
+            shard,
+            req,
+            op::CLUSTER_ACTION,
+            resource::CLUSTER,
+            CLUSTER_NAME,
+        );
     let mut topics = Vec::with_capacity(body.topics.len());
     for t in body.topics {
         // Kafka: DESCRIBE on the topic, checked before it is known to exist.

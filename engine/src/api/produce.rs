@@ -16,10 +16,10 @@ use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
 
 use super::access::allowed;
 use super::{encode, str_bytes, throttle, Api, Later, Req};
-use crate::limits::QUOTA_THROTTLE_MS_MAX;
-use crate::quota::Kind;
 use crate::error::ErrorCode;
 use crate::flush::BufferDone;
+use crate::limits::QUOTA_THROTTLE_MS_MAX;
+use crate::quota::Kind;
 use crate::records::validate_produce_records;
 use crate::security::acl::{op, resource};
 use crate::shard::Shard;
@@ -65,11 +65,7 @@ enum Pending {
 /// Produce, versions 3–13 (0–2 listed, see [`super::retired`]).
 pub const API: Api<ProduceRequest> = Api::new(ApiKey::Produce, 3, 13).advertising_from(0);
 
-pub async fn handle(
-    shard: &Rc<Shard>,
-    req: &Req,
-    body: ProduceRequest,
-) -> Later {
+pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ProduceRequest) -> Later {
     let started = Instant::now();
     let (correlation_id, version) = (req.header.correlation_id, req.version);
     // The produce quota counts the request's bytes, as they arrive (the
@@ -123,7 +119,10 @@ pub async fn handle(
         let ((rules, stamp), max_bytes) = match &topic {
             Ok(Some(rec)) => shard.configs.with(&shard.agent.dynamic.copy, |c| {
                 let d = c.topic_defaults();
-                (topics::record_rules(rec, d, now_ms), topics::max_message_bytes(rec, d))
+                (
+                    topics::record_rules(rec, d, now_ms),
+                    topics::max_message_bytes(rec, d),
+                )
             }),
             _ => Default::default(), // unused: its partitions are refused
         };
@@ -149,11 +148,7 @@ pub async fn handle(
                 (Ok(Some(rec)), _) => match p.records {
                     None => Pending::Done(ErrorCode::InvalidRecord, Some("no records".into())),
                     Some(records) => {
-                        match validate_produce_records(
-                            &records,
-                            max_bytes,
-                            rules,
-                        ) {
+                        match validate_produce_records(&records, max_bytes, rules) {
                             Err(invalid) => {
                                 metrics
                                     .produce_batches_rejected
@@ -178,7 +173,10 @@ pub async fn handle(
                                 accepted_bytes += records.len();
                                 let (records, append_time) = if stamp {
                                     info.max_timestamp = now_ms;
-                                    (crate::records::stamp_log_append_time(&records, now_ms), now_ms)
+                                    (
+                                        crate::records::stamp_log_append_time(&records, now_ms),
+                                        now_ms,
+                                    )
                                 } else {
                                     (records, -1)
                                 };

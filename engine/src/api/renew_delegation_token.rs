@@ -5,9 +5,9 @@
 use kafka_protocol::messages::{ApiKey, RenewDelegationTokenRequest, RenewDelegationTokenResponse};
 
 use super::token_support::allowed;
-use crate::security::tokens::hmac_hash;
 use super::{Api, Req};
 use crate::error::ErrorCode;
+use crate::security::tokens::hmac_hash;
 use crate::shard::Shard;
 
 /// RenewDelegationToken, versions 1–2.
@@ -28,7 +28,13 @@ pub async fn handle(
 /// time, which a period of 0 or less means) or expires (`period_ms` from
 /// now, negative: now, deleting it) the token of `hmac`: its error code
 /// and new expiry. Never past the token's maximum.
-pub async fn change(shard: &Shard, req: &Req, hmac: &[u8], period_ms: i64, expire: bool) -> (ErrorCode, i64) {
+pub async fn change(
+    shard: &Shard,
+    req: &Req,
+    hmac: &[u8],
+    period_ms: i64,
+    expire: bool,
+) -> (ErrorCode, i64) {
     let cfg = match allowed(shard, req) {
         Ok(cfg) => cfg.clone(),
         Err(code) => return (code, -1),

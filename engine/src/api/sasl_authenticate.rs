@@ -24,10 +24,15 @@ pub async fn handle(
 ) -> MaybeLast<SaslAuthenticateResponse> {
     let resp = SaslAuthenticateResponse::default().with_error_message(None);
     let Some(conn) = &req.conn else {
-        return MaybeLast::closing(resp.with_error_code(ErrorCode::IllegalSaslState.code()), Default::default());
+        return MaybeLast::closing(
+            resp.with_error_code(ErrorCode::IllegalSaslState.code()),
+            Default::default(),
+        );
     };
     match step(shard, conn, &body.auth_bytes) {
-        TokenOutcome::Continue(challenge) => MaybeLast::open(resp.with_auth_bytes(challenge.into())),
+        TokenOutcome::Continue(challenge) => {
+            MaybeLast::open(resp.with_auth_bytes(challenge.into()))
+        }
         // KIP-368: the client re-authenticates before this many ms (0: never).
         TokenOutcome::Done { last, .. } => MaybeLast::open(
             resp.with_auth_bytes(last.into())
@@ -40,7 +45,9 @@ pub async fn handle(
         ),
         TokenOutcome::IllegalState => MaybeLast::closing(
             resp.with_error_code(ErrorCode::IllegalSaslState.code())
-                .with_error_message(Some(str_bytes("SaslAuthenticate not expected now: send SaslHandshake first"))),
+                .with_error_message(Some(str_bytes(
+                    "SaslAuthenticate not expected now: send SaslHandshake first",
+                ))),
             Default::default(),
         ),
     }
@@ -73,7 +80,10 @@ pub fn raw_token(shard: &Shard, conn: &Connection, token: &Bytes) -> Reply {
 fn step(shard: &Shard, conn: &Connection, token: &[u8]) -> TokenOutcome {
     let (mechanism, renewing) = {
         let auth = conn.auth.borrow();
-        (auth.mechanism().map_or("", |m| m.name()), auth.reauthenticating())
+        (
+            auth.mechanism().map_or("", |m| m.name()),
+            auth.reauthenticating(),
+        )
     };
     let tokens = shard.agent.tokens.copy.get();
     let outcome = conn.auth.borrow_mut().token(

@@ -22,7 +22,10 @@ pub async fn handle(
     let mechanisms = enabled.iter().map(|m| str_bytes(m.name())).collect();
     let resp = SaslHandshakeResponse::default().with_mechanisms(mechanisms);
     let Some(conn) = &req.conn else {
-        return MaybeLast::closing(resp.with_error_code(ErrorCode::IllegalSaslState.code()), Default::default());
+        return MaybeLast::closing(
+            resp.with_error_code(ErrorCode::IllegalSaslState.code()),
+            Default::default(),
+        );
     };
     let result = conn
         .auth

@@ -9,7 +9,9 @@ use kafka_protocol::messages::share_acknowledge_response::{
 };
 use kafka_protocol::messages::{ApiKey, ShareAcknowledgeRequest, ShareAcknowledgeResponse};
 
-use super::share_support::{acknowledge, batches, partition_error, requester, resolve_topics, rules_of};
+use super::share_support::{
+    acknowledge, batches, partition_error, requester, resolve_topics, rules_of,
+};
 use super::{str_bytes, Api, Req};
 use crate::error::ErrorCode;
 use crate::shard::Shard;
@@ -22,7 +24,11 @@ fn top_error(code: ErrorCode, message: String) -> ShareAcknowledgeResponse {
     tracing::debug!(error = ?code, %message, "share acknowledge refused");
     ShareAcknowledgeResponse::default()
         .with_error_code(code.code())
-        .with_error_message(Some(message).filter(|m| !m.is_empty()).map(|m| str_bytes(&m)))
+        .with_error_message(
+            Some(message)
+                .filter(|m| !m.is_empty())
+                .map(|m| str_bytes(&m)),
+        )
 }
 
 pub async fn handle(

@@ -41,7 +41,11 @@ pub const API: Api<ShareFetchRequest> = Api::new(ApiKey::ShareFetch, 1, 1);
 fn top_error(code: ErrorCode, message: String) -> ShareFetchResponse {
     ShareFetchResponse::default()
         .with_error_code(code.code())
-        .with_error_message(Some(message).filter(|m| !m.is_empty()).map(|m| str_bytes(&m)))
+        .with_error_message(
+            Some(message)
+                .filter(|m| !m.is_empty())
+                .map(|m| str_bytes(&m)),
+        )
 }
 
 pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ShareFetchRequest) -> ShareFetchResponse {
@@ -244,7 +248,8 @@ async fn fetch(
         if any || stopping || Instant::now() >= deadline {
             return got;
         }
-        let recheck = (Instant::now() + Duration::from_millis(SHARE_FETCH_RECHECK_MS)).min(deadline);
+        let recheck =
+            (Instant::now() + Duration::from_millis(SHARE_FETCH_RECHECK_MS)).min(deadline);
         loop {
             let wait = recheck.saturating_duration_since(Instant::now());
             let timer = Box::pin(rutomq_shards::sleep(wait));

@@ -11,9 +11,9 @@ use kafka_protocol::messages::{
 };
 
 use super::access::visible;
+use super::group_support::named_partitions;
 use super::{group_coordinator, group_operations, str_bytes, Api, Req};
 use crate::error::ErrorCode;
-use super::group_support::named_partitions;
 use crate::groups::consumer::Partitions;
 use crate::groups::share::ASSIGNOR;
 use crate::security::acl::{op, resource};
@@ -44,7 +44,13 @@ pub async fn handle(
             }
             Ok(groups) => groups.share_describe(group_id.to_string()).await,
         };
-        let ops = group_operations(shard, req, body.include_authorized_operations, &group_id, d.error);
+        let ops = group_operations(
+            shard,
+            req,
+            body.include_authorized_operations,
+            &group_id,
+            d.error,
+        );
         let mut members = Vec::with_capacity(d.members.len());
         for m in &d.members {
             members.push(
@@ -55,7 +61,10 @@ pub async fn handle(
                     .with_client_id(str_bytes(&m.client_id))
                     .with_client_host(str_bytes(&m.client_host))
                     .with_subscribed_topic_names(
-                        m.subscribed.iter().map(|t| TopicName(str_bytes(t))).collect(),
+                        m.subscribed
+                            .iter()
+                            .map(|t| TopicName(str_bytes(t)))
+                            .collect(),
                     )
                     .with_assignment(assignment(shard, &m.assigned).await),
             );

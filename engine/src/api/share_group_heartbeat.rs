@@ -89,7 +89,10 @@ async fn heartbeat(
         if !denied.is_empty() {
             return ShareHeartbeatResult::error(
                 ErrorCode::TopicAuthorizationFailed,
-                format!("The following topics are not authorized: {}", denied.join(", ")),
+                format!(
+                    "The following topics are not authorized: {}",
+                    denied.join(", ")
+                ),
             );
         }
         for n in names {
@@ -100,11 +103,16 @@ async fn heartbeat(
     }
     let group_id = body.group_id.to_string();
     let ms = |c: &crate::dynamic::Configs, name| {
-        c.group_ms(&group_id, name).map(std::time::Duration::from_millis)
+        c.group_ms(&group_id, name)
+            .map(std::time::Duration::from_millis)
     };
-    let (session_timeout, heartbeat_interval) = shard.configs.with(&shard.agent.dynamic.copy, |c| {
-        (ms(c, "share.session.timeout.ms"), ms(c, "share.heartbeat.interval.ms"))
-    });
+    let (session_timeout, heartbeat_interval) =
+        shard.configs.with(&shard.agent.dynamic.copy, |c| {
+            (
+                ms(c, "share.session.timeout.ms"),
+                ms(c, "share.heartbeat.interval.ms"),
+            )
+        });
     let args = ShareHeartbeatArgs {
         group_id: group_id.clone(),
         member_id: body.member_id.to_string(),

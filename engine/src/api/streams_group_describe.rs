@@ -111,11 +111,7 @@ fn key_values(list: &[(String, String)]) -> Vec<KeyValue> {
         .collect()
 }
 
-fn described(
-    group_id: GroupId,
-    d: StreamsDescription,
-    ops: i32,
-) -> DescribedGroup {
+fn described(group_id: GroupId, d: StreamsDescription, ops: i32) -> DescribedGroup {
     // Partitions of internal topics as decided, when the topology runs.
     let info = |i: &topology::TopicInfo| TopicInfo {
         name: TopicName(str_bytes(&i.name)),
@@ -137,17 +133,17 @@ fn described(
                 subs.into_iter()
                     .map(|s| Subtopology {
                         subtopology_id: str_bytes(&s.id),
-                        source_topics: s.source_topics.iter().map(|n| TopicName(str_bytes(n))).collect(),
+                        source_topics: s
+                            .source_topics
+                            .iter()
+                            .map(|n| TopicName(str_bytes(n)))
+                            .collect(),
                         repartition_sink_topics: s
                             .repartition_sink_topics
                             .iter()
                             .map(|n| TopicName(str_bytes(n)))
                             .collect(),
-                        state_changelog_topics: s
-                            .state_changelog_topics
-                            .iter()
-                            .map(info)
-                            .collect(),
+                        state_changelog_topics: s.state_changelog_topics.iter().map(info).collect(),
                         repartition_source_topics: s
                             .repartition_source_topics
                             .iter()

@@ -151,7 +151,10 @@ fn check(body: &StreamsGroupHeartbeatRequest) -> Result<(), Refusal> {
         return Err(bad("WarmupTasks are not supported yet."));
     }
     if let Some(t) = &body.topology {
-        if t.subtopologies.iter().any(|s| !s.source_topic_regex.is_empty()) {
+        if t.subtopologies
+            .iter()
+            .any(|s| !s.source_topic_regex.is_empty())
+        {
             return Err(bad(
                 "Regular expressions for source topics are not supported yet.",
             ));
@@ -161,9 +164,7 @@ fn check(body: &StreamsGroupHeartbeatRequest) -> Result<(), Refusal> {
         return Err(bad("MemberId can't be empty."));
     }
     if body.member_id.len() > STREAMS_MEMBER_ID_BYTES_MAX || body.member_id.contains('\0') {
-        return Err(bad(
-            "MemberId must be at most 255 characters, without NUL.",
-        ));
+        return Err(bad("MemberId must be at most 255 characters, without NUL."));
     }
     if blank(&body.rack_id) {
         return Err(bad("RackId can't be empty."));
@@ -171,15 +172,11 @@ fn check(body: &StreamsGroupHeartbeatRequest) -> Result<(), Refusal> {
     match body.member_epoch {
         0 => {
             if body.rebalance_timeout_ms == -1 {
-                return Err(bad(
-                    "RebalanceTimeoutMs must be provided in first request.",
-                ));
+                return Err(bad("RebalanceTimeoutMs must be provided in first request."));
             }
             let held = |t: &Option<Vec<rq::TaskIds>>| t.as_ref().is_some_and(|v| !v.is_empty());
             if held(&body.active_tasks) || held(&body.standby_tasks) || held(&body.warmup_tasks) {
-                return Err(bad(
-                    "ActiveTasks must be empty when (re-)joining.",
-                ));
+                return Err(bad("ActiveTasks must be empty when (re-)joining."));
             }
             let Some(t) = &body.topology else {
                 return Err(bad("Topology must be non-null when (re-)joining."));
@@ -230,9 +227,8 @@ fn topology_of(t: rq::Topology) -> Topology {
             .map(|kv| (kv.key.to_string(), kv.value.to_string()))
             .collect(),
     };
-    let names = |v: Vec<TopicName>| -> Vec<String> {
-        v.into_iter().map(|s| s.0.to_string()).collect()
-    };
+    let names =
+        |v: Vec<TopicName>| -> Vec<String> { v.into_iter().map(|s| s.0.to_string()).collect() };
     Topology {
         epoch: t.epoch,
         subtopologies: t
@@ -350,7 +346,8 @@ async fn heartbeat(
     };
     let group_id = body.group_id.to_string();
     let ms = |c: &crate::dynamic::Configs, name| {
-        c.group_ms(&group_id, name).map(std::time::Duration::from_millis)
+        c.group_ms(&group_id, name)
+            .map(std::time::Duration::from_millis)
     };
     let (session_timeout, heartbeat_interval, initial_rebalance_delay, standby_replicas) =
         shard.configs.with(&shard.agent.dynamic.copy, |c| {
@@ -429,17 +426,21 @@ async fn create_internal_topics(shard: &Shard, req: &Req, result: &mut StreamsHe
             c if c == ErrorCode::TopicAlreadyExists.code() => {}
             c if c == ErrorCode::TopicAuthorizationFailed.code() => unauthorized.push(name),
             c => {
-                    let why = t.error_message.map_or_else(|| format!("error {c}"), |m| m.to_string());
-                    tracing::warn!(topic = %name, error = c, reason = %why, "cannot create a streams group's internal topic");
-                    failed.push(format!("{name} ({why})"));
-                }
+                let why = t
+                    .error_message
+                    .map_or_else(|| format!("error {c}"), |m| m.to_string());
+                tracing::warn!(topic = %name, error = c, reason = %why, "cannot create a streams group's internal topic");
+                failed.push(format!("{name} ({why})"));
             }
         }
+    }
     let m = &shard.metrics;
     m.streams_internal_topics_created
         .fetch_add(made.len() as u64, Ordering::Relaxed);
-    m.streams_internal_topics_refused
-        .fetch_add((failed.len() + unauthorized.len()) as u64, Ordering::Relaxed);
+    m.streams_internal_topics_refused.fetch_add(
+        (failed.len() + unauthorized.len()) as u64,
+        Ordering::Relaxed,
+    );
     if !made.is_empty() {
         shard.agent.groups().topics_created(made).await;
     }

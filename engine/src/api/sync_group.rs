@@ -3,7 +3,7 @@
 
 use kafka_protocol::messages::{ApiKey, SyncGroupRequest, SyncGroupResponse};
 
-use super::{Api, group_coordinator, str_bytes, Req};
+use super::{group_coordinator, str_bytes, Api, Req};
 use crate::groups::{SyncArgs, SyncResult};
 use crate::security::acl::op;
 use crate::shard::Shard;

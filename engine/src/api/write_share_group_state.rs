@@ -33,7 +33,14 @@ pub async fn handle(
             let batches: Vec<(i64, i64, i8, i16)> = p
                 .state_batches
                 .iter()
-                .map(|b| (b.first_offset, b.last_offset, b.delivery_state, b.delivery_count))
+                .map(|b| {
+                    (
+                        b.first_offset,
+                        b.last_offset,
+                        b.delivery_state,
+                        b.delivery_count,
+                    )
+                })
                 .collect();
             let (code, message) = if let Some(e) = state_refusal(authorized, &group) {
                 (e, None)
@@ -46,8 +53,14 @@ pub async fn handle(
                 match SharePartition::from_state_batches(p.start_offset, &batches) {
                     Err(m) => (ErrorCode::InvalidRequest, Some(m)),
                     Ok(state) => (
-                        replaced(shard, &group, (t.topic_id, p.partition), p.state_epoch, state)
-                            .await,
+                        replaced(
+                            shard,
+                            &group,
+                            (t.topic_id, p.partition),
+                            p.state_epoch,
+                            state,
+                        )
+                        .await,
                         None,
                     ),
                 }

@@ -37,7 +37,10 @@ pub async fn handle(
         let code = if !authorized {
             ErrorCode::ClusterAuthorizationFailed
         } else if m.transaction_result {
-            tracing::info!(producer_id = m.producer_id.0, "WriteTxnMarkers refused: COMMIT markers are written by EndTxn only");
+            tracing::info!(
+                producer_id = m.producer_id.0,
+                "WriteTxnMarkers refused: COMMIT markers are written by EndTxn only"
+            );
             ErrorCode::InvalidRequest
         } else {
             abort(shard, m.producer_id.0).await
@@ -72,7 +75,11 @@ pub async fn handle(
 async fn abort(shard: &Shard, producer_id: i64) -> ErrorCode {
     let meta = &shard.agent.meta;
     let open = meta
-        .txn_list(Some(vec![TxnState::Ongoing.name().to_owned()]), Some(vec![producer_id]), 1)
+        .txn_list(
+            Some(vec![TxnState::Ongoing.name().to_owned()]),
+            Some(vec![producer_id]),
+            1,
+        )
         .await;
     let id = match open {
         Ok(mut l) => match l.pop() {
@@ -92,7 +99,10 @@ async fn abort(shard: &Shard, producer_id: i64) -> ErrorCode {
     {
         Ok(aborted) => {
             if aborted {
-                shard.agent.txn_stats.count(&shard.agent.txn_stats.operator_aborts);
+                shard
+                    .agent
+                    .txn_stats
+                    .count(&shard.agent.txn_stats.operator_aborts);
             }
             tracing::info!(
                 producer_id,

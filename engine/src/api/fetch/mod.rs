@@ -29,8 +29,8 @@ use crate::quota::{self, Kind};
 use crate::read::Records;
 use crate::security::acl::{op, resource};
 use crate::shard::{FetchGrant, Shard};
-pub use splice::FetchReply;
 use splice::marker;
+pub use splice::FetchReply;
 
 struct Wanted {
     name: TopicName,
@@ -61,7 +61,8 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, mut body: FetchRequest) -> Lat
         body.max_bytes = body.max_bytes.min(quota::window_bytes(*bound));
         body.min_bytes = body.min_bytes.min(body.max_bytes);
     }
-    let (throttle_ms, conn, client) = (req.throttle_ms.clone(), req.conn.clone(), req.quota.clone());
+    let (throttle_ms, conn, client) =
+        (req.throttle_ms.clone(), req.conn.clone(), req.quota.clone());
     Later(
         async move {
             let (reply, grants) = respond(&shard, version, body, wanted).await;
@@ -76,7 +77,13 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, mut body: FetchRequest) -> Lat
             let bytes = frame.as_ref().map_or(0, |f| f.len()) as f64;
             if let Some((sensor, bound)) = &quota {
                 let ms = sensor.record(bytes, *bound, QUOTA_THROTTLE_MS_MAX);
-                throttle::apply(client.as_deref(), conn.as_ref(), &throttle_ms, Kind::Fetch, ms);
+                throttle::apply(
+                    client.as_deref(),
+                    conn.as_ref(),
+                    &throttle_ms,
+                    Kind::Fetch,
+                    ms,
+                );
             }
             if throttle_ms.is_throttled() {
                 if let Some((sensor, bound)) = &quota {
@@ -161,8 +168,16 @@ async fn respond(
         // Admission by memory: a shard busy assembling other responses
         // answers with less data instead of growing.
         grants.clear();
-        let (responses, records, total, errors) =
-            read_all(shard, version, committed, &wanted, max_bytes, &mut grants, &tag).await;
+        let (responses, records, total, errors) = read_all(
+            shard,
+            version,
+            committed,
+            &wanted,
+            max_bytes,
+            &mut grants,
+            &tag,
+        )
+        .await;
         let now = Instant::now();
         if total >= min_bytes
             || errors
@@ -179,8 +194,16 @@ async fn respond(
             Either::Left(_) => continue,
             Either::Right(_) => {
                 grants.clear();
-                let (responses, records, _, _) =
-                    read_all(shard, version, committed, &wanted, max_bytes, &mut grants, &tag).await;
+                let (responses, records, _, _) = read_all(
+                    shard,
+                    version,
+                    committed,
+                    &wanted,
+                    max_bytes,
+                    &mut grants,
+                    &tag,
+                )
+                .await;
                 return (FetchReply::new(responses, records, tag), grants);
             }
         }
@@ -236,35 +259,37 @@ async fn read_all(
                 Ok(Some((_, count))) if partition < 0 || partition >= *count => {
                     Slot::Ready(data.with_error_code(ErrorCode::UnknownTopicOrPartition.code()))
                 }
-                Ok(Some((topic_id, _))) => match caught_up(shard, committed, *topic_id, partition, fetch_offset) {
-                    // Caught up: no need to ask PostgreSQL.
-                    Some((hw, lso)) => Slot::Ready(
-                        data.with_high_watermark(hw)
-                            .with_last_stable_offset(lso)
-                            .with_log_start_offset(0)
-                            .with_aborted_transactions(committed.then(Vec::new))
-                            .with_records(Some(bytes::Bytes::new())),
-                    ),
-                    _ => {
-                        // Within its grant the first batch of a partition is
-                        // returned whatever its size (consumers must progress).
-                        let grant = shard.fetch_budget.reserve(
-                            partition_max.min(max_bytes.saturating_sub(reserved)),
-                        );
-                        reserved += grant.bytes;
-                        if grant.bytes == 0 {
-                            // Response full: report the partition without data.
-                            Slot::Ready(data.with_records(Some(bytes::Bytes::new())))
-                        } else {
-                            Slot::Read {
-                                data,
-                                topic_id: *topic_id,
-                                fetch_offset,
-                                grant,
+                Ok(Some((topic_id, _))) => {
+                    match caught_up(shard, committed, *topic_id, partition, fetch_offset) {
+                        // Caught up: no need to ask PostgreSQL.
+                        Some((hw, lso)) => Slot::Ready(
+                            data.with_high_watermark(hw)
+                                .with_last_stable_offset(lso)
+                                .with_log_start_offset(0)
+                                .with_aborted_transactions(committed.then(Vec::new))
+                                .with_records(Some(bytes::Bytes::new())),
+                        ),
+                        _ => {
+                            // Within its grant the first batch of a partition is
+                            // returned whatever its size (consumers must progress).
+                            let grant = shard
+                                .fetch_budget
+                                .reserve(partition_max.min(max_bytes.saturating_sub(reserved)));
+                            reserved += grant.bytes;
+                            if grant.bytes == 0 {
+                                // Response full: report the partition without data.
+                                Slot::Ready(data.with_records(Some(bytes::Bytes::new())))
+                            } else {
+                                Slot::Read {
+                                    data,
+                                    topic_id: *topic_id,
+                                    fetch_offset,
+                                    grant,
+                                }
                             }
                         }
                     }
-                },
+                }
             });
         }
         slots.push(parts);
