@@ -88,6 +88,12 @@ impl Agent {
         }
     }
 
+    /// The live agents' ids (Kafka's registered brokers, as manual replica
+    /// assignments name them).
+    pub fn live_agent_ids(&self) -> Vec<i32> {
+        self.live_agents().iter().map(|a| a.agent_id).collect()
+    }
+
     pub fn me(&self) -> AgentRecord {
         let listeners = self.endpoints();
         AgentRecord {

@@ -51,12 +51,7 @@ pub async fn handle(
         if let Some(assignments) = t.assignments.as_ref().filter(|a| !a.is_empty()) {
             // A manual assignment places nothing (any agent serves any
             // partition) but is checked as Kafka checks one.
-            let agents: Vec<i32> = shard
-                .agent
-                .live_agents()
-                .iter()
-                .map(|a| a.agent_id)
-                .collect();
+            let agents = shard.agent.live_agent_ids();
             if let Err(msg) = check_assignments(current, t.count, assignments, &agents) {
                 tracing::info!(topic = %name, reason = %msg, "CreatePartitions refused a replica assignment");
                 results.push(fail(ErrorCode::InvalidReplicaAssignment, msg));

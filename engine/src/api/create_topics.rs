@@ -52,12 +52,7 @@ pub async fn handle(shard: &Shard, req: &Req, body: CreateTopicsRequest) -> Crea
         // reported); it places nothing: any agent serves any partition.
         let mut replication_factor = t.replication_factor;
         let partitions = if !t.assignments.is_empty() {
-            let agents: Vec<i32> = shard
-                .agent
-                .live_agents()
-                .iter()
-                .map(|a| a.agent_id)
-                .collect();
+            let agents = shard.agent.live_agent_ids();
             match assigned(&t, &agents) {
                 Ok((n, rf)) => {
                     replication_factor = rf;
