@@ -1,4 +1,4 @@
-//! `/health/live`, `/health/ready` and `/metrics` over a minimal HTTP/1.1
+//! `/health/live`, `/health/ready`, `/metrics` and `/status` over a minimal HTTP/1.1
 //! server (one request per connection, bounded request size).
 
 use std::fmt::Write as _;
@@ -63,6 +63,7 @@ pub fn start(
                         }
                     }
                     "/metrics" => ("200 OK", metrics(&agent, &shard_stats), "text/plain; version=0.0.4"),
+                    "/status" => ("200 OK", status(&agent).await, "application/json"),
                     _ => ("404 Not Found", "not found\n".to_string(), "text/plain"),
                 };
                 let resp = format!(
@@ -75,6 +76,52 @@ pub fn start(
         }
     });
     Ok(local)
+}
+
+/// How long one check of `/status` may take.
+const STATUS_CHECK_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// `/status`: this agent's view for operators (`rutomq cluster status`):
+/// its metadata store and object store, timed, and every registered agent
+/// with its lease.
+async fn status(agent: &Agent) -> String {
+    async fn timed<E: std::fmt::Display>(
+        check: impl std::future::Future<Output = Result<(), E>>,
+    ) -> serde_json::Value {
+        let start = std::time::Instant::now();
+        let outcome = tokio::time::timeout(STATUS_CHECK_TIMEOUT, check).await;
+        let ms = start.elapsed().as_secs_f64() * 1000.0;
+        match outcome {
+            Ok(Ok(())) => serde_json::json!({"ok": true, "ms": ms}),
+            Ok(Err(e)) => serde_json::json!({"ok": false, "ms": ms, "error": e.to_string()}),
+            Err(_) => serde_json::json!({"ok": false, "ms": ms, "error": "timed out"}),
+        }
+    }
+    let postgres = timed(agent.meta.ping()).await;
+    let object_store = timed(agent.storage.ping()).await;
+    let agents = match tokio::time::timeout(STATUS_CHECK_TIMEOUT, agent.meta.agent_leases()).await {
+        Ok(Ok(list)) => serde_json::Value::Array(
+            list.iter()
+                .map(|a| {
+                    serde_json::json!({
+                        "agent_id": a.agent_id, "host": a.host, "port": a.port, "rack": a.rack,
+                        "started_at_ms": a.started_at_ms, "lease_left_ms": a.lease_left_ms,
+                        "live": a.lease_left_ms > 0,
+                    })
+                })
+                .collect(),
+        ),
+        _ => serde_json::Value::Null,
+    };
+    let body = serde_json::json!({
+        "agent_id": agent.agent_id,
+        "version": env!("CARGO_PKG_VERSION"),
+        "stopping": agent.stopping.load(Ordering::Relaxed),
+        "postgres": postgres,
+        "object_store": object_store,
+        "agents": agents,
+    });
+    format!("{body}\n")
 }
 
 fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {

@@ -11,6 +11,7 @@ pub mod compact;
 pub mod config;
 pub mod control;
 pub mod coordinator;
+pub mod ctl;
 pub mod dynamic;
 pub mod embedded_pg;
 pub mod error;

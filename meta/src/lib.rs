@@ -100,6 +100,19 @@ pub struct AgentRecord {
     pub listeners: Vec<Endpoint>,
 }
 
+/// An agent's registration as operators see it.
+#[derive(Clone, Debug)]
+pub struct AgentLease {
+    pub agent_id: i32,
+    pub host: String,
+    pub port: i32,
+    pub rack: Option<String>,
+    /// Unix time of its registration.
+    pub started_at_ms: i64,
+    /// Until its lease runs out; negative once it has.
+    pub lease_left_ms: i64,
+}
+
 /// A listener's advertised address.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {
@@ -799,6 +812,26 @@ impl Meta {
                             .map(|((name, host), port)| Endpoint { name, host, port })
                             .collect(),
                     }
+                })
+                .collect())
+        })
+        .await
+    }
+
+    /// Every registered agent and its lease (operators' status view;
+    /// agents whose lease ran out are listed until they are replaced).
+    pub async fn agent_leases(&self) -> Result<Vec<AgentLease>, MetaError> {
+        self.run(|c| async move {
+            Ok(c.query(sql::AGENT_LEASES, &[])
+                .await?
+                .iter()
+                .map(|r| AgentLease {
+                    agent_id: r.get(0),
+                    host: r.get(1),
+                    port: r.get(2),
+                    rack: r.get(3),
+                    started_at_ms: r.get::<_, f64>(4) as i64,
+                    lease_left_ms: r.get::<_, f64>(5) as i64,
                 })
                 .collect())
         })

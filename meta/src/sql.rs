@@ -43,6 +43,7 @@ statements! {
     RENEW_AGENT => "renew_agent.sql",
     DEREGISTER_AGENT => "deregister_agent.sql",
     LIVE_AGENTS => "live_agents.sql",
+    AGENT_LEASES => "agent_leases.sql",
     NEXT_PRODUCER_ID => "next_producer_id.sql",
     MARK_UNREFERENCED_OBJECTS => "mark_unreferenced_objects.sql",
     OBJECTS_TO_DELETE => "objects_to_delete.sql",

@@ -1,0 +1,521 @@
+//! `rutomq produce` and `rutomq consume`: records from and to a terminal
+//! or a pipe, one per line, as text or JSON.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use base64::Engine as _;
+use bytes::Bytes;
+use clap::Args;
+use datum_mq::{
+    Acks, AutoOffsetReset, Compression, KafkaConsumerSettings, KafkaProducer, KafkaProducerBackend,
+    KafkaProducerSettings, KafkaSource, ProducerRecord,
+};
+use futures::stream::{FuturesUnordered, StreamExt};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{BrokerId, FetchRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use serde_json::{json, Map, Value};
+
+use super::topic::{find_topic, list_offsets};
+use super::{check, key_value, Client, ConnArgs, Format};
+
+const FETCH: (i16, i16) = (4, 12);
+/// Records sent and not yet acknowledged: bounds the memory of a produce
+/// from a large file while keeping many batches in flight.
+const PRODUCE_IN_FLIGHT_MAX: usize = 10_000;
+/// Kafka's OFFSET_OUT_OF_RANGE.
+const OFFSET_OUT_OF_RANGE: i16 = 1;
+
+#[derive(Args, Debug)]
+pub struct ProduceArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    pub topic: String,
+    /// Split each text line at the first DELIM into key and value.
+    #[arg(long)]
+    pub key_delimiter: Option<String>,
+    /// The key of every record (text lines).
+    #[arg(short, long, conflicts_with = "key_delimiter")]
+    pub key: Option<String>,
+    /// A header on every record, NAME=VALUE (repeatable).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// Write to this partition (default: by key, or spread).
+    #[arg(short, long)]
+    pub partition: Option<i32>,
+    /// none, lz4 or zstd.
+    #[arg(long, default_value = "none")]
+    pub compression: String,
+    /// all or 1 (rutomq acknowledges durable data either way).
+    #[arg(long, default_value = "all")]
+    pub acks: String,
+}
+
+#[derive(Args, Debug)]
+pub struct ConsumeArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    pub topic: String,
+    /// Read as this consumer group (its committed offsets, committing what
+    /// was printed); without it, read the partitions directly.
+    #[arg(short, long)]
+    pub group: Option<String>,
+    /// Where to start without a committed offset: start, end, or an offset.
+    #[arg(short, long, default_value = "start", allow_hyphen_values = true)]
+    pub offset: String,
+    /// Only these partitions, comma-separated (not with --group).
+    #[arg(short, long, value_delimiter = ',', conflicts_with = "group")]
+    pub partitions: Vec<i32>,
+    /// Stop after this many records.
+    #[arg(short, long)]
+    pub num: Option<u64>,
+    /// Stop at the end of each partition as it was when the command
+    /// started (not with --group).
+    #[arg(short, long, conflicts_with = "group")]
+    pub exit_at_end: bool,
+    /// Print each record's key before its value, separated by DELIM
+    /// (text format).
+    #[arg(long)]
+    pub key_delimiter: Option<String>,
+}
+
+fn producer_settings(a: &ProduceArgs) -> Result<KafkaProducerSettings> {
+    let compression = match a.compression.as_str() {
+        "none" => Compression::None,
+        "lz4" => Compression::Lz4,
+        "zstd" => Compression::Zstd,
+        other => bail!("--compression {other}: expected none, lz4 or zstd"),
+    };
+    let acks = match a.acks.as_str() {
+        "all" | "-1" => Acks::All,
+        "1" => Acks::Leader,
+        other => bail!("--acks {other}: expected all or 1"),
+    };
+    Ok(KafkaProducerSettings::new(a.conn.brokers.clone())
+        .with_backend(KafkaProducerBackend::Native)
+        .with_client_id(super::CLIENT_ID)
+        .with_security(a.conn.security()?)
+        .with_request_timeout(Duration::from_millis(a.conn.timeout_ms.max(1)))
+        .with_compression(compression)
+        .with_acks(acks))
+}
+
+/// One input line as a record.
+fn parse_line(
+    a: &ProduceArgs,
+    headers: &[(String, Option<Bytes>)],
+    line: &str,
+) -> Result<ProducerRecord> {
+    let mut r = ProducerRecord::new(a.topic.clone());
+    r.partition = a.partition;
+    r.headers = headers.to_vec();
+    match a.conn.format {
+        Format::Table => {
+            let (key, value) = match (&a.key_delimiter, &a.key) {
+                (Some(d), _) => match line.split_once(d.as_str()) {
+                    Some((k, v)) => (Some(k), v),
+                    None => bail!("no key delimiter {d:?} in the line"),
+                },
+                (None, Some(k)) => (Some(k.as_str()), line),
+                (None, None) => (None, line),
+            };
+            r.key = key.map(|k| Bytes::copy_from_slice(k.as_bytes()));
+            r.value = Some(Bytes::copy_from_slice(value.as_bytes()));
+        }
+        Format::Json => {
+            let v: Value = serde_json::from_str(line).context("not a JSON object")?;
+            let obj = v.as_object().ok_or_else(|| anyhow!("not a JSON object"))?;
+            r.key = bytes_field(obj, "key")?
+                .or(a.key.as_ref().map(|k| Bytes::copy_from_slice(k.as_bytes())));
+            r.value = bytes_field(obj, "value")?;
+            if let Some(p) = obj.get("partition").filter(|p| !p.is_null()) {
+                let p = p.as_i64().and_then(|p| i32::try_from(p).ok());
+                r.partition =
+                    Some(p.ok_or_else(|| anyhow!("\"partition\" is not a partition number"))?);
+            }
+            if let Some(ts) = obj.get("timestamp").filter(|t| !t.is_null()) {
+                r.timestamp_ms = Some(
+                    ts.as_i64()
+                        .ok_or_else(|| anyhow!("\"timestamp\" is not milliseconds"))?,
+                );
+            }
+            match obj.get("headers") {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(h)) => {
+                    for (k, v) in h {
+                        let v = match v {
+                            Value::Null => None,
+                            Value::String(s) => Some(Bytes::copy_from_slice(s.as_bytes())),
+                            _ => bail!("header {k:?}: value is not a string or null"),
+                        };
+                        r.headers.push((k.clone(), v));
+                    }
+                }
+                Some(_) => bail!("\"headers\" is not an object"),
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// A key or value from JSON: a string (its UTF-8), null, or
+/// {"base64": "..."} for bytes that are not text.
+fn bytes_field(obj: &Map<String, Value>, name: &str) -> Result<Option<Bytes>> {
+    match obj.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(Bytes::copy_from_slice(s.as_bytes()))),
+        Some(Value::Object(o)) => match o.get("base64").and_then(Value::as_str) {
+            Some(b) => Ok(Some(Bytes::from(
+                base64::engine::general_purpose::STANDARD
+                    .decode(b)
+                    .with_context(|| format!("\"{name}\": bad base64"))?,
+            ))),
+            None => bail!("\"{name}\": expected a string, null or {{\"base64\": ...}}"),
+        },
+        Some(_) => bail!("\"{name}\": expected a string, null or {{\"base64\": ...}}"),
+    }
+}
+
+/// The JSON form of bytes: a string when they are UTF-8.
+fn bytes_json(b: Option<&Bytes>) -> Value {
+    match b {
+        None => Value::Null,
+        Some(b) => match std::str::from_utf8(b) {
+            Ok(s) => json!(s),
+            Err(_) => json!({ "base64": base64::engine::general_purpose::STANDARD.encode(b) }),
+        },
+    }
+}
+
+pub async fn produce(a: ProduceArgs) -> Result<()> {
+    let headers = a
+        .headers
+        .iter()
+        .map(|h| key_value(h, "--header").map(|(k, v)| (k, Some(Bytes::from(v)))))
+        .collect::<Result<Vec<_>>>()?;
+    let producer = KafkaProducer::new(producer_settings(&a)?).await?;
+    let mut in_flight = FuturesUnordered::new();
+    let (mut sent, mut acked) = (0u64, 0u64);
+    let mut partitions = BTreeMap::<i32, u64>::new();
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock();
+    let mut line = String::new();
+    let mut number = 0u64;
+    loop {
+        line.clear();
+        // A blocking read on the one thread: the sends are queued, and
+        // their acknowledgements are collected between lines.
+        if lines
+            .read_line(&mut line)
+            .context("reading standard input")?
+            == 0
+        {
+            break;
+        }
+        number += 1;
+        let text = line.strip_suffix('\n').unwrap_or(&line);
+        let text = text.strip_suffix('\r').unwrap_or(text);
+        let record =
+            parse_line(&a, &headers, text).with_context(|| format!("input line {number}"))?;
+        in_flight.push(producer.send(record).await?);
+        sent += 1;
+        while in_flight.len() >= PRODUCE_IN_FLIGHT_MAX {
+            if let Some(d) = in_flight.next().await {
+                let m = d.with_context(|| format!("producing to {}", a.topic))?;
+                *partitions.entry(m.partition).or_default() += 1;
+                acked += 1;
+            }
+        }
+    }
+    producer.flush().await?;
+    while let Some(d) = in_flight.next().await {
+        let m = d.with_context(|| format!("producing to {}", a.topic))?;
+        *partitions.entry(m.partition).or_default() += 1;
+        acked += 1;
+    }
+    debug_assert_eq!(sent, acked);
+    match a.conn.format {
+        Format::Json => println!(
+            "{}",
+            json!({"topic": a.topic, "records": acked, "partitions": partitions})
+        ),
+        Format::Table => {
+            let spread: Vec<String> = partitions.iter().map(|(p, n)| format!("{p}:{n}")).collect();
+            eprintln!(
+                "produced {acked} records to {} (partition:records {})",
+                a.topic,
+                spread.join(" ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Prints records as they come; counts them against --num.
+struct Printer<'a> {
+    format: Format,
+    key_delimiter: Option<&'a str>,
+    out: std::io::StdoutLock<'static>,
+    printed: u64,
+    limit: u64,
+}
+
+impl Printer<'_> {
+    #[allow(clippy::too_many_arguments)]
+    fn print(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        offset: i64,
+        timestamp_ms: i64,
+        key: Option<&Bytes>,
+        value: Option<&Bytes>,
+        headers: &[(String, Option<Bytes>)],
+    ) -> Result<()> {
+        match self.format {
+            Format::Json => {
+                let h: Map<String, Value> = headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), bytes_json(v.as_ref())))
+                    .collect();
+                let line = json!({
+                    "topic": topic, "partition": partition, "offset": offset,
+                    "timestamp": timestamp_ms, "key": bytes_json(key),
+                    "value": bytes_json(value), "headers": h,
+                });
+                writeln!(self.out, "{line}")?;
+            }
+            Format::Table => {
+                if let Some(d) = self.key_delimiter {
+                    self.out
+                        .write_all(key.map(|k| &k[..]).unwrap_or_default())?;
+                    self.out.write_all(d.as_bytes())?;
+                }
+                self.out
+                    .write_all(value.map(|v| &v[..]).unwrap_or_default())?;
+                self.out.write_all(b"\n")?;
+            }
+        }
+        self.printed += 1;
+        Ok(())
+    }
+
+    fn done(&self) -> bool {
+        self.printed >= self.limit
+    }
+}
+
+pub async fn consume(c: &Client, a: ConsumeArgs) -> Result<()> {
+    let mut printer = Printer {
+        format: a.conn.format,
+        key_delimiter: a.key_delimiter.as_deref(),
+        out: std::io::stdout().lock(),
+        printed: 0,
+        limit: a.num.unwrap_or(u64::MAX),
+    };
+    let result = match &a.group {
+        Some(g) => consume_group(&a, g, &mut printer).await,
+        None => consume_partitions(c, &a, &mut printer).await,
+    };
+    printer.out.flush()?;
+    result
+}
+
+/// Ctrl-C or SIGTERM: a consume stops cleanly (a group member commits and
+/// leaves its group).
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        },
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+/// As a member of a consumer group: its committed offsets, and it commits
+/// what was printed.
+async fn consume_group(a: &ConsumeArgs, group: &str, printer: &mut Printer<'_>) -> Result<()> {
+    let reset = match a.offset.as_str() {
+        "start" => AutoOffsetReset::Earliest,
+        "end" => AutoOffsetReset::Latest,
+        other => bail!("--offset {other} with --group: expected start or end (move a group's offsets with `rutomq group reset-offsets`)"),
+    };
+    let settings = KafkaConsumerSettings::new(a.conn.brokers.clone(), group)
+        .with_client_id(super::CLIENT_ID)
+        .with_security(a.conn.security()?)
+        .with_auto_offset_reset(reset);
+    let mut source = KafkaSource::new(settings, &[a.topic.as_str()]).await?;
+    let mut failure = None;
+    while !printer.done() {
+        let next = tokio::select! {
+            n = source.next() => n,
+            _ = stop_signal() => break,
+        };
+        match next {
+            None => break,
+            Some(Err(e)) => {
+                failure = Some(anyhow!(e));
+                break;
+            }
+            Some(Ok((r, ack))) => {
+                printer.print(
+                    &r.topic,
+                    r.partition,
+                    r.offset,
+                    r.timestamp_ms,
+                    r.key.as_ref(),
+                    r.value.as_ref(),
+                    &r.headers,
+                )?;
+                ack.ack();
+            }
+        }
+    }
+    // Commits what was acknowledged and leaves the group.
+    source.close().await?;
+    failure.map_or(Ok(()), Err)
+}
+
+/// Reads partitions directly, from their leaders.
+async fn consume_partitions(c: &Client, a: &ConsumeArgs, printer: &mut Printer<'_>) -> Result<()> {
+    let md = c.metadata(Some(std::slice::from_ref(&a.topic))).await?;
+    let t = find_topic(&md, &a.topic)?;
+    let mut parts: Vec<(String, i32)> = t
+        .partitions
+        .iter()
+        .map(|p| p.partition_index)
+        .filter(|p| a.partitions.is_empty() || a.partitions.contains(p))
+        .map(|p| (a.topic.clone(), p))
+        .collect();
+    parts.sort();
+    if let Some(p) = a
+        .partitions
+        .iter()
+        .find(|p| !parts.iter().any(|(_, q)| q == *p))
+    {
+        bail!("{} has no partition {p}", a.topic);
+    }
+    let starts = list_offsets(c, &md, &parts, -2).await?;
+    let ends = list_offsets(c, &md, &parts, -1).await?;
+    let mut positions: BTreeMap<i32, i64> = BTreeMap::new();
+    for k in &parts {
+        let pos = match a.offset.as_str() {
+            "start" => starts[k],
+            "end" => ends[k],
+            n => n
+                .parse::<i64>()
+                .map_err(|_| anyhow!("--offset {n}: expected start, end or an offset"))?
+                .clamp(starts[k], ends[k]),
+        };
+        positions.insert(k.1, pos);
+    }
+    let leaders: BTreeMap<i32, String> = t
+        .partitions
+        .iter()
+        .filter_map(|p| {
+            md.brokers
+                .iter()
+                .find(|b| b.node_id == p.leader_id)
+                .map(|b| {
+                    (
+                        p.partition_index,
+                        datum_mq::native::host_port(&b.host, b.port),
+                    )
+                })
+        })
+        .collect();
+    let topic_id = t.topic_id;
+    let at_end = |positions: &BTreeMap<i32, i64>| {
+        a.exit_at_end
+            && positions
+                .iter()
+                .all(|(p, pos)| *pos >= ends[&(a.topic.clone(), *p)])
+    };
+    let mut batch = Vec::new();
+    while !printer.done() && !at_end(&positions) {
+        let mut by_leader: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for p in positions.keys() {
+            let leader = leaders.get(p).map_or(c.conn().broker(), String::as_str);
+            by_leader.entry(leader).or_default().push(*p);
+        }
+        let wait = if by_leader.len() > 1 { 100 } else { 500 };
+        for (leader, ps) in by_leader {
+            let req = FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_wait_ms(wait)
+                .with_min_bytes(1)
+                .with_max_bytes(16 << 20)
+                .with_session_epoch(-1)
+                .with_topics(vec![FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(a.topic.clone())))
+                    .with_topic_id(topic_id)
+                    .with_partitions(
+                        ps.iter()
+                            .map(|p| {
+                                FetchPartition::default()
+                                    .with_partition(*p)
+                                    .with_current_leader_epoch(-1)
+                                    .with_fetch_offset(positions[p])
+                                    .with_log_start_offset(-1)
+                                    .with_partition_max_bytes(1 << 20)
+                            })
+                            .collect(),
+                    )]);
+            let conn = c.to(leader).await?;
+            let fetch = conn.call(&req, FETCH);
+            let resp = tokio::select! {
+                r = fetch => r?,
+                _ = stop_signal() => return Ok(()),
+            };
+            check(resp.error_code, None, || format!("fetching {}", a.topic))?;
+            for topic in resp.responses {
+                for p in topic.partitions {
+                    let pos = positions.get_mut(&p.partition_index).expect("asked for");
+                    if p.error_code == OFFSET_OUT_OF_RANGE {
+                        // Retention moved the log start past us: go on from there.
+                        tracing::warn!(
+                            partition = p.partition_index,
+                            offset = *pos,
+                            log_start = p.log_start_offset,
+                            "offset out of range; going on from the log start"
+                        );
+                        *pos = p.log_start_offset.max(*pos);
+                        continue;
+                    }
+                    check(p.error_code, None, || {
+                        format!("fetching {}-{}", a.topic, p.partition_index)
+                    })?;
+                    let Some(data) = p.records else { continue };
+                    batch.clear();
+                    let next = datum_mq::batch::decode_batches(data, *pos, &mut batch)
+                        .with_context(|| format!("records of {}-{}", a.topic, p.partition_index))?;
+                    for r in &batch {
+                        if printer.done() {
+                            break;
+                        }
+                        printer.print(
+                            &a.topic,
+                            p.partition_index,
+                            r.offset,
+                            r.timestamp_ms,
+                            r.key.as_ref(),
+                            r.value.as_ref(),
+                            &r.headers,
+                        )?;
+                    }
+                    if let Some(next) = next {
+                        *pos = next.max(*pos);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
