@@ -8,7 +8,10 @@
 #   5. build the Java/Go RoundTrip clients (tests/clients/build.sh) and the Kafka
 #      Streams program (tests/streams/build.sh), unpack Debian's kcat
 #      (tests/clients/kcat.sh), build librdkafka's test-runner from its
-#      2.15.0 sources (tests/clients/librdkafka-tests.sh), then
+#      2.15.0 sources (tests/clients/librdkafka-tests.sh), build Prometheus'
+#      promtool (tests/clients/promtool.sh), the package tools (cargo-deb,
+#      cargo-generate-rpm), the quick start's S3 server (s3s-fs) and helm and
+#      kubeconform (packaging/check-deploy.sh), then
 #      pytest tests/e2e  (extra arguments to this script are passed to pytest)
 # Exits non-zero if any step fails. Environment:
 #   RUTOMQ_SKIP_CARGO=1    skip steps 2-3 (iterate on the e2e suite with an existing binary)
@@ -64,6 +67,12 @@ fi
 if ! { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists openssl \
         && command -v openssl >/dev/null 2>&1; }; then
     apt_install pkg-config libssl-dev openssl
+fi
+
+# ---- 1c. rpm ------------------------------------------------------------------
+# test_packaging reads the .rpm's files and scripts with rpm -qlp.
+if ! command -v rpm >/dev/null 2>&1; then
+    apt_install rpm
 fi
 
 # ---- 2-3. Rust ----------------------------------------------------------------
@@ -144,6 +153,30 @@ fi
 log "tests/clients/librdkafka-tests.sh (librdkafka's test-runner)"
 if ! bash tests/clients/librdkafka-tests.sh >/dev/null; then
     echo "error: tests/clients/librdkafka-tests.sh failed (continuing; test_librdkafka_suite will fail)" >&2
+    status=1
+fi
+# promtool from its Go module (minutes cold, so not inside a test's timeout),
+# for test_observability's checks of the alerting rules and dashboard queries.
+log "tests/clients/promtool.sh (Prometheus' promtool)"
+if ! bash tests/clients/promtool.sh >/dev/null; then
+    echo "error: tests/clients/promtool.sh failed (continuing; test_observability skips its promtool checks)" >&2
+    status=1
+fi
+# The packaging and deployment tools, built from crates.io and the Go module
+# proxy (minutes cold, seconds warm), so no test's timeout counts a cold build.
+log "scripts/package.sh --tools (cargo-deb, cargo-generate-rpm)"
+if ! bash scripts/package.sh --tools; then
+    echo "error: scripts/package.sh --tools failed (continuing; test_packaging will fail)" >&2
+    status=1
+fi
+log "packaging/quickstart/quickstart.sh tools (s3s-fs)"
+if ! QS_TOOLS=$ROOT/tests/.cache/cargo-tools bash packaging/quickstart/quickstart.sh tools; then
+    echo "error: quickstart.sh tools failed (continuing; test_quickstart will fail)" >&2
+    status=1
+fi
+log "packaging/check-deploy.sh (helm, kubeconform; the chart and compose file)"
+if ! bash packaging/check-deploy.sh >/dev/null; then
+    echo "error: packaging/check-deploy.sh failed (continuing; test_deploy will fail)" >&2
     status=1
 fi
 pytest_args=(-q tests/e2e)
