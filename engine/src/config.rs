@@ -329,6 +329,11 @@ pub struct ServeArgs {
         default_value_t = 10_080
     )]
     pub offsets_retention_minutes: u64,
+    /// How often each agent measures the consumer lag of the groups it
+    /// coordinates for /metrics (rutomq_consumer_group_lag); one
+    /// PostgreSQL query over every committed offset. 0: never.
+    #[arg(long, env = "RUTOMQ_GROUP_LAG_INTERVAL_MS", default_value_t = 30_000)]
+    pub group_lag_interval_ms: u64,
     /// KIP-848 consumer groups: a member that does not heartbeat for this
     /// long is removed (group.consumer.session.timeout.ms).
     #[arg(
@@ -590,6 +595,8 @@ impl ServeArgs {
             session_timeout_max: Duration::from_millis(self.group_max_session_timeout_ms),
             group_size_max: self.group_max_size.max(1),
             offsets_retention: Duration::from_secs(self.offsets_retention_minutes.max(1) * 60),
+            lag_interval: (self.group_lag_interval_ms > 0)
+                .then(|| Duration::from_millis(self.group_lag_interval_ms)),
             offset_metadata_bytes_max: 4096,
             consumer_session_timeout: Duration::from_millis(self.group_consumer_session_timeout_ms),
             consumer_heartbeat_interval: Duration::from_millis(

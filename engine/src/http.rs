@@ -220,6 +220,7 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
     w.render(&mut out);
     t.render(&mut out);
     k.render(&mut out);
+    g.render_lags(&mut out);
     agent.telemetry.render(&mut out, crate::wall::now_ms());
     let name = "rutomq_shard_connections_open";
     let _ = writeln!(

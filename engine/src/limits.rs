@@ -373,3 +373,7 @@ const _: () = assert!(ABORT_MARKER_GRACE.as_secs() > LOG_START_CACHE_TTL.as_secs
 const _: () = assert!(COMPACTED_OBJECT_DELETE_DELAY_MIN.as_secs() > LOG_START_CACHE_TTL.as_secs());
 // A written span fits an object, and one batch a span.
 const _: () = assert!(COMPACTED_SPAN_BYTES_MAX <= COMPACTED_OBJECT_BYTES_MAX);
+
+/// Consumer lag rows (group x topic) one measurement reads for /metrics:
+/// bounds the query and the series an agent exports.
+pub const GROUP_LAG_ROWS_MAX: i64 = 10_000;

@@ -363,3 +363,30 @@ impl CompactionStats {
         }
     }
 }
+
+/// A label value as Prometheus' text format writes it (backslash, quote
+/// and newline escaped): for names clients choose, such as group ids.
+pub fn label_value(v: &str) -> std::borrow::Cow<'_, str> {
+    if !v.contains(['\\', '"', '\n']) {
+        return std::borrow::Cow::Borrowed(v);
+    }
+    let mut out = String::with_capacity(v.len() + 2);
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod label_tests {
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(super::label_value("plain-group"), "plain-group");
+        assert_eq!(super::label_value("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}

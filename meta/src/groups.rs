@@ -66,6 +66,19 @@ pub struct CommittedOffset {
     pub metadata: Option<Vec<u8>>,
 }
 
+/// A group's consumer lag on one topic.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupLag {
+    pub group_id: String,
+    pub topic: String,
+    /// Partitions of the topic the group has committed offsets for.
+    pub partitions: i64,
+    /// Records between the committed offsets and the high watermarks.
+    pub lag: i64,
+    /// The largest lag of one partition.
+    pub lag_max: i64,
+}
+
 /// A row of the group list.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupListing {
@@ -320,6 +333,25 @@ impl Meta {
                     group_type: r.get(1),
                     protocol_type: r.get(2),
                     state: r.get(3),
+                })
+                .collect())
+        })
+        .await
+    }
+
+    /// Consumer lag of every group with committed offsets, per topic; at
+    /// most `limit` rows.
+    pub async fn group_lags(&self, limit: i64) -> Result<Vec<GroupLag>, MetaError> {
+        self.run(move |c| async move {
+            Ok(c.query(sql::GROUP_LAGS, &[&limit])
+                .await?
+                .iter()
+                .map(|r| GroupLag {
+                    group_id: r.get(0),
+                    topic: r.get(1),
+                    partitions: r.get(2),
+                    lag: r.get(3),
+                    lag_max: r.get(4),
                 })
                 .collect())
         })

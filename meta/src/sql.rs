@@ -44,6 +44,7 @@ statements! {
     DEREGISTER_AGENT => "deregister_agent.sql",
     LIVE_AGENTS => "live_agents.sql",
     AGENT_LEASES => "agent_leases.sql",
+    GROUP_LAGS => "group_lags.sql",
     NEXT_PRODUCER_ID => "next_producer_id.sql",
     MARK_UNREFERENCED_OBJECTS => "mark_unreferenced_objects.sql",
     OBJECTS_TO_DELETE => "objects_to_delete.sql",

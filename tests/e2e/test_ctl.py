@@ -99,7 +99,7 @@ def test_topic_produce_consume_commands(start_agent):
 
 
 def test_group_and_cluster_commands(start_agent):
-    agent = start_agent()
+    agent = start_agent(extra_args=["--group-lag-interval-ms", "1000"])
     topic, group = unique_topic("ctl-g"), unique_topic("ctl-group")
     ctl(agent, "topic", "create", topic, "-p", "2")
     ctl(agent, "produce", topic, "-p", "0", "--key-delimiter", " ", stdin="".join(f"k{i} v{i}\n" for i in range(10)))
@@ -111,6 +111,12 @@ def test_group_and_cluster_commands(start_agent):
     d = ctl_json(agent, "group", "describe", group)
     assert d["state"] == "Empty" and d["members"] == [], d
     assert d["total_lag"] == 4 and sum(o["committed"] for o in d["offsets"]) == 6, d
+    # The coordinating agent exports the same lag for Prometheus.
+    series = f'rutomq_consumer_group_lag{{group="{group}",topic="{topic}"}} 4'
+    deadline = time.monotonic() + 15
+    while series not in agent.http("/metrics")[1].decode():
+        assert time.monotonic() < deadline, f"no {series} in /metrics"
+        time.sleep(0.5)
 
     plan = ctl_json(agent, "group", "reset-offsets", group, "--topic", topic, "--to-earliest")
     assert {p["new"] for p in plan} == {0} and all("planned" in p["status"] for p in plan), plan

@@ -31,7 +31,9 @@ use super::{
 };
 use crate::coordinator::{self, Admit, Limits, Owns, Results, Slot};
 use crate::error::ErrorCode;
-use crate::limits::{GROUPS_LOADED_MAX, GROUP_WRITES_QUEUED_MAX, LOAD_WAITERS_MAX};
+use crate::limits::{
+    GROUPS_LOADED_MAX, GROUP_LAG_ROWS_MAX, GROUP_WRITES_QUEUED_MAX, LOAD_WAITERS_MAX,
+};
 
 pub(super) type Slots = coordinator::Slots<Call, Group, Write>;
 pub(super) type Loaded = coordinator::Loaded<Group, Write>;
@@ -107,6 +109,7 @@ impl Coordinator {
             .checked_sub(ADOPT_INTERVAL)
             .unwrap_or_else(Instant::now);
         let mut last_expire = Instant::now();
+        let mut last_lag: Option<Instant> = None;
         loop {
             let next_timer = self.slots.next_wake();
             let timer = async {
@@ -136,6 +139,12 @@ impl Coordinator {
                         let agent_id = self.agent_id;
                         self.results
                             .spawn(async move { Done::Orphans(meta.orphaned_groups(agent_id).await) });
+                    }
+                    if let Some(every) = self.cfg.lag_interval {
+                        if last_lag.is_none_or(|t| t.elapsed() >= every) {
+                            last_lag = Some(Instant::now());
+                            self.measure_lag();
+                        }
                     }
                     if last_expire.elapsed() >= OFFSETS_RETENTION_CHECK {
                         last_expire = Instant::now();
@@ -170,6 +179,24 @@ impl Coordinator {
                 (*c).fail(ErrorCode::NotCoordinator);
             }
         }
+    }
+
+    /// Measures the consumer lag of the groups this agent coordinates, in
+    /// the background (one query; the loop does not wait for it).
+    fn measure_lag(&self) {
+        let (meta, owns, stats) = (self.meta.clone(), self.owns.clone(), self.stats.clone());
+        tokio::spawn(async move {
+            match meta.group_lags(GROUP_LAG_ROWS_MAX).await {
+                Ok(mut rows) => {
+                    if rows.len() as i64 >= GROUP_LAG_ROWS_MAX {
+                        tracing::warn!(rows = rows.len(), "consumer lag: more groups and topics than exported; the rest are left out");
+                    }
+                    rows.retain(|r| owns(&r.group_id));
+                    *stats.lags.lock().expect("stats lock") = rows;
+                }
+                Err(e) => tracing::warn!(error = %e, "measuring consumer lag failed"),
+            }
+        });
     }
 
     fn on_call(&mut self, call: Call) {

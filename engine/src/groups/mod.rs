@@ -80,6 +80,8 @@ pub struct GroupsConfig {
     pub group_size_max: usize,
     /// offsets.retention.minutes
     pub offsets_retention: Duration,
+    /// How often consumer lag is measured for /metrics (None: never).
+    pub lag_interval: Option<Duration>,
     /// offset.metadata.max.bytes
     pub offset_metadata_bytes_max: usize,
     /// group.consumer.session.timeout.ms (KIP-848 groups)
@@ -138,6 +140,7 @@ impl Default for GroupsConfig {
             group_size_max: 1000,
             offsets_retention: Duration::from_secs(7 * 24 * 3600),
             offset_metadata_bytes_max: 4096,
+            lag_interval: None,
             consumer_session_timeout: Duration::from_millis(45_000),
             consumer_heartbeat_interval: Duration::from_millis(5_000),
             topic_access: TopicAccess::default(),
@@ -155,4 +158,39 @@ pub struct GroupStats {
     pub offset_commits: AtomicU64,
     pub groups_loaded: AtomicU64,
     pub fenced: AtomicU64,
+    /// Consumer lag of the groups this agent coordinates, as last measured.
+    pub lags: std::sync::Mutex<Vec<rutomq_meta::groups::GroupLag>>,
+}
+
+impl GroupStats {
+    /// `/metrics` lines of the consumer lag gauges: one series per group
+    /// and topic, on the agent that coordinates the group (so summing over
+    /// agents counts each group once).
+    pub fn render_lags(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let lags = self.lags.lock().expect("stats lock");
+        for (name, help, pick) in [
+            (
+                "rutomq_consumer_group_lag",
+                "Records between a group's committed offsets and the high watermarks, per topic (groups this agent coordinates).",
+                0,
+            ),
+            (
+                "rutomq_consumer_group_lag_max",
+                "The largest lag of one partition, per group and topic.",
+                1,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for l in lags.iter() {
+                let v = if pick == 0 { l.lag } else { l.lag_max };
+                let _ = writeln!(
+                    out,
+                    "{name}{{group=\"{}\",topic=\"{}\"}} {v}",
+                    crate::metrics::label_value(&l.group_id),
+                    l.topic
+                );
+            }
+        }
+    }
 }
