@@ -24,7 +24,6 @@ use kafka_protocol::messages::consumer_protocol_assignment::TopicPartition as As
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::leave_group_request::MemberIdentity;
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
@@ -33,8 +32,8 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     BrokerId, ConsumerGroupHeartbeatRequest, ConsumerProtocolAssignment,
     ConsumerProtocolSubscription, FetchRequest, FetchResponse, FindCoordinatorRequest, GroupId,
-    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, ListOffsetsRequest, OffsetCommitRequest,
-    OffsetFetchRequest, SyncGroupRequest, TopicName,
+    HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest, OffsetFetchRequest,
+    SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use tokio::sync::{mpsc, oneshot};
@@ -726,27 +725,10 @@ impl Task {
         let mut out = Vec::new();
         for (node, topics) in by_leader {
             let conn = self.broker(node).await?;
-            let req = ListOffsetsRequest::default()
-                .with_replica_id(BrokerId(-1))
-                .with_topics(
-                    topics
-                        .iter()
-                        .map(|(t, ps)| {
-                            ListOffsetsTopic::default()
-                                .with_name(TopicName(StrBytes::from_string(t.to_string())))
-                                .with_partitions(
-                                    ps.iter()
-                                        .map(|p| {
-                                            ListOffsetsPartition::default()
-                                                .with_partition_index(*p)
-                                                .with_current_leader_epoch(-1)
-                                                .with_timestamp(timestamp)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                );
+            let req = super::list_offsets_request(
+                topics.iter().map(|(t, ps)| (&**t, ps.as_slice())),
+                timestamp,
+            );
             let resp = conn.call(&req, LIST_OFFSETS_VERSIONS).await?;
             for t in resp.topics {
                 let name = self.name(t.name.0.as_str());

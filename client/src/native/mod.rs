@@ -9,8 +9,11 @@ pub mod tls;
 use std::collections::HashMap;
 use std::time::Duration;
 
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::{MetadataRequest, MetadataResponse, TopicName};
+use kafka_protocol::messages::{
+    BrokerId, ListOffsetsRequest, MetadataRequest, MetadataResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use crate::error::{Error, Result};
@@ -95,6 +98,35 @@ pub struct TopicInfo {
     pub leaders: Vec<i32>,
     /// Nil when the broker answered below Metadata v10.
     pub id: uuid::Uuid,
+}
+
+/// A ListOffsets request (as a consumer: replica -1) for the offset at
+/// `timestamp` (-2 earliest, -1 latest) of each topic's partitions.
+pub fn list_offsets_request<'a>(
+    partitions: impl IntoIterator<Item = (&'a str, &'a [i32])>,
+    timestamp: i64,
+) -> ListOffsetsRequest {
+    ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(
+            partitions
+                .into_iter()
+                .map(|(t, ps)| {
+                    ListOffsetsTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(t.to_owned())))
+                        .with_partitions(
+                            ps.iter()
+                                .map(|p| {
+                                    ListOffsetsPartition::default()
+                                        .with_partition_index(*p)
+                                        .with_current_leader_epoch(-1)
+                                        .with_timestamp(timestamp)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        )
 }
 
 /// Asks `conn` for the metadata of `topics` (creating them when the broker

@@ -9,6 +9,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use base64::Engine as _;
 use bytes::Bytes;
 use clap::Args;
+use datum_mq::batch::Record;
 use datum_mq::{
     Acks, AutoOffsetReset, Compression, KafkaConsumerSettings, KafkaProducer, KafkaProducerBackend,
     KafkaProducerSettings, KafkaSource, ProducerRecord,
@@ -264,26 +265,18 @@ struct Printer<'a> {
 }
 
 impl Printer<'_> {
-    #[allow(clippy::too_many_arguments)]
-    fn print(
-        &mut self,
-        topic: &str,
-        partition: i32,
-        offset: i64,
-        timestamp_ms: i64,
-        key: Option<&Bytes>,
-        value: Option<&Bytes>,
-        headers: &[(String, Option<Bytes>)],
-    ) -> Result<()> {
+    fn print(&mut self, topic: &str, partition: i32, r: &Record) -> Result<()> {
+        let (key, value) = (r.key.as_ref(), r.value.as_ref());
         match self.format {
             Format::Json => {
-                let h: Map<String, Value> = headers
+                let h: Map<String, Value> = r
+                    .headers
                     .iter()
                     .map(|(k, v)| (k.clone(), bytes_json(v.as_ref())))
                     .collect();
                 let line = json!({
-                    "topic": topic, "partition": partition, "offset": offset,
-                    "timestamp": timestamp_ms, "key": bytes_json(key),
+                    "topic": topic, "partition": partition, "offset": r.offset,
+                    "timestamp": r.timestamp_ms, "key": bytes_json(key),
                     "value": bytes_json(value), "headers": h,
                 });
                 writeln!(self.out, "{line}")?;
@@ -365,15 +358,14 @@ async fn consume_group(a: &ConsumeArgs, group: &str, printer: &mut Printer<'_>) 
                 break;
             }
             Some(Ok((r, ack))) => {
-                printer.print(
-                    &r.topic,
-                    r.partition,
-                    r.offset,
-                    r.timestamp_ms,
-                    r.key.as_ref(),
-                    r.value.as_ref(),
-                    &r.headers,
-                )?;
+                let record = Record {
+                    offset: r.offset,
+                    timestamp_ms: r.timestamp_ms,
+                    key: r.key,
+                    value: r.value,
+                    headers: r.headers,
+                };
+                printer.print(&r.topic, r.partition, &record)?;
                 ack.ack();
             }
         }
@@ -500,15 +492,7 @@ async fn consume_partitions(c: &Client, a: &ConsumeArgs, printer: &mut Printer<'
                         if printer.done() {
                             break;
                         }
-                        printer.print(
-                            &a.topic,
-                            p.partition_index,
-                            r.offset,
-                            r.timestamp_ms,
-                            r.key.as_ref(),
-                            r.value.as_ref(),
-                            &r.headers,
-                        )?;
+                        printer.print(&a.topic, p.partition_index, r)?;
                     }
                     if let Some(next) = next {
                         *pos = next.max(*pos);

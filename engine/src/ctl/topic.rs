@@ -9,10 +9,9 @@ use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::{
     BrokerId, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
-    IncrementalAlterConfigsRequest, ListOffsetsRequest, MetadataResponse, TopicName,
+    IncrementalAlterConfigsRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use serde_json::{json, Value};
@@ -244,27 +243,10 @@ pub(super) async fn list_offsets(
     }
     let mut out = HashMap::new();
     for (addr, topics) in by_leader {
-        let req = ListOffsetsRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_topics(
-                topics
-                    .iter()
-                    .map(|(t, ps)| {
-                        ListOffsetsTopic::default()
-                            .with_name(name(t))
-                            .with_partitions(
-                                ps.iter()
-                                    .map(|p| {
-                                        ListOffsetsPartition::default()
-                                            .with_partition_index(*p)
-                                            .with_current_leader_epoch(-1)
-                                            .with_timestamp(timestamp)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect(),
-            );
+        let req = datum_mq::native::list_offsets_request(
+            topics.iter().map(|(t, ps)| (*t, ps.as_slice())),
+            timestamp,
+        );
         let resp = c.to(&addr).await?.call(&req, LIST_OFFSETS).await?;
         for t in resp.topics {
             for p in t.partitions {
