@@ -5,7 +5,9 @@
 #    alert expression is on a live agent's /metrics after produce, fetch and
 #    group traffic (histograms through their _bucket/_sum/_count series;
 #    `up` is Prometheus' own); a selector's literal label values exist too,
-#    so a misspelt window stage fails like a misspelt metric;
+#    so a misspelt window stage fails like a misspelt metric; the consumer
+#    lag gauges carry the traffic's group and topic (the agent measures lag
+#    every second here);
 #  - the checker itself reports a made-up name (it cannot pass vacuously);
 #  - the dashboard parses, every panel but the rows has the ${DS_PROMETHEUS}
 #    datasource and queries; every alert has `for`, a severity, a summary
@@ -14,9 +16,9 @@
 #    rules, Grafana's variables filled in), and its rule unit tests show the
 #    main alerts fire on the series they are meant for and stay quiet on
 #    healthy ones.
-# How: one agent; confluent-kafka produces, a group consumer reads and
-# commits; /metrics is read over HTTP. promtool comes from
-# tests/clients/promtool.sh (built from its Go module by scripts/test.sh
+# How: one agent (--group-lag-interval-ms 1000); confluent-kafka produces, a
+# group consumer reads and commits; /metrics is read over HTTP. promtool comes
+# from tests/clients/promtool.sh (built from its Go module by scripts/test.sh
 # beforehand); its checks skip only when it cannot be built.
 
 import json
@@ -197,7 +199,8 @@ class Exported:
 
 def traffic(agent):
     """Produce, a group consumer that reads everything and commits, so the
-    produce, fetch, flush and group figures have moved."""
+    produce, fetch, flush and group figures have moved. Returns the (topic,
+    group)."""
     from confluent_kafka import Consumer
     topic = unique_topic("obs")
     create_topic(agent.bootstrap, topic, partitions=2)
@@ -218,10 +221,18 @@ def traffic(agent):
         c.commit(asynchronous=False)
     finally:
         c.close()
+    return topic, group
 
 
-def test_dashboard_and_alerts_name_only_exported_metrics(agent):
-    traffic(agent)
+@pytest.fixture
+def lag_agent(start_agent):
+    """An agent that measures consumer lag every second, not every 30."""
+    return start_agent(extra_args=["--group-lag-interval-ms", "1000"])
+
+
+def test_dashboard_and_alerts_name_only_exported_metrics(lag_agent):
+    agent = lag_agent
+    topic, group = traffic(agent)
     # Counters move as the answers go out; the commit stage is observed just
     # after the produce answer, so wait for the figures rather than race them.
     wait_until("produce, fetch, window commit and offset commit figures",
@@ -229,6 +240,14 @@ def test_dashboard_and_alerts_name_only_exported_metrics(agent):
                    "rutomq_produce_latency_seconds_count", "rutomq_fetch_bytes_total",
                    "rutomq_committed_windows_total", "rutomq_group_offset_commits_total")),
                timeout=30, diag=lambda: agent.metrics().raw[-3000:])
+    # The lag gauges have series, not only their TYPE lines: the group read
+    # and committed everything, so it is measured at no lag.
+    lag_series = [f'rutomq_consumer_group_lag{{group="{group}",topic="{topic}"}} 0',
+                  f'rutomq_consumer_group_lag_max{{group="{group}",topic="{topic}"}} 0']
+    wait_until("consumer lag series of the group",
+               lambda: all(s in agent.metrics().raw.splitlines() for s in lag_series),
+               timeout=30, diag=lambda: [l for l in agent.metrics().raw.splitlines()
+                                         if "consumer_group_lag" in l])
     exported = Exported(agent.metrics())
     dash = load_dashboard()
     rules = load_alerts()
@@ -256,6 +275,7 @@ def test_dashboard_and_alerts_name_only_exported_metrics(agent):
         ("rutomq_requests_total_bucket", "rutomq_requests_total_bucket is not exported"),
         ('rutomq_window_stage_seconds_count{stage="flush"}', 'stage="flush"'),
         ('rutomq_requests_total{topic="x"}', "has no label topic"),
+        ('rutomq_consumer_group_lag{group="no-such-group"}', 'group="no-such-group"'),
     ]:
         got = exported.problems("probe", expr)
         assert any(want in p for p in got), f"{expr}: {got}"
@@ -472,6 +492,57 @@ tests:
             exp_annotations:
               summary: "The TLS certificate of a:8080 expires within 14 days"
               description: "The certificate the agent serves expires in 9d 22h 0m 0s. Replace the file: the agent reloads it."
+
+  - name: a group far behind, whose coordinator changes, and a healthy one
+    interval: 1m
+    input_series:
+      # lagging: 200000 records behind on a:8080, which hands the group to
+      # b:8080 after 10 minutes (one minute exported by both): the alert
+      # keeps its pending time.
+      - series: 'rutomq_consumer_group_lag{{instance="a:8080", group="lagging", topic="orders"}}'
+        values: '200000x10'
+      - series: 'rutomq_consumer_group_lag{{instance="b:8080", group="lagging", topic="orders"}}'
+        values: '_x9 200000x20'
+      # healthy: a few hundred records behind, as a busy consumer is.
+      - series: 'rutomq_consumer_group_lag{{instance="a:8080", group="healthy", topic="orders"}}'
+        values: '300 500 200 400 300 500 200 400 300 500 200 400 300 500 200 400 300 500 200 400 300 500 200 400 300 500 200 400 300 500'
+    alert_rule_test:
+      - eval_time: 10m
+        alertname: RutomqConsumerGroupLagHigh
+      - eval_time: 20m
+        alertname: RutomqConsumerGroupLagHigh
+        exp_alerts:
+          - exp_labels: {{severity: warning, group: lagging, topic: orders}}
+            exp_annotations:
+              summary: "Consumer group lagging is 200k records behind on orders"
+              description: "The committed offsets of group lagging have been more than 100000 records behind the high watermarks of topic orders for 15 minutes. Its consumers are too slow, stopped, or not committing; the dashboard's largest partition lag shows whether one partition holds it back."
+      - eval_time: 20m
+        alertname: RutomqConsumerGroupLagGrowing
+
+  - name: a group falling further behind, one steadily behind, one growing from nothing
+    interval: 1m
+    input_series:
+      # falling: 20000 records behind, 1000 more every minute.
+      - series: 'rutomq_consumer_group_lag{{instance="a:8080", group="falling", topic="clicks"}}'
+        values: '20000+1000x60'
+      # steady: far behind but not growing (below the high-lag threshold).
+      - series: 'rutomq_consumer_group_lag{{instance="a:8080", group="steady", topic="clicks"}}'
+        values: '50000 52000 48000 51000 49000 50000 52000 48000 51000 49000 50000 52000 48000 51000 49000 50000 52000 48000 51000 49000 50000 52000 48000 51000 49000 50000 52000 48000 51000 49000 50000 52000 48000 51000 49000 50000 52000 48000 51000 49000 50000 52000 48000 51000 49000 50000 52000 48000 51000 49000 50000 52000 48000 51000 49000 50000 52000 48000 51000 49000 50000'
+      # small: growing, but never past the floor.
+      - series: 'rutomq_consumer_group_lag{{instance="a:8080", group="small", topic="clicks"}}'
+        values: '0+100x60'
+    alert_rule_test:
+      - eval_time: 10m
+        alertname: RutomqConsumerGroupLagGrowing
+      - eval_time: 60m
+        alertname: RutomqConsumerGroupLagGrowing
+        exp_alerts:
+          - exp_labels: {{severity: warning, group: falling, topic: clicks}}
+            exp_annotations:
+              summary: "Consumer group falling falls further behind on clicks"
+              description: "The lag of group falling on topic clicks has kept growing, by 16.67 records/s over the last 30 minutes, and has stayed above 10000 records: its consumers read slower than producers write, and will not catch up by themselves."
+      - eval_time: 60m
+        alertname: RutomqConsumerGroupLagHigh
 """
 
 
