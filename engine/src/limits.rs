@@ -374,6 +374,6 @@ const _: () = assert!(COMPACTED_OBJECT_DELETE_DELAY_MIN.as_secs() > LOG_START_CA
 // A written span fits an object, and one batch a span.
 const _: () = assert!(COMPACTED_SPAN_BYTES_MAX <= COMPACTED_OBJECT_BYTES_MAX);
 
-/// Consumer lag rows (group x topic) one measurement reads for /metrics:
-/// bounds the query and the series an agent exports.
-pub const GROUP_LAG_ROWS_MAX: i64 = 10_000;
+/// Consumer lag rows (group x topic) of the groups an agent coordinates
+/// that one measurement keeps for /metrics: bounds the series it exports.
+pub const GROUP_LAG_ROWS_MAX: usize = 10_000;

@@ -339,21 +339,41 @@ impl Meta {
         .await
     }
 
-    /// Consumer lag of every group with committed offsets, per topic; at
-    /// most `limit` rows.
-    pub async fn group_lags(&self, limit: i64) -> Result<Vec<GroupLag>, MetaError> {
+    /// Consumer lag per topic of the groups `keep` accepts (those the
+    /// caller coordinates), at most `limit` rows; true when more were left
+    /// out. The rows stream: the ones not kept are never held.
+    pub async fn group_lags(
+        &self,
+        limit: usize,
+        keep: impl Fn(&str) -> bool + Send + 'static,
+    ) -> Result<(Vec<GroupLag>, bool), MetaError> {
         self.run(move |c| async move {
-            Ok(c.query(sql::GROUP_LAGS, &[&limit])
-                .await?
-                .iter()
-                .map(|r| GroupLag {
-                    group_id: r.get(0),
+            use futures::TryStreamExt;
+            let rows = c
+                .query_raw(
+                    sql::GROUP_LAGS,
+                    std::iter::empty::<&(dyn tokio_postgres::types::ToSql + Sync)>(),
+                )
+                .await?;
+            futures::pin_mut!(rows);
+            let mut out = Vec::new();
+            while let Some(r) = rows.try_next().await? {
+                let group_id: String = r.get(0);
+                if !keep(&group_id) {
+                    continue;
+                }
+                if out.len() == limit {
+                    return Ok((out, true));
+                }
+                out.push(GroupLag {
+                    group_id,
                     topic: r.get(1),
                     partitions: r.get(2),
                     lag: r.get(3),
                     lag_max: r.get(4),
-                })
-                .collect())
+                });
+            }
+            Ok((out, false))
         })
         .await
     }

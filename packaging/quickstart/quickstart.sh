@@ -42,7 +42,8 @@ die() { echo "error: $*" >&2; exit 1; }
 
 pg_bindir() {
     local d
-    for d in "$(pg_config --bindir 2>/dev/null || true)" $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+    for d in "$(dirname "$(command -v initdb 2>/dev/null || echo /nonexistent/initdb)")" \
+        "$(pg_config --bindir 2>/dev/null || true)" $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
         [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && { echo "$d"; return; }
     done
     die "no PostgreSQL server binaries (initdb, pg_ctl): apt-get install postgresql (or dnf install postgresql-server)"
@@ -71,11 +72,14 @@ start_postgres() {
     local data=$QS_DIR/pg
     if [ ! -f "$data/PG_VERSION" ]; then
         say "PostgreSQL: initdb $data"
+        rm -rf "$data" # an initdb that stopped half way
         mkdir -p "$data"
         if [ "$(id -u)" = 0 ]; then
             getent passwd postgres >/dev/null || die "running as root needs a 'postgres' user for the PostgreSQL server"
             chown postgres "$data"
             chmod 0700 "$data"
+            runuser -u postgres -- test -x "$data" ||
+                die "the postgres user cannot reach $data: as root, put QS_DIR where every user may enter (QS_DIR=/var/tmp/rutomq-quickstart)"
         fi
         as_pg "$bin/initdb" -D "$data" -U rutomq --auth=trust -E UTF8 >"$QS_DIR/logs/initdb.log" 2>&1
     fi
@@ -131,11 +135,12 @@ start_agent() {
     wait_for "the agent" 60 curl -sf "http://127.0.0.1:$HTTP_PORT/health/ready"
 }
 
-stop_pid() { # name
+stop_pid() { # name, the program it must be running
     local f=$QS_DIR/$1.pid
     [ -f "$f" ] || return 0
     local pid; pid=$(cat "$f")
-    if kill -0 "$pid" 2>/dev/null; then
+    # After a reboot the pid may be someone else's.
+    if kill -0 "$pid" 2>/dev/null && [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$(realpath -m "$2")" ]; then
         kill -TERM "$pid"
         for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
         kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
@@ -155,9 +160,14 @@ start)
     say "ready: bootstrap 127.0.0.1:$KAFKA_PORT (any Kafka client), health and metrics on http://127.0.0.1:$HTTP_PORT"
     ;;
 demo)
+    [ -n "$BIN" ] && [ -x "$BIN" ] || die "no rutomq binary: cargo build --release, or set RUTOMQ_BIN"
     export RUTOMQ_BROKERS="127.0.0.1:$KAFKA_PORT"
     say "rutomq topic create quickstart -p 3"
-    "$BIN" topic create quickstart -p 3 || true
+    if ! created=$("$BIN" topic create quickstart -p 3 2>&1); then
+        # A second demo finds the topic there; anything else is a failure.
+        grep -q TOPIC_ALREADY_EXISTS <<<"$created" || die "$created"
+    fi
+    echo "$created"
     say "three records in, with keys"
     printf 'alice:hello\nbob:from rutomq\ncarol:on S3\n' | "$BIN" produce quickstart --key-delimiter :
     say "and out again"
@@ -170,8 +180,8 @@ demo)
     "$BIN" cluster status --http "127.0.0.1:$HTTP_PORT"
     ;;
 stop)
-    stop_pid agent
-    stop_pid s3
+    stop_pid agent "$BIN"
+    stop_pid s3 "$QS_TOOLS/bin/s3s-fs"
     if [ -f "$QS_DIR/pg/PG_VERSION" ]; then
         as_pg "$(pg_bindir)/pg_ctl" -D "$QS_DIR/pg" -m fast stop >/dev/null 2>&1 || true
     fi

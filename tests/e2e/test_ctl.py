@@ -69,23 +69,53 @@ def test_topic_produce_consume_commands(start_agent):
     got = [json.loads(line) for line in ctl(agent, "consume", topic, "-e", "--format", "json").stdout.splitlines()]
     by_key = {r["key"]: r for r in got}
     assert len(got) == 5 and by_key["k3"]["value"] == "third, with: colons", got
-    assert by_key["k1"]["headers"] == {"source": "cli"}
-    assert by_key["j"]["headers"] == {"h": "x"} and by_key["j"]["partition"] == 2
+    assert by_key["k1"]["headers"] == [["source", "cli"]]
+    assert by_key["j"]["headers"] == [["h", "x"]] and by_key["j"]["partition"] == 2
     assert by_key[None]["value"] == {"base64": "AAEC/w=="}
     text = ctl(agent, "consume", topic, "-e", "-p", "2", "--key-delimiter", "=").stdout
     assert "j=from json\n" in text
+    # From an offset on, one partition: the JSON record's second header list round-trips.
+    ctl(agent, "produce", topic, "--format", "json", stdin=json.dumps(
+        {"key": "dup", "value": "v", "partition": 1, "headers": [["a", "1"], ["a", "2"]]}) + "\n")
+    p1 = [json.loads(line) for line in
+          ctl(agent, "consume", topic, "-e", "-p", "1", "-o", "1", "--format", "json").stdout.splitlines()]
+    assert [r["offset"] for r in p1] == list(range(1, p1[-1]["offset"] + 1)) and p1[-1]["key"] == "dup", p1
+    assert p1[-1]["headers"] == [["a", "1"], ["a", "2"]], p1
+
+    # A line goes out when it is written, not when the input ends (`tail -f | rutomq produce`).
+    live = subprocess.Popen([require_binary(), "produce", topic, "-p", "0", "-b", agent.bootstrap],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        live.stdin.write(b"while the input is open\n")
+        live.stdin.flush()
+        deadline = time.monotonic() + 20
+        while "while the input is open" not in ctl(agent, "consume", topic, "-e", "-p", "0").stdout:
+            assert time.monotonic() < deadline, "a line written to an open input was not produced"
+            time.sleep(0.3)
+    finally:
+        live.stdin.close()
+        assert live.wait(timeout=30) == 0, live.stderr.read()
+
+    # `rutomq consume | head -1`: the reader leaving is a normal end.
+    head = subprocess.Popen([require_binary(), "consume", topic, "-b", agent.bootstrap],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    head.stdout.readline()
+    head.stdout.close()
+    ctl(agent, "produce", topic, stdin="one more, for a write into the closed pipe\n")
+    assert head.wait(timeout=30) == 0, head.stderr.read()
 
     # Someone else's client reads what the CLI wrote.
     c = Consumer({"bootstrap.servers": agent.bootstrap, "group.id": unique_topic("g"),
                   "auto.offset.reset": "earliest", "enable.auto.commit": False})
     c.subscribe([topic])
-    seen, deadline = {}, time.monotonic() + 30
-    while len(seen) < 5 and time.monotonic() < deadline:
+    seen, deadline = [], time.monotonic() + 30
+    wanted = [(b"k1", b"first", [("source", b"cli")]), (None, b"\x00\x01\x02\xff", [])]
+    while not all(w in seen for w in wanted) and time.monotonic() < deadline:
         m = c.poll(0.5)
         if m is not None and not m.error():
-            seen[m.key()] = (m.value(), dict(m.headers() or []))
+            seen.append((m.key(), m.value(), m.headers() or []))
     c.close()
-    assert seen[b"k1"] == (b"first", {"source": b"cli"}) and seen[None][0] == b"\x00\x01\x02\xff", seen
+    assert all(w in seen for w in wanted), seen
 
     ctl(agent, "topic", "delete", other)
     assert other not in {t["topic"] for t in ctl_json(agent, "topic", "list")}

@@ -58,7 +58,7 @@ def test_rpm_contents(packages):
     assert run("rpm", "-qcp", rpm).stdout.split() == ["/etc/rutomq/rutomq.env"]
     dump = run("rpm", "-qp", "--dump", rpm).stdout
     env_line = next(line for line in dump.splitlines() if line.startswith("/etc/rutomq/rutomq.env "))
-    assert " 0100640 " in env_line, env_line
+    assert " 0100640 root rutomq " in env_line, env_line
     scripts = run("rpm", "-qp", "--scripts", rpm).stdout
     assert "useradd --system" in scripts and "systemctl stop" in scripts, scripts
     assert not starts_or_enables(scripts), scripts
@@ -143,8 +143,13 @@ def test_deb_install_run_remove_purge(packages, pg_url, tmp_path):
         assert not os.path.exists("/usr/bin/rutomq") and os.path.exists(ENV_FILE)
         run("dpkg", "-i", deb)
         assert f"RUTOMQ_LISTEN=127.0.0.1:{port}" in open(ENV_FILE).read(), "reinstalling replaced a changed config"
+        # As `systemctl enable` would leave it: purging takes the link away too.
+        wants = "/etc/systemd/system/multi-user.target.wants"
+        os.makedirs(wants, exist_ok=True)
+        os.symlink(UNIT, f"{wants}/rutomq.service")
         run("dpkg", "--purge", "rutomq")
         assert not os.path.exists(ENV_FILE) and not os.path.exists("/var/lib/rutomq")
+        assert not os.path.lexists(f"{wants}/rutomq.service")
         assert run("dpkg-query", "-W", "rutomq", check=False).returncode != 0
     finally:
         run("dpkg", "--purge", "rutomq", check=False)

@@ -124,7 +124,16 @@ pub async fn run(c: &Client, cmd: ClusterCmd) -> Result<()> {
     let mut lags = Table::new(&["GROUP", "TYPE", "STATE", "PARTITIONS", "LAG"]);
     let groups = super::group::list(c).await?;
     for row in &groups.rows {
-        let name = row[0].as_str().unwrap_or_default().to_owned();
+        let Some(name) = row[0].as_str().map(str::to_owned) else {
+            lags.row(vec![
+                row[0].clone(),
+                row[1].clone(),
+                row[2].clone(),
+                Value::Null,
+                Value::Null,
+            ]);
+            continue;
+        };
         let (parts, lag) = match super::group::lag(c, &name).await {
             Ok(l) => (
                 json!(l.len()),
@@ -154,13 +163,21 @@ pub async fn run(c: &Client, cmd: ClusterCmd) -> Result<()> {
 /// GET http://ADDR/status: a blocking HTTP/1.1 request, one answer per
 /// connection (the agent's server closes after it).
 fn get_status(addr: &str) -> Result<Value> {
-    let sock = addr
+    let mut last = anyhow!("{addr}: no address");
+    let mut conn = None;
+    for sock in addr
         .to_socket_addrs()
         .with_context(|| format!("resolving {addr}"))?
-        .next()
-        .ok_or_else(|| anyhow!("{addr}: no address"))?;
-    let mut s = TcpStream::connect_timeout(&sock, Duration::from_secs(5))
-        .with_context(|| format!("connecting to {addr}"))?;
+    {
+        match TcpStream::connect_timeout(&sock, Duration::from_secs(5)) {
+            Ok(s) => {
+                conn = Some(s);
+                break;
+            }
+            Err(e) => last = anyhow!(e).context(format!("connecting to {addr}")),
+        }
+    }
+    let mut s = conn.ok_or(last)?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
     write!(
         s,

@@ -90,14 +90,30 @@ pub async fn run(c: &Client, cmd: GroupCmd) -> Result<()> {
 pub(super) async fn list(c: &Client) -> Result<Table> {
     let md = c.metadata(Some(&[])).await?;
     let mut groups = BTreeMap::new();
+    let mut unreachable = Vec::new();
     for b in &md.brokers {
-        let conn = c.to(&datum_mq::native::host_port(&b.host, b.port)).await?;
-        let resp = conn
-            .call(&ListGroupsRequest::default(), LIST_GROUPS)
-            .await?;
-        check(resp.error_code, None, || {
-            format!("listing the groups of agent {}", b.node_id.0)
-        })?;
+        let addr = datum_mq::native::host_port(&b.host, b.port);
+        let asked = async {
+            let resp = c
+                .to(&addr)
+                .await?
+                .call(&ListGroupsRequest::default(), LIST_GROUPS)
+                .await?;
+            check(resp.error_code, None, || {
+                format!("listing the groups of agent {}", b.node_id.0)
+            })?;
+            anyhow::Ok(resp)
+        };
+        // One agent down must not hide the others' groups (a sick cluster
+        // is when this is asked).
+        let resp = match asked.await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(agent = b.node_id.0, error = %format!("{e:#}"), "cannot list this agent's groups");
+                unreachable.push(b.node_id.0);
+                continue;
+            }
+        };
         for g in resp.groups {
             let kind = if g.group_type.is_empty() {
                 g.protocol_type.to_string()
@@ -111,6 +127,14 @@ pub(super) async fn list(c: &Client) -> Result<Table> {
         }
     }
     let mut t = Table::new(&["GROUP", "TYPE", "STATE", "COORDINATOR"]);
+    for node in unreachable {
+        t.row(vec![
+            Value::Null,
+            Value::Null,
+            json!("(agent unreachable)"),
+            json!(node),
+        ]);
+    }
     for (g, (kind, state, node)) in groups {
         let state = (!state.is_empty()).then(|| json!(state));
         t.row(vec![
@@ -261,13 +285,13 @@ async fn reset(
 ) -> Result<Report> {
     // Kafka's tool refuses too: a live member would commit over the new
     // offsets (or be fenced by them) at its next commit.
-    match describe_group(c, group).await {
-        Ok(g) if !g.members.is_empty() => bail!(
+    let g = describe_group(c, group).await?;
+    if !g.members.is_empty() {
+        bail!(
             "group {group} has {} member(s) (state {}): stop its consumers before moving its offsets",
             g.members.len(),
             g.group_state.as_str()
-        ),
-        _ => {}
+        );
     }
     let md = c.metadata(Some(&[topic.to_owned()])).await?;
     let t = find_topic(&md, topic)?;
@@ -287,7 +311,10 @@ async fn reset(
     let current = committed(c, group, Some(topic)).await?;
     let mut plan = Vec::new();
     for k in &parts {
-        let (start, end) = (starts[k], ends[k]);
+        let (Some(&start), Some(&end)) = (starts.get(k), ends.get(k)) else {
+            bail!("no offsets for {}-{}", k.0, k.1);
+        };
+        let end = end.max(start);
         let now = current.get(k).copied();
         let new = match to {
             Target::Earliest => start,

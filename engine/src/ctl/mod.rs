@@ -143,7 +143,10 @@ impl ConnArgs {
 
 /// Runs one operator command to its end.
 pub fn run(cmd: CtlCommand) -> Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread()
+    // Two workers: the connections' tasks keep running (heartbeats, acks)
+    // while the command's own task writes to a slow terminal or pipe.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()?;
     rt.block_on(async move {

@@ -2,12 +2,12 @@
 //! or a pipe, one per line, as text or JSON.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use base64::Engine as _;
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use clap::Args;
 use datum_mq::batch::Record;
 use datum_mq::{
@@ -29,6 +29,11 @@ const FETCH: (i16, i16) = (4, 12);
 const PRODUCE_IN_FLIGHT_MAX: usize = 10_000;
 /// Kafka's OFFSET_OUT_OF_RANGE.
 const OFFSET_OUT_OF_RANGE: i16 = 1;
+/// The longest input line (a record with its key): a longer one is refused,
+/// not buffered.
+const LINE_BYTES_MAX: usize = 16 << 20;
+/// Input lines read ahead of the producer.
+const LINES_QUEUED_MAX: usize = 1024;
 
 #[derive(Args, Debug)]
 pub struct ProduceArgs {
@@ -104,30 +109,42 @@ fn producer_settings(a: &ProduceArgs) -> Result<KafkaProducerSettings> {
         .with_acks(acks))
 }
 
-/// One input line as a record.
+/// One input line (without its end of line) as a record. Text lines are
+/// bytes, not necessarily UTF-8.
 fn parse_line(
     a: &ProduceArgs,
     headers: &[(String, Option<Bytes>)],
-    line: &str,
+    line: Vec<u8>,
 ) -> Result<ProducerRecord> {
     let mut r = ProducerRecord::new(a.topic.clone());
     r.partition = a.partition;
     r.headers = headers.to_vec();
     match a.conn.format {
         Format::Table => {
-            let (key, value) = match (&a.key_delimiter, &a.key) {
-                (Some(d), _) => match line.split_once(d.as_str()) {
-                    Some((k, v)) => (Some(k), v),
-                    None => bail!("no key delimiter {d:?} in the line"),
-                },
-                (None, Some(k)) => (Some(k.as_str()), line),
-                (None, None) => (None, line),
+            let mut line = Bytes::from(line);
+            r.key = match (&a.key_delimiter, &a.key) {
+                (Some(d), _) => {
+                    let d = d.as_bytes();
+                    let at = line
+                        .windows(d.len().max(1))
+                        .position(|w| w == d)
+                        .ok_or_else(|| {
+                            anyhow!(
+                                "no key delimiter {:?} in the line",
+                                a.key_delimiter.as_deref().unwrap_or_default()
+                            )
+                        })?;
+                    let key = line.split_to(at);
+                    line.advance(d.len());
+                    Some(key)
+                }
+                (None, Some(k)) => Some(Bytes::copy_from_slice(k.as_bytes())),
+                (None, None) => None,
             };
-            r.key = key.map(|k| Bytes::copy_from_slice(k.as_bytes()));
-            r.value = Some(Bytes::copy_from_slice(value.as_bytes()));
+            r.value = Some(line);
         }
         Format::Json => {
-            let v: Value = serde_json::from_str(line).context("not a JSON object")?;
+            let v: Value = serde_json::from_slice(&line).context("not a JSON object")?;
             let obj = v.as_object().ok_or_else(|| anyhow!("not a JSON object"))?;
             r.key = bytes_field(obj, "key")?
                 .or(a.key.as_ref().map(|k| Bytes::copy_from_slice(k.as_bytes())));
@@ -143,19 +160,27 @@ fn parse_line(
                         .ok_or_else(|| anyhow!("\"timestamp\" is not milliseconds"))?,
                 );
             }
-            match obj.get("headers") {
-                None | Some(Value::Null) => {}
-                Some(Value::Object(h)) => {
-                    for (k, v) in h {
-                        let v = match v {
-                            Value::Null => None,
-                            Value::String(s) => Some(Bytes::copy_from_slice(s.as_bytes())),
-                            _ => bail!("header {k:?}: value is not a string or null"),
-                        };
-                        r.headers.push((k.clone(), v));
-                    }
-                }
-                Some(_) => bail!("\"headers\" is not an object"),
+            // [[name, value], ...] as consume prints them (Kafka allows a
+            // name twice, and keeps their order), or {"name": value}.
+            let pairs: Vec<(&str, &Value)> = match obj.get("headers") {
+                None | Some(Value::Null) => Vec::new(),
+                Some(Value::Object(h)) => h.iter().map(|(k, v)| (k.as_str(), v)).collect(),
+                Some(Value::Array(list)) => list
+                    .iter()
+                    .map(|pair| match pair.as_array().map(Vec::as_slice) {
+                        Some([Value::String(k), v]) => Ok((k.as_str(), v)),
+                        _ => Err(anyhow!("a header is not [name, value]")),
+                    })
+                    .collect::<Result<_>>()?,
+                Some(_) => bail!("\"headers\" is not a list of [name, value]"),
+            };
+            for (k, v) in pairs {
+                let v = match v {
+                    Value::Null => None,
+                    Value::String(s) => Some(Bytes::copy_from_slice(s.as_bytes())),
+                    _ => bail!("header {k:?}: value is not a string or null"),
+                };
+                r.headers.push((k.to_owned(), v));
             }
         }
     }
@@ -191,6 +216,39 @@ fn bytes_json(b: Option<&Bytes>) -> Value {
     }
 }
 
+/// Reads standard input line by line on its own thread (a blocking read
+/// must not hold up the connections' tasks: a line typed, or one from
+/// `tail -f`, goes out at once), handing each to the producer.
+fn read_lines(tx: tokio::sync::mpsc::Sender<Result<Vec<u8>>>) {
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    loop {
+        let mut line = Vec::new();
+        let read = (&mut input)
+            .take(LINE_BYTES_MAX as u64 + 1)
+            .read_until(b'\n', &mut line);
+        let item = match read {
+            Ok(0) => return,
+            Ok(_) if line.last() == Some(&b'\n') => {
+                line.pop();
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+                Ok(line)
+            }
+            Ok(_) if line.len() > LINE_BYTES_MAX => {
+                Err(anyhow!("longer than {LINE_BYTES_MAX} bytes"))
+            }
+            Ok(_) => Ok(line),
+            Err(e) => Err(anyhow!(e).context("reading standard input")),
+        };
+        let last = item.is_err();
+        if tx.blocking_send(item).is_err() || last {
+            return;
+        }
+    }
+}
+
 pub async fn produce(a: ProduceArgs) -> Result<()> {
     let headers = a
         .headers
@@ -198,51 +256,47 @@ pub async fn produce(a: ProduceArgs) -> Result<()> {
         .map(|h| key_value(h, "--header").map(|(k, v)| (k, Some(Bytes::from(v)))))
         .collect::<Result<Vec<_>>>()?;
     let producer = KafkaProducer::new(producer_settings(&a)?).await?;
-    let mut in_flight = FuturesUnordered::new();
-    let (mut sent, mut acked) = (0u64, 0u64);
+    let (tx, mut lines) = tokio::sync::mpsc::channel(LINES_QUEUED_MAX);
+    // A plain thread: a blocking task would keep the runtime from ending
+    // while standard input stays open.
+    std::thread::spawn(move || read_lines(tx));
+    let mut in_flight: FuturesUnordered<datum_mq::Delivery> = FuturesUnordered::new();
+    let mut acked = 0u64;
     let mut partitions = BTreeMap::<i32, u64>::new();
-    let stdin = std::io::stdin();
-    let mut lines = stdin.lock();
-    let mut line = String::new();
     let mut number = 0u64;
-    loop {
-        line.clear();
-        // A blocking read on the one thread: the sends are queued, and
-        // their acknowledgements are collected between lines.
-        if lines
-            .read_line(&mut line)
-            .context("reading standard input")?
-            == 0
-        {
-            break;
-        }
-        number += 1;
-        let text = line.strip_suffix('\n').unwrap_or(&line);
-        let text = text.strip_suffix('\r').unwrap_or(text);
-        let record =
-            parse_line(&a, &headers, text).with_context(|| format!("input line {number}"))?;
-        in_flight.push(producer.send(record).await?);
-        sent += 1;
-        while in_flight.len() >= PRODUCE_IN_FLIGHT_MAX {
-            if let Some(d) = in_flight.next().await {
+    let mut input_done = false;
+    while !(input_done && in_flight.is_empty()) {
+        tokio::select! {
+            biased;
+            Some(d) = in_flight.next(), if !in_flight.is_empty() => {
                 let m = d.with_context(|| format!("producing to {}", a.topic))?;
                 *partitions.entry(m.partition).or_default() += 1;
                 acked += 1;
             }
+            line = lines.recv(), if !input_done && in_flight.len() < PRODUCE_IN_FLIGHT_MAX => match line {
+                None => {
+                    input_done = true;
+                    producer.flush().await?;
+                }
+                Some(line) => {
+                    number += 1;
+                    let record = line
+                        .and_then(|l| parse_line(&a, &headers, l))
+                        .with_context(|| format!("input line {number}"))?;
+                    in_flight.push(producer.send(record).await?);
+                }
+            },
         }
     }
-    producer.flush().await?;
-    while let Some(d) = in_flight.next().await {
-        let m = d.with_context(|| format!("producing to {}", a.topic))?;
-        *partitions.entry(m.partition).or_default() += 1;
-        acked += 1;
-    }
-    debug_assert_eq!(sent, acked);
+    let mut out = std::io::stdout().lock();
     match a.conn.format {
-        Format::Json => println!(
-            "{}",
-            json!({"topic": a.topic, "records": acked, "partitions": partitions})
-        ),
+        Format::Json => {
+            let _ = writeln!(
+                out,
+                "{}",
+                json!({"topic": a.topic, "records": acked, "partitions": partitions})
+            );
+        }
         Format::Table => {
             let spread: Vec<String> = partitions.iter().map(|(p, n)| format!("{p}:{n}")).collect();
             eprintln!(
@@ -269,10 +323,10 @@ impl Printer<'_> {
         let (key, value) = (r.key.as_ref(), r.value.as_ref());
         match self.format {
             Format::Json => {
-                let h: Map<String, Value> = r
+                let h: Vec<Value> = r
                     .headers
                     .iter()
-                    .map(|(k, v)| (k.clone(), bytes_json(v.as_ref())))
+                    .map(|(k, v)| json!([k, bytes_json(v.as_ref())]))
                     .collect();
                 let line = json!({
                     "topic": topic, "partition": partition, "offset": r.offset,
@@ -313,8 +367,41 @@ pub async fn consume(c: &Client, a: ConsumeArgs) -> Result<()> {
         Some(g) => consume_group(&a, g, &mut printer).await,
         None => consume_partitions(c, &a, &mut printer).await,
     };
-    printer.out.flush()?;
-    result
+    let result = result.and_then(|()| Ok(printer.out.flush()?));
+    // The reader went away (`| head`): it has what it wanted.
+    match result {
+        Err(e) if is_broken_pipe(&e) => Ok(()),
+        other => other,
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// Each partition's leader, "host:port" (the bootstrap agent where the
+/// metadata names none).
+pub(super) fn leaders(
+    md: &kafka_protocol::messages::MetadataResponse,
+    t: &kafka_protocol::messages::metadata_response::MetadataResponseTopic,
+) -> BTreeMap<i32, String> {
+    t.partitions
+        .iter()
+        .filter_map(|p| {
+            md.brokers
+                .iter()
+                .find(|b| b.node_id == p.leader_id)
+                .map(|b| {
+                    (
+                        p.partition_index,
+                        datum_mq::native::host_port(&b.host, b.port),
+                    )
+                })
+        })
+        .collect()
 }
 
 /// Ctrl-C or SIGTERM: a consume stops cleanly (a group member commits and
@@ -340,16 +427,19 @@ async fn consume_group(a: &ConsumeArgs, group: &str, printer: &mut Printer<'_>) 
         "end" => AutoOffsetReset::Latest,
         other => bail!("--offset {other} with --group: expected start or end (move a group's offsets with `rutomq group reset-offsets`)"),
     };
-    let settings = KafkaConsumerSettings::new(a.conn.brokers.clone(), group)
+    let mut settings = KafkaConsumerSettings::new(a.conn.brokers.clone(), group)
         .with_client_id(super::CLIENT_ID)
         .with_security(a.conn.security()?)
         .with_auto_offset_reset(reset);
+    settings.request_timeout = Duration::from_millis(a.conn.timeout_ms.max(1));
     let mut source = KafkaSource::new(settings, &[a.topic.as_str()]).await?;
     let mut failure = None;
+    let stop = stop_signal();
+    tokio::pin!(stop);
     while !printer.done() {
         let next = tokio::select! {
             n = source.next() => n,
-            _ = stop_signal() => break,
+            _ = &mut stop => break,
         };
         match next {
             None => break,
@@ -365,14 +455,18 @@ async fn consume_group(a: &ConsumeArgs, group: &str, printer: &mut Printer<'_>) 
                     value: r.value,
                     headers: r.headers,
                 };
-                printer.print(&r.topic, r.partition, &record)?;
+                if let Err(e) = printer.print(&r.topic, r.partition, &record) {
+                    failure = Some(e);
+                    break;
+                }
                 ack.ack();
             }
         }
     }
-    // Commits what was acknowledged and leaves the group.
-    source.close().await?;
-    failure.map_or(Ok(()), Err)
+    // Commits what was printed and leaves the group, even after a failure.
+    let closed = source.close().await;
+    failure.map_or(Ok(()), Err)?;
+    Ok(closed?)
 }
 
 /// Reads partitions directly, from their leaders.
@@ -396,40 +490,34 @@ async fn consume_partitions(c: &Client, a: &ConsumeArgs, printer: &mut Printer<'
     }
     let starts = list_offsets(c, &md, &parts, -2).await?;
     let ends = list_offsets(c, &md, &parts, -1).await?;
+    let bounds = |k: &(String, i32)| -> Result<(i64, i64)> {
+        match (starts.get(k), ends.get(k)) {
+            (Some(&s), Some(&e)) => Ok((s, e.max(s))),
+            _ => bail!("no offsets for {}-{}", k.0, k.1),
+        }
+    };
     let mut positions: BTreeMap<i32, i64> = BTreeMap::new();
+    let mut stop_at: BTreeMap<i32, i64> = BTreeMap::new();
     for k in &parts {
+        let (start, end) = bounds(k)?;
         let pos = match a.offset.as_str() {
-            "start" => starts[k],
-            "end" => ends[k],
+            "start" => start,
+            "end" => end,
             n => n
                 .parse::<i64>()
                 .map_err(|_| anyhow!("--offset {n}: expected start, end or an offset"))?
-                .clamp(starts[k], ends[k]),
+                .clamp(start, end),
         };
         positions.insert(k.1, pos);
+        stop_at.insert(k.1, end);
     }
-    let leaders: BTreeMap<i32, String> = t
-        .partitions
-        .iter()
-        .filter_map(|p| {
-            md.brokers
-                .iter()
-                .find(|b| b.node_id == p.leader_id)
-                .map(|b| {
-                    (
-                        p.partition_index,
-                        datum_mq::native::host_port(&b.host, b.port),
-                    )
-                })
-        })
-        .collect();
+    let leaders = leaders(&md, t);
     let topic_id = t.topic_id;
     let at_end = |positions: &BTreeMap<i32, i64>| {
-        a.exit_at_end
-            && positions
-                .iter()
-                .all(|(p, pos)| *pos >= ends[&(a.topic.clone(), *p)])
+        a.exit_at_end && positions.iter().all(|(p, pos)| *pos >= stop_at[p])
     };
+    let stop = stop_signal();
+    tokio::pin!(stop);
     let mut batch = Vec::new();
     while !printer.done() && !at_end(&positions) {
         let mut by_leader: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
@@ -454,7 +542,7 @@ async fn consume_partitions(c: &Client, a: &ConsumeArgs, printer: &mut Printer<'
                                 FetchPartition::default()
                                     .with_partition(*p)
                                     .with_current_leader_epoch(-1)
-                                    .with_fetch_offset(positions[p])
+                                    .with_fetch_offset(positions.get(p).copied().unwrap_or(0))
                                     .with_log_start_offset(-1)
                                     .with_partition_max_bytes(1 << 20)
                             })
@@ -464,21 +552,33 @@ async fn consume_partitions(c: &Client, a: &ConsumeArgs, printer: &mut Printer<'
             let fetch = conn.call(&req, FETCH);
             let resp = tokio::select! {
                 r = fetch => r?,
-                _ = stop_signal() => return Ok(()),
+                _ = &mut stop => return Ok(()),
             };
             check(resp.error_code, None, || format!("fetching {}", a.topic))?;
             for topic in resp.responses {
                 for p in topic.partitions {
-                    let pos = positions.get_mut(&p.partition_index).expect("asked for");
+                    let Some(pos) = positions.get_mut(&p.partition_index) else {
+                        continue; // not asked for
+                    };
                     if p.error_code == OFFSET_OUT_OF_RANGE {
-                        // Retention moved the log start past us: go on from there.
+                        // Retention (or DeleteRecords) passed us, or the log
+                        // was cut below us: go on from the nearest offset the
+                        // log has, as Kafka's consumers do with a reset.
+                        let k = (a.topic.clone(), p.partition_index);
+                        let one = std::slice::from_ref(&k);
+                        let start = list_offsets(c, &md, one, -2).await?;
+                        let end = list_offsets(c, &md, one, -1).await?;
+                        let (Some(&start), Some(&end)) = (start.get(&k), end.get(&k)) else {
+                            bail!("no offsets for {}-{}", k.0, k.1);
+                        };
+                        let to = (*pos).clamp(start, end.max(start));
                         tracing::warn!(
                             partition = p.partition_index,
                             offset = *pos,
-                            log_start = p.log_start_offset,
-                            "offset out of range; going on from the log start"
+                            to,
+                            "offset out of range; going on from the nearest offset in the log"
                         );
-                        *pos = p.log_start_offset.max(*pos);
+                        *pos = to;
                         continue;
                     }
                     check(p.error_code, None, || {

@@ -186,12 +186,11 @@ impl Coordinator {
     fn measure_lag(&self) {
         let (meta, owns, stats) = (self.meta.clone(), self.owns.clone(), self.stats.clone());
         tokio::spawn(async move {
-            match meta.group_lags(GROUP_LAG_ROWS_MAX).await {
-                Ok(mut rows) => {
-                    if rows.len() as i64 >= GROUP_LAG_ROWS_MAX {
+            match meta.group_lags(GROUP_LAG_ROWS_MAX, move |g| owns(g)).await {
+                Ok((rows, more)) => {
+                    if more {
                         tracing::warn!(rows = rows.len(), "consumer lag: more groups and topics than exported; the rest are left out");
                     }
-                    rows.retain(|r| owns(&r.group_id));
                     *stats.lags.lock().expect("stats lock") = rows;
                 }
                 Err(e) => tracing::warn!(error = %e, "measuring consumer lag failed"),

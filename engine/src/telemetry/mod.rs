@@ -417,8 +417,8 @@ impl Telemetry {
             let _ = write!(
                 out,
                 "{name}{{name=\"{}\",client_instance_id=\"{instance}\",client_id=\"{}\"",
-                escape(metric),
-                escape(client_id)
+                crate::metrics::label_value(metric),
+                crate::metrics::label_value(client_id)
             );
             // Two keys may clean up to one label name: the first is kept
             // (a repeated label would spoil the whole page).
@@ -426,7 +426,7 @@ impl Telemetry {
             for (k, val) in attrs {
                 let l = label(k);
                 if !labels.contains(&l) {
-                    let _ = write!(out, ",{l}=\"{}\"", escape(val));
+                    let _ = write!(out, ",{l}=\"{}\"", crate::metrics::label_value(val));
                     labels.push(l);
                 }
             }
@@ -513,12 +513,6 @@ fn label(key: &str) -> String {
         s.insert_str(0, "attr_");
     }
     s
-}
-
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 #[cfg(test)]

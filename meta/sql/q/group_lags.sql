@@ -8,4 +8,3 @@ JOIN partitions p ON p.topic_id = o.topic_id AND p.partition = o.partition
 JOIN topics t ON t.topic_id = o.topic_id
 GROUP BY o.group_id, t.name
 ORDER BY o.group_id, t.name
-LIMIT $1
