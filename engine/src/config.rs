@@ -16,7 +16,11 @@ pub struct Cli {
     pub command: Option<Command>,
     #[command(flatten)]
     pub logs: LogArgs,
-    #[command(flatten)]
+    // `rutomq` alone serves: its flags are `rutomq serve`'s.
+    #[command(
+        flatten,
+        next_help_heading = "Agent options (`rutomq serve`, the default command)"
+    )]
     pub serve: ServeArgs,
 }
 

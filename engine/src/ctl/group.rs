@@ -28,12 +28,16 @@ pub enum GroupCmd {
     List,
     /// A group's state, members and, per partition, its committed offset
     /// and lag.
-    Describe { group: String },
+    Describe {
+        /// The consumer group.
+        group: String,
+    },
     /// Move a group's committed offsets (the group must have no members).
     /// Prints the plan; --execute commits it.
     #[command(group(ArgGroup::new("to").required(true)
         .args(["to_earliest", "to_latest", "to_offset", "shift_by"])))]
     ResetOffsets {
+        /// The consumer group.
         group: String,
         /// The topic whose offsets move.
         #[arg(long)]
@@ -41,10 +45,13 @@ pub enum GroupCmd {
         /// Only these partitions (default: all), comma-separated.
         #[arg(long, value_delimiter = ',')]
         partitions: Vec<i32>,
+        /// To each partition's log start.
         #[arg(long)]
         to_earliest: bool,
+        /// To each partition's end (the group skips what is there now).
         #[arg(long)]
         to_latest: bool,
+        /// To this offset in every partition, kept within the log.
         #[arg(long)]
         to_offset: Option<i64>,
         /// Move each committed offset by N (negative: back), kept within

@@ -39,6 +39,7 @@ const LINES_QUEUED_MAX: usize = 1024;
 pub struct ProduceArgs {
     #[command(flatten)]
     pub conn: ConnArgs,
+    /// The topic to write to.
     pub topic: String,
     /// Split each text line at the first DELIM into key and value.
     #[arg(long)]
@@ -64,6 +65,7 @@ pub struct ProduceArgs {
 pub struct ConsumeArgs {
     #[command(flatten)]
     pub conn: ConnArgs,
+    /// The topic to read.
     pub topic: String,
     /// Read as this consumer group (its committed offsets, committing what
     /// was printed); without it, read the partitions directly.

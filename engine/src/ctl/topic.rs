@@ -32,6 +32,7 @@ const DEFAULT_CONFIG: i8 = 5;
 pub enum TopicCmd {
     /// Create topics.
     Create {
+        /// Topic names.
         #[arg(required = true)]
         names: Vec<String>,
         /// Partitions of each (default: the cluster's num.partitions).
@@ -56,6 +57,7 @@ pub enum TopicCmd {
     },
     /// A topic's partitions, offsets and configs.
     Describe {
+        /// The topic.
         name: String,
         /// Show every config, not only those set on the topic.
         #[arg(long)]
@@ -63,11 +65,13 @@ pub enum TopicCmd {
     },
     /// Delete topics.
     Delete {
+        /// Topic names.
         #[arg(required = true)]
         names: Vec<String>,
     },
     /// Set or remove topic configs.
     AlterConfig {
+        /// The topic.
         name: String,
         /// NAME=VALUE to set (repeatable).
         #[arg(long = "set")]
