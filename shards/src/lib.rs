@@ -238,7 +238,7 @@ impl Shards {
         assert!(!config.listeners.is_empty());
         assert!(config.frame_bytes_max >= 1024);
         assert!(config.shard_memory_bytes_max >= 1024);
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpus = allowed_cpus();
         let factory = Arc::new(factory);
         let stats = Arc::new(ShardStats::default());
         let mut stop_txs = Vec::new();
@@ -252,8 +252,10 @@ impl Shards {
             let (stop_tx, stop_rx) = oneshot::channel();
             let placement = if config.pin {
                 // One executor per core, fixed, so each shard keeps its
-                // caches warm and never migrates between cores.
-                Placement::Fixed(shard % cores)
+                // caches warm and never migrates between cores; only the
+                // cores this process may run on (a cpuset from taskset,
+                // systemd's CPUAffinity or Kubernetes' CPU manager).
+                Placement::Fixed(cpus[shard % cpus.len()])
             } else {
                 Placement::Unbound
             };
@@ -684,4 +686,64 @@ async fn within<F: Future>(limit: Duration, fut: F) -> Option<F::Output> {
 /// Boxes a future for [`Reply::Later`].
 pub fn later<F: Future<Output = Option<Bytes>> + 'static>(fut: F) -> Reply {
     Reply::Later(fut.boxed_local())
+}
+
+/// The CPUs this process may run on, in order: its affinity mask as the
+/// kernel reports it (`Cpus_allowed_list` in /proc/self/status), or the
+/// first `available_parallelism` CPUs when that cannot be read.
+pub fn allowed_cpus() -> Vec<usize> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .and_then(|list| parse_cpu_list(list.trim()))
+        })
+        .filter(|cpus| !cpus.is_empty())
+        .unwrap_or_else(|| {
+            (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+        })
+}
+
+/// The largest CPU number taken from a CPU list: bounds the list a
+/// malformed range could make.
+const CPU_NUMBER_MAX: usize = 1 << 16;
+
+/// "0-3,8,10-11" as [0, 1, 2, 3, 8, 10, 11]; None when malformed.
+fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (lo, hi) = match part.split_once('-') {
+            Some((lo, hi)) => (lo.parse::<usize>().ok()?, hi.parse::<usize>().ok()?),
+            None => {
+                let one = part.parse::<usize>().ok()?;
+                (one, one)
+            }
+        };
+        if lo > hi || hi > CPU_NUMBER_MAX {
+            return None;
+        }
+        cpus.extend(lo..=hi);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Some(cpus)
+}
+
+#[cfg(test)]
+mod cpu_tests {
+    #[test]
+    fn cpu_lists_parse_like_the_kernel_prints_them() {
+        assert_eq!(
+            super::parse_cpu_list("0-3,8,10-11"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
+        assert_eq!(super::parse_cpu_list("1"), Some(vec![1]));
+        assert_eq!(super::parse_cpu_list(""), Some(vec![]));
+        assert_eq!(super::parse_cpu_list("3-1"), None);
+        assert_eq!(super::parse_cpu_list("0-99999999"), None);
+        assert_eq!(super::parse_cpu_list("x"), None);
+        assert!(!super::allowed_cpus().is_empty());
+    }
 }

@@ -65,3 +65,39 @@ def test_serve_rejects_bad_object_store(fresh_db, tmp_path):
             raise AssertionError(f"serve with an invalid --object-store still running after 30 s:\n"
                                  f"{log.read_text(errors='replace')[-3000:]}")
     assert rc != 0, f"serve with an invalid --object-store exited 0:\n{log.read_text(errors='replace')[-3000:]}"
+
+
+def test_shards_pin_only_to_the_cpus_the_process_may_use(fresh_db, tmp_path):
+    """Under a CPU mask (taskset, systemd's CPUAffinity, a Kubernetes cpuset) each shard is
+    pinned to a CPU of that mask, never outside it (a cpuset refuses that, and the agent would
+    not start)."""
+    import os
+    import time
+
+    allowed = sorted(os.sched_getaffinity(0))
+    cpu = allowed[-1]
+    binary = require_binary()
+    port, hport = free_ports(2)
+    log = tmp_path / "pinned.log"
+    args = ["taskset", "-c", str(cpu), binary, "serve", "--data-dir", str(tmp_path / "data"),
+            "--listen", f"127.0.0.1:{port}", "--http", f"127.0.0.1:{hport}", "--postgres-url", fresh_db,
+            "--object-store", f"file://{tmp_path / 'objects'}", "--shards", "1"]
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT)
+    try:
+        deadline, shards = time.monotonic() + 30, {}
+        while not shards:
+            assert proc.poll() is None, f"the agent exited {proc.returncode}:\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"no shard thread:\n{log.read_text()[-3000:]}"
+            time.sleep(0.3)
+            for t in os.listdir(f"/proc/{proc.pid}/task"):
+                try:
+                    name = open(f"/proc/{proc.pid}/task/{t}/comm").read().strip()
+                    if name.startswith("shard-"):
+                        shards[t] = os.sched_getaffinity(int(t))
+                except OSError:
+                    pass
+        assert all(mask == {cpu} for mask in shards.values()), (cpu, shards)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
