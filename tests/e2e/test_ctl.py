@@ -180,3 +180,35 @@ def test_group_and_cluster_commands(start_agent):
     # Without a reachable HTTP address the Kafka part is still printed, and the exit says why.
     blind = ctl(agent, "cluster", "status", "--http", "127.0.0.1:1", check=False)
     assert blind.returncode == 1 and "AGENTS" in blind.stdout and "--http" in blind.stderr, blind
+
+
+def test_consume_follows_the_leaders_when_an_agent_stops(start_agent):
+    """A tailing `rutomq consume` (no group) keeps going through a rolling restart: the agent it
+    connected to first stops, the partitions' leaders move, it asks the other agent of its
+    --brokers list and prints what is produced there."""
+    a, b = start_agent(), start_agent()
+    topic = unique_topic("ctl-roll")
+    ctl(a, "topic", "create", topic, "-p", "4")
+    ctl(a, "produce", topic, stdin="".join(f"before {i}\n" for i in range(8)))
+    tail = subprocess.Popen([require_binary(), "consume", topic, "-b", f"{a.bootstrap},{b.bootstrap}",
+                             "--timeout-ms", "60000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        got = [tail.stdout.readline() for _ in range(8)]
+        assert sorted(got) == sorted(f"before {i}\n" for i in range(8)), got
+        a.stop()
+        # The remaining agent takes the partitions once it sees the other gone.
+        def one_leader():
+            d = ctl(b, "topic", "describe", topic, "--format", "json", check=False)
+            return d.returncode == 0 and len({p["leader"] for p in json.loads(d.stdout)["partitions"]}) == 1
+
+        deadline = time.monotonic() + 30
+        while not one_leader():
+            assert time.monotonic() < deadline, "the partitions never moved to the remaining agent"
+            time.sleep(0.5)
+        ctl(b, "produce", topic, stdin="".join(f"after {i}\n" for i in range(8)))
+        after = [tail.stdout.readline() for _ in range(8)]
+        assert sorted(after) == sorted(f"after {i}\n" for i in range(8)), after
+    finally:
+        tail.terminate()
+        assert tail.wait(timeout=30) == 0, tail.stderr.read()

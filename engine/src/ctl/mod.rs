@@ -181,6 +181,10 @@ pub struct Client {
     format: Format,
     /// Connections by "host:port", the bootstrap one included.
     others: tokio::sync::Mutex<HashMap<String, Connection>>,
+    /// --brokers, for finding an agent again.
+    bootstrap: Vec<String>,
+    /// The agents the last metadata answer named.
+    known: tokio::sync::Mutex<Vec<String>>,
 }
 
 const CLIENT_ID: &str = "rutomq-cli";
@@ -195,8 +199,9 @@ impl Client {
         let security = args.security()?;
         let timeout = Duration::from_millis(args.timeout_ms.max(1));
         let mut last = None;
-        for addr in datum_mq::native::bootstrap_addrs(&args.brokers)? {
-            match datum_mq::connect(&addr, &security, CLIENT_ID, timeout).await {
+        let bootstrap = datum_mq::native::bootstrap_addrs(&args.brokers)?;
+        for addr in &bootstrap {
+            match datum_mq::connect(addr, &security, CLIENT_ID, timeout).await {
                 Ok(conn) => {
                     return Ok(Client {
                         conn,
@@ -204,6 +209,8 @@ impl Client {
                         timeout,
                         format: args.format,
                         others: Default::default(),
+                        bootstrap: bootstrap.clone(),
+                        known: Default::default(),
                     })
                 }
                 Err(e) => last = Some(anyhow!(e).context(format!("connecting to {addr}"))),
@@ -223,7 +230,7 @@ impl Client {
 
     /// A connection to `addr` ("host:port"), opened once.
     pub async fn to(&self, addr: &str) -> Result<Connection> {
-        if addr == self.conn.broker() {
+        if addr == self.conn.broker() && self.conn.is_alive() {
             return Ok(self.conn.clone());
         }
         let mut others = self.others.lock().await;
@@ -239,19 +246,40 @@ impl Client {
 
     /// Metadata of `topics` (all topics when None); never creates one.
     pub async fn metadata(&self, topics: Option<&[String]>) -> Result<MetadataResponse> {
-        use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-        use kafka_protocol::messages::TopicName;
-        let req = MetadataRequest::default()
-            .with_topics(topics.map(|ts| {
-                ts.iter()
-                    .map(|t| {
-                        MetadataRequestTopic::default()
-                            .with_name(Some(TopicName(StrBytes::from_string(t.clone()))))
-                    })
-                    .collect()
-            }))
-            .with_allow_auto_topic_creation(false);
-        Ok(self.conn.call(&req, METADATA).await?)
+        let md = self.conn.call(&metadata_request(topics), METADATA).await?;
+        let mut known = self.known.lock().await;
+        known.clear();
+        known.extend(
+            md.brokers
+                .iter()
+                .map(|b| datum_mq::native::host_port(&b.host, b.port)),
+        );
+        Ok(md)
+    }
+
+    /// Metadata of `topics` from any agent that answers: the bootstrap
+    /// connection, then the --brokers list, then the agents the last
+    /// answer named (the bootstrap agent may be the one restarting).
+    pub async fn metadata_any(&self, topics: &[String]) -> Result<MetadataResponse> {
+        let first = self.metadata(Some(topics)).await;
+        let Err(mut last) = first else { return first };
+        let mut addrs = self.bootstrap.clone();
+        for k in self.known.lock().await.iter() {
+            if !addrs.contains(k) {
+                addrs.push(k.clone());
+            }
+        }
+        for addr in addrs {
+            let asked = async {
+                let req = metadata_request(Some(topics));
+                anyhow::Ok(self.to(&addr).await?.call(&req, METADATA).await?)
+            };
+            match asked.await {
+                Ok(md) => return Ok(md),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
     }
 
     /// The connection to `group`'s coordinator.
@@ -266,6 +294,22 @@ impl Client {
         self.to(&datum_mq::native::host_port(&resp.host, resp.port))
             .await
     }
+}
+
+/// A Metadata request for `topics` (all when None) that creates none.
+fn metadata_request(topics: Option<&[String]>) -> MetadataRequest {
+    use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+    use kafka_protocol::messages::TopicName;
+    MetadataRequest::default()
+        .with_topics(topics.map(|ts| {
+            ts.iter()
+                .map(|t| {
+                    MetadataRequestTopic::default()
+                        .with_name(Some(TopicName(StrBytes::from_string(t.clone()))))
+                })
+                .collect()
+        }))
+        .with_allow_auto_topic_creation(false)
 }
 
 /// Kafka's name of an error code (`TOPIC_ALREADY_EXISTS`), as its tools

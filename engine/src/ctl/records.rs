@@ -29,6 +29,10 @@ const FETCH: (i16, i16) = (4, 12);
 const PRODUCE_IN_FLIGHT_MAX: usize = 10_000;
 /// Kafka's OFFSET_OUT_OF_RANGE.
 const OFFSET_OUT_OF_RANGE: i16 = 1;
+/// Kafka's NOT_LEADER_OR_FOLLOWER.
+const NOT_LEADER_OR_FOLLOWER: i16 = 6;
+/// Pause before asking for the leaders again after a failed fetch.
+const LEADER_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 /// The longest input line (a record with its key): a longer one is refused,
 /// not buffered.
 const LINE_BYTES_MAX: usize = 16 << 20;
@@ -513,8 +517,13 @@ async fn consume_partitions(c: &Client, a: &ConsumeArgs, printer: &mut Printer<'
         positions.insert(k.1, pos);
         stop_at.insert(k.1, end);
     }
-    let leaders = leaders(&md, t);
+    let mut leaders = leaders(&md, t);
     let topic_id = t.topic_id;
+    let mut md = md;
+    // Since when fetching has failed (an agent restarting, a leader
+    // moving): retried with fresh metadata until --timeout-ms.
+    let mut failing_since: Option<std::time::Instant> = None;
+    let patience = Duration::from_millis(a.conn.timeout_ms.max(1));
     let at_end = |positions: &BTreeMap<i32, i64>| {
         a.exit_at_end && positions.iter().all(|(p, pos)| *pos >= stop_at[p])
     };
@@ -522,11 +531,12 @@ async fn consume_partitions(c: &Client, a: &ConsumeArgs, printer: &mut Printer<'
     tokio::pin!(stop);
     let mut batch = Vec::new();
     while !printer.done() && !at_end(&positions) {
-        let mut by_leader: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        let mut by_leader: BTreeMap<String, Vec<i32>> = BTreeMap::new();
         for p in positions.keys() {
             let leader = leaders.get(p).map_or(c.conn().broker(), String::as_str);
-            by_leader.entry(leader).or_default().push(*p);
+            by_leader.entry(leader.to_owned()).or_default().push(*p);
         }
+        let mut refresh = false;
         let wait = if by_leader.len() > 1 { 100 } else { 500 };
         for (leader, ps) in by_leader {
             let req = FetchRequest::default()
@@ -550,13 +560,31 @@ async fn consume_partitions(c: &Client, a: &ConsumeArgs, printer: &mut Printer<'
                             })
                             .collect(),
                     )]);
-            let conn = c.to(leader).await?;
-            let fetch = conn.call(&req, FETCH);
+            let fetched = async {
+                let conn = c.to(&leader).await?;
+                let resp = conn.call(&req, FETCH).await?;
+                check(resp.error_code, None, || format!("fetching {}", a.topic))?;
+                anyhow::Ok(resp)
+            };
             let resp = tokio::select! {
-                r = fetch => r?,
+                r = fetched => r,
                 _ = &mut stop => return Ok(()),
             };
-            check(resp.error_code, None, || format!("fetching {}", a.topic))?;
+            let resp = match resp {
+                Ok(r) => r,
+                Err(e) => {
+                    let since = *failing_since.get_or_insert_with(std::time::Instant::now);
+                    if since.elapsed() >= patience {
+                        return Err(
+                            e.context(format!("no agent served {} for {patience:?}", a.topic))
+                        );
+                    }
+                    tracing::warn!(agent = %leader, error = %format!("{e:#}"), "fetch failed; asking for the leaders again");
+                    refresh = true;
+                    break;
+                }
+            };
+            failing_since = None;
             for topic in resp.responses {
                 for p in topic.partitions {
                     let Some(pos) = positions.get_mut(&p.partition_index) else {
@@ -583,6 +611,10 @@ async fn consume_partitions(c: &Client, a: &ConsumeArgs, printer: &mut Printer<'
                         *pos = to;
                         continue;
                     }
+                    if p.error_code == NOT_LEADER_OR_FOLLOWER {
+                        refresh = true;
+                        continue;
+                    }
                     check(p.error_code, None, || {
                         format!("fetching {}-{}", a.topic, p.partition_index)
                     })?;
@@ -600,6 +632,22 @@ async fn consume_partitions(c: &Client, a: &ConsumeArgs, printer: &mut Printer<'
                         *pos = next.max(*pos);
                     }
                 }
+            }
+        }
+        if refresh {
+            tokio::select! {
+                _ = tokio::time::sleep(LEADER_RETRY_BACKOFF) => {}
+                _ = &mut stop => return Ok(()),
+            }
+            // Any agent that answers: the bootstrap one may be the one gone.
+            match c.metadata_any(std::slice::from_ref(&a.topic)).await {
+                Ok(fresh) => {
+                    if let Ok(t) = find_topic(&fresh, &a.topic) {
+                        leaders = self::leaders(&fresh, t);
+                    }
+                    md = fresh;
+                }
+                Err(e) => tracing::warn!(error = %format!("{e:#}"), "metadata refresh failed"),
             }
         }
     }
