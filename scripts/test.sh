@@ -69,10 +69,14 @@ if ! { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists openssl \
     apt_install pkg-config libssl-dev openssl
 fi
 
-# ---- 1c. rpm ------------------------------------------------------------------
-# test_packaging reads the .rpm's files and scripts with rpm -qlp.
+# ---- 1c. rpm, curl -------------------------------------------------------------
+# test_packaging reads the .rpm's files and scripts with rpm -qlp; the quick
+# start (test_quickstart) waits for its servers with curl.
 if ! command -v rpm >/dev/null 2>&1; then
     apt_install rpm
+fi
+if ! command -v curl >/dev/null 2>&1; then
+    apt_install curl
 fi
 
 # ---- 2-3. Rust ----------------------------------------------------------------
