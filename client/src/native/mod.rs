@@ -151,6 +151,16 @@ pub async fn fetch_metadata(
 }
 
 impl Cluster {
+    /// "host:port" of `topic`'s `partition`'s leader, when known.
+    pub fn leader_addr(&self, topic: &str, partition: i32) -> Option<&str> {
+        let leader = *self
+            .topics
+            .get(topic)?
+            .leaders
+            .get(usize::try_from(partition).ok()?)?;
+        self.brokers.get(&leader).map(String::as_str)
+    }
+
     /// Merges a metadata answer. A topic the broker reports with an error
     /// is returned in the error list and left out.
     pub fn apply(&mut self, resp: MetadataResponse) -> Vec<(String, i16)> {

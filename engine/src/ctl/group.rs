@@ -213,7 +213,7 @@ pub(super) async fn lag(c: &Client, group: &str) -> Result<Vec<((String, i32), i
     topics.dedup();
     let md = c.metadata(Some(&topics)).await?;
     let parts: Vec<(String, i32)> = committed.keys().cloned().collect();
-    let ends = list_offsets(c, &md, &parts, -1).await?;
+    let ends = list_offsets(c, &super::cluster_of(&md), &parts, -1).await?;
     Ok(committed
         .into_iter()
         .filter_map(|(k, off)| ends.get(&k).map(|&end| (k, off, end)))
@@ -313,8 +313,9 @@ async fn reset(
     if let Some(p) = only.iter().find(|p| !parts.iter().any(|(_, q)| q == *p)) {
         bail!("{topic} has no partition {p}");
     }
-    let starts = list_offsets(c, &md, &parts, -2).await?;
-    let ends = list_offsets(c, &md, &parts, -1).await?;
+    let cluster = super::cluster_of(&md);
+    let starts = list_offsets(c, &cluster, &parts, -2).await?;
+    let ends = list_offsets(c, &cluster, &parts, -1).await?;
     let current = committed(c, group, Some(topic)).await?;
     let mut plan = Vec::new();
     for k in &parts {

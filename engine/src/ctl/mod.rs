@@ -185,6 +185,9 @@ pub struct Client {
     bootstrap: Vec<String>,
     /// The agents the last metadata answer named.
     known: tokio::sync::Mutex<Vec<String>>,
+    /// Each group's coordinator once found ("host:port"): a command asks
+    /// it several times (describe, offsets, commit).
+    coordinators: tokio::sync::Mutex<HashMap<String, String>>,
 }
 
 const CLIENT_ID: &str = "rutomq-cli";
@@ -211,6 +214,7 @@ impl Client {
                         others: Default::default(),
                         bootstrap: bootstrap.clone(),
                         known: Default::default(),
+                        coordinators: Default::default(),
                     })
                 }
                 Err(e) => last = Some(anyhow!(e).context(format!("connecting to {addr}"))),
@@ -284,6 +288,10 @@ impl Client {
 
     /// The connection to `group`'s coordinator.
     pub async fn coordinator(&self, group: &str) -> Result<Connection> {
+        let known = self.coordinators.lock().await.get(group).cloned();
+        if let Some(addr) = known {
+            return self.to(&addr).await;
+        }
         let req = FindCoordinatorRequest::default()
             .with_key(StrBytes::from_string(group.to_owned()))
             .with_key_type(0);
@@ -291,9 +299,21 @@ impl Client {
         check(resp.error_code, resp.error_message.as_deref(), || {
             format!("finding the coordinator of group {group}")
         })?;
-        self.to(&datum_mq::native::host_port(&resp.host, resp.port))
+        let addr = datum_mq::native::host_port(&resp.host, resp.port);
+        self.coordinators
+            .lock()
             .await
+            .insert(group.to_owned(), addr.clone());
+        self.to(&addr).await
     }
+}
+
+/// What a metadata answer says of the agents and the partitions' leaders
+/// (datum-mq's view, as its producer and consumer keep it).
+pub fn cluster_of(md: &MetadataResponse) -> datum_mq::native::Cluster {
+    let mut cluster = datum_mq::native::Cluster::default();
+    cluster.apply(md.clone());
+    cluster
 }
 
 /// A Metadata request for `topics` (all when None) that creates none.

@@ -388,28 +388,6 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Each partition's leader, "host:port" (the bootstrap agent where the
-/// metadata names none).
-pub(super) fn leaders(
-    md: &kafka_protocol::messages::MetadataResponse,
-    t: &kafka_protocol::messages::metadata_response::MetadataResponseTopic,
-) -> BTreeMap<i32, String> {
-    t.partitions
-        .iter()
-        .filter_map(|p| {
-            md.brokers
-                .iter()
-                .find(|b| b.node_id == p.leader_id)
-                .map(|b| {
-                    (
-                        p.partition_index,
-                        datum_mq::native::host_port(&b.host, b.port),
-                    )
-                })
-        })
-        .collect()
-}
-
 /// Ctrl-C or SIGTERM: a consume stops cleanly (a group member commits and
 /// leaves its group).
 async fn stop_signal() {
@@ -494,8 +472,9 @@ async fn consume_partitions(c: &Client, a: &ConsumeArgs, printer: &mut Printer<'
     {
         bail!("{} has no partition {p}", a.topic);
     }
-    let starts = list_offsets(c, &md, &parts, -2).await?;
-    let ends = list_offsets(c, &md, &parts, -1).await?;
+    let mut cluster = super::cluster_of(&md);
+    let starts = list_offsets(c, &cluster, &parts, -2).await?;
+    let ends = list_offsets(c, &cluster, &parts, -1).await?;
     let bounds = |k: &(String, i32)| -> Result<(i64, i64)> {
         match (starts.get(k), ends.get(k)) {
             (Some(&s), Some(&e)) => Ok((s, e.max(s))),
@@ -517,9 +496,7 @@ async fn consume_partitions(c: &Client, a: &ConsumeArgs, printer: &mut Printer<'
         positions.insert(k.1, pos);
         stop_at.insert(k.1, end);
     }
-    let mut leaders = leaders(&md, t);
     let topic_id = t.topic_id;
-    let mut md = md;
     // Since when fetching has failed (an agent restarting, a leader
     // moving): retried with fresh metadata until --timeout-ms.
     let mut failing_since: Option<std::time::Instant> = None;
@@ -533,7 +510,9 @@ async fn consume_partitions(c: &Client, a: &ConsumeArgs, printer: &mut Printer<'
     while !printer.done() && !at_end(&positions) {
         let mut by_leader: BTreeMap<String, Vec<i32>> = BTreeMap::new();
         for p in positions.keys() {
-            let leader = leaders.get(p).map_or(c.conn().broker(), String::as_str);
+            let leader = cluster
+                .leader_addr(&a.topic, *p)
+                .unwrap_or(c.conn().broker());
             by_leader.entry(leader.to_owned()).or_default().push(*p);
         }
         let mut refresh = false;
@@ -596,8 +575,8 @@ async fn consume_partitions(c: &Client, a: &ConsumeArgs, printer: &mut Printer<'
                         // log has, as Kafka's consumers do with a reset.
                         let k = (a.topic.clone(), p.partition_index);
                         let one = std::slice::from_ref(&k);
-                        let start = list_offsets(c, &md, one, -2).await?;
-                        let end = list_offsets(c, &md, one, -1).await?;
+                        let start = list_offsets(c, &cluster, one, -2).await?;
+                        let end = list_offsets(c, &cluster, one, -1).await?;
                         let (Some(&start), Some(&end)) = (start.get(&k), end.get(&k)) else {
                             bail!("no offsets for {}-{}", k.0, k.1);
                         };
@@ -642,10 +621,7 @@ async fn consume_partitions(c: &Client, a: &ConsumeArgs, printer: &mut Printer<'
             // Any agent that answers: the bootstrap one may be the one gone.
             match c.metadata_any(std::slice::from_ref(&a.topic)).await {
                 Ok(fresh) => {
-                    if let Ok(t) = find_topic(&fresh, &a.topic) {
-                        leaders = self::leaders(&fresh, t);
-                    }
-                    md = fresh;
+                    cluster.apply(fresh);
                 }
                 Err(e) => tracing::warn!(error = %format!("{e:#}"), "metadata refresh failed"),
             }

@@ -10,11 +10,13 @@ use kafka_protocol::messages::incremental_alter_configs_request::{
     AlterConfigsResource, AlterableConfig,
 };
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
+    CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
     IncrementalAlterConfigsRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use serde_json::{json, Value};
+
+use datum_mq::native::Cluster;
 
 use super::{check, error_name, key_value, Client, Report, Table};
 
@@ -219,25 +221,16 @@ async fn list(c: &Client, internal: bool) -> Result<Report> {
 /// asked of the partition's leader as Kafka clients do.
 pub(super) async fn list_offsets(
     c: &Client,
-    md: &MetadataResponse,
+    cluster: &Cluster,
     partitions: &[(String, i32)],
     timestamp: i64,
 ) -> Result<HashMap<(String, i32), i64>> {
-    let brokers: HashMap<BrokerId, String> = md
-        .brokers
-        .iter()
-        .map(|b| (b.node_id, datum_mq::native::host_port(&b.host, b.port)))
-        .collect();
-    let leader = |topic: &str, p: i32| {
-        md.topics
-            .iter()
-            .find(|t| t.name.as_ref().map(|n| n.as_str()) == Some(topic))
-            .and_then(|t| t.partitions.iter().find(|x| x.partition_index == p))
-            .and_then(|x| brokers.get(&x.leader_id).cloned())
-    };
     let mut by_leader: BTreeMap<String, BTreeMap<&str, Vec<i32>>> = BTreeMap::new();
     for (topic, p) in partitions {
-        let addr = leader(topic, *p).unwrap_or_else(|| c.conn().broker().to_owned());
+        let addr = cluster
+            .leader_addr(topic, *p)
+            .unwrap_or(c.conn().broker())
+            .to_owned();
         by_leader
             .entry(addr)
             .or_default()
@@ -324,8 +317,9 @@ async fn describe(c: &Client, topic: &str, all_configs: bool) -> Result<Report> 
         .iter()
         .map(|p| (topic.to_owned(), p.partition_index))
         .collect();
-    let starts = list_offsets(c, &md, &parts, -2).await?;
-    let ends = list_offsets(c, &md, &parts, -1).await?;
+    let cluster = super::cluster_of(&md);
+    let starts = list_offsets(c, &cluster, &parts, -2).await?;
+    let ends = list_offsets(c, &cluster, &parts, -1).await?;
     let mut table = Table::new(&[
         "PARTITION",
         "LEADER",
