@@ -82,8 +82,8 @@ pub fn start(
 const STATUS_CHECK_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// `/status`: this agent's view for operators (`rutomq cluster status`):
-/// its metadata store and object store, timed, and every registered agent
-/// with its lease.
+/// its metadata store (the leases query, timed) and object store, and every
+/// registered agent with its lease.
 async fn status(agent: &Agent) -> String {
     async fn timed<E: std::fmt::Display>(
         check: impl std::future::Future<Output = Result<(), E>>,
@@ -97,10 +97,16 @@ async fn status(agent: &Agent) -> String {
             Err(_) => serde_json::json!({"ok": false, "ms": ms, "error": "timed out"}),
         }
     }
-    let postgres = timed(agent.meta.ping()).await;
+    // The leases query is the PostgreSQL check too: one round trip.
+    let mut leases = None;
+    let postgres = timed(async {
+        leases = Some(agent.meta.agent_leases().await?);
+        Ok::<_, rutomq_meta::MetaError>(())
+    })
+    .await;
     let object_store = timed(agent.storage.ping()).await;
-    let agents = match tokio::time::timeout(STATUS_CHECK_TIMEOUT, agent.meta.agent_leases()).await {
-        Ok(Ok(list)) => serde_json::Value::Array(
+    let agents = match leases {
+        Some(list) => serde_json::Value::Array(
             list.iter()
                 .map(|a| {
                     serde_json::json!({
@@ -111,7 +117,7 @@ async fn status(agent: &Agent) -> String {
                 })
                 .collect(),
         ),
-        _ => serde_json::Value::Null,
+        None => serde_json::Value::Null,
     };
     let body = serde_json::json!({
         "agent_id": agent.agent_id,
