@@ -13,7 +13,8 @@
 #
 # Environment (all optional):
 #   KAFKA_VERSION          org.apache.kafka:kafka_2.13 version (default 4.1.1)
-#   KAFKA_LIBS             jar folder (default <repo>/tests/.cache/kafka/libs)
+#   KAFKA_LIBS             jar folder (default <repo>/tests/.cache/kafka/libs-VERSION,
+#                          one per version, so switching versions fetches once each)
 #   KAFKA_CONTROLLER_PORT  KRaft controller listener port (default PORT+1)
 #   KAFKA_HEAP             JVM heap, e.g. 1g (default 1g)
 #   KAFKA_EXTRA_PROPS      extra server.properties lines, appended last (they win)
@@ -28,7 +29,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 KAFKA_VERSION="${KAFKA_VERSION:-4.1.1}"
-KAFKA_LIBS="${KAFKA_LIBS:-$repo/tests/.cache/kafka/libs}"
+KAFKA_LIBS="${KAFKA_LIBS:-$repo/tests/.cache/kafka/libs-$KAFKA_VERSION}"
 KAFKA_HEAP="${KAFKA_HEAP:-1g}"
 KAFKA_READY_TIMEOUT_S="${KAFKA_READY_TIMEOUT_S:-120}"
 
@@ -40,6 +41,16 @@ fetch() {
     exec 9>"$(dirname "$KAFKA_LIBS")/.fetch.lock"
     flock 9
     if [[ -f "$KAFKA_LIBS/.version" && "$(cat "$KAFKA_LIBS/.version")" == "$KAFKA_VERSION" ]]; then
+        exec 9>&-
+        return 0
+    fi
+    # The single folder of before (tests/.cache/kafka/libs) becomes its
+    # version's folder instead of being fetched again.
+    local old="$(dirname "$KAFKA_LIBS")/libs"
+    if [[ "$KAFKA_LIBS" == */libs-"$KAFKA_VERSION" && -f "$old/.version" \
+          && "$(cat "$old/.version")" == "$KAFKA_VERSION" ]]; then
+        rm -rf "$KAFKA_LIBS"
+        mv "$old" "$KAFKA_LIBS"
         exec 9>&-
         return 0
     fi
