@@ -34,9 +34,27 @@
 #   (--confirm) Kafka's own ProducerPerformance, 1,000,000 x 1 KiB on a new
 #                    8-partition topic (kafka and rutomq only), as a check of
 #                    the headline produce ratio with a second client stack.
+#   e. librdkafka    (unless --no-rdkafka) librdkafka 2.15.0's own
+#                    rdkafka_performance (benches/rdkafka-perf.sh): first a
+#                    1 s warm-up run, not in the table (race-rdk-warmup; a
+#                    fresh Kafka answers the first idempotent producer's
+#                    InitProducerId with COORDINATOR_LOAD_IN_PROGRESS for
+#                    over a second), then one produce run per --rdkafka-rates
+#                    rate (default 2000,5000,20000,100000 msg/s), each
+#                    1 + RDKAFKA_DURATION seconds' worth of 1 KiB messages
+#                    on a new 8-partition topic race-rdk-2k, -5k, ... (acks=all,
+#                    idempotent, linger.ms=5), the first second left out
+#                    -> achieved msg/s, ack p50 / p99 / p99.9 (produce() to
+#                    delivery report); then a consume of race-max from the
+#                    beginning, the records (b) read -> consume MiB/s, msgs/s.
+#                    The program spins one core while it paces (see
+#                    rdkafka-perf.sh), on this 2-core machine too.
 #
 # The systems:
-#   kafka         Apache Kafka 4.1.1, one KRaft node (benches/kafka/start-kafka.sh)
+#   kafka         Apache Kafka --kafka-version (default 4.4.0), one KRaft node
+#                 (benches/kafka/start-kafka.sh)
+#   kafka-V       Apache Kafka V (e.g. kafka-4.1.1), a second Kafka column, run
+#                 right after kafka
 #   rutomq        rutomq serve with embedded defaults: file object store under
 #                 DATA_DIR/objects, a private PostgreSQL under DATA_DIR/pg
 #   rutomq-s3lat  the same, plus --inject-object-latency-ms 30
@@ -58,8 +76,14 @@ Runs kafka, then rutomq, then rutomq-s3lat (or the subset given), each on a
 fresh broker, and prints a table of their figures and ratios.
 
 Options:
-  --systems LIST       comma-separated subset of kafka,rutomq,rutomq-s3lat
-                       (default: all three; they always run in that order)
+  --systems LIST       comma-separated subset of kafka,rutomq,rutomq-s3lat,
+                       plus kafka-VERSION for another Apache Kafka version
+                       (e.g. kafka,kafka-4.1.1,rutomq); default: the three.
+                       They always run in the order kafka, kafka-VERSIONs (as
+                       given), rutomq, rutomq-s3lat
+  --kafka-version V    Apache Kafka version of the kafka system (default
+                       4.4.0); jars from Maven Central, one cached folder per
+                       version (tests/.cache/kafka/libs-V)
   --duration SECS      measured seconds of each produce run (default 30,
                        or the DURATION environment variable)
   --warmup SECS        unmeasured seconds before each produce run (default 5)
@@ -99,10 +123,17 @@ Options:
   --s3-jitter-ms MS    rutomq-s3lat --inject-object-jitter-ms (default 10)
   --run-timeout SECS   kill a client run after this long (default
                        10 x duration + 300)
+  --no-rdkafka         skip the librdkafka runs (e)
+  --rdkafka-rates LIST msg/s of the librdkafka produce runs, comma-separated
+                       (default 2000,5000,20000,100000)
+  --rdkafka-duration SECS  measured seconds of each librdkafka produce run
+                       (default: --duration)
   -h, --help           this text
 
 Environment: DURATION (as --duration); the start-kafka.sh and perf-tools.sh
-variables (KAFKA_HEAP, KAFKA_LIBS, PERF_LIBS, ...) pass through.
+variables (KAFKA_HEAP, KAFKA_LIBS, PERF_LIBS, ...) pass through, except
+KAFKA_VERSION, which is --kafka-version's for the brokers (perf-tools.sh
+still reads it for its kafka-tools version).
 
 Output: the JSONs as RESULTS_DIR/race-<utc>-<system>-<run>.json, the
 summary as RESULTS_DIR/race-<utc>.json and RESULTS_DIR/race-<utc>.md
@@ -127,8 +158,11 @@ orig_cmd="$(quote_cmd "$0" "$@")"
 [[ -z "${DURATION:-}" ]] || orig_cmd="DURATION=$DURATION $orig_cmd"
 
 # ---------------------------------------------------------------- options --
-ALL_SYSTEMS=(kafka rutomq rutomq-s3lat)
 systems_arg="kafka,rutomq,rutomq-s3lat"
+KAFKA_BROKER_VERSION=4.4.0
+RDKAFKA=1
+RDK_RATES_ARG="2000,5000,20000,100000"
+RDK_DURATION=""
 DURATION="${DURATION:-30}"
 WARMUP=5
 PRODUCERS=32
@@ -166,6 +200,10 @@ while [[ $# -gt 0 ]]; do
         --s3-latency-ms) need_arg "$@"; S3_LATENCY_MS="$2"; shift 2 ;;
         --s3-jitter-ms) need_arg "$@"; S3_JITTER_MS="$2"; shift 2 ;;
         --run-timeout) need_arg "$@"; RUN_TIMEOUT="$2"; shift 2 ;;
+        --kafka-version) need_arg "$@"; KAFKA_BROKER_VERSION="$2"; shift 2 ;;
+        --no-rdkafka) RDKAFKA=0; shift ;;
+        --rdkafka-rates) need_arg "$@"; RDK_RATES_ARG="$2"; shift 2 ;;
+        --rdkafka-duration) need_arg "$@"; RDK_DURATION="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown argument: $1" ;;
     esac
@@ -182,35 +220,64 @@ is_uint "$S3_LATENCY_MS" || die "--s3-latency-ms must be an integer"
 is_uint "$S3_JITTER_MS" || die "--s3-jitter-ms must be an integer"
 RUN_TIMEOUT="${RUN_TIMEOUT:-$((10 * DURATION + 300))}"
 is_uint "$RUN_TIMEOUT" || die "--run-timeout must be an integer"
+RDK_DURATION="${RDK_DURATION:-$DURATION}"
+{ is_uint "$RDK_DURATION" && ((RDK_DURATION > 0)); } || die "--rdkafka-duration must be a positive integer, got $RDK_DURATION"
+[[ "$KAFKA_BROKER_VERSION" =~ ^[0-9][0-9A-Za-z.-]*$ ]] || die "--kafka-version: not a version: $KAFKA_BROKER_VERSION"
+RDK_RATES=()
+IFS=',' read -r -a rdk_wanted <<<"$RDK_RATES_ARG"
+for r in "${rdk_wanted[@]}"; do
+    { is_uint "$r" && ((r > 0)); } || die "--rdkafka-rates: not a positive integer: '$r'"
+    RDK_RATES+=("$r")
+done
+((${#RDK_RATES[@]} > 0)) || die "--rdkafka-rates is empty"
 
 # Selected systems, always in the canonical order (Kafka's max rate is
-# needed before the half-rate runs of the others).
+# needed before the half-rate runs of the others): kafka, the kafka-VERSION
+# columns as given, rutomq, rutomq-s3lat.
 SYSTEMS=()
 IFS=',' read -r -a wanted <<<"$systems_arg"
 for w in "${wanted[@]}"; do
-    case "$w" in kafka|rutomq|rutomq-s3lat) ;; *) die "unknown system '$w' (kafka, rutomq, rutomq-s3lat)" ;; esac
+    case "$w" in
+        kafka|rutomq|rutomq-s3lat) ;;
+        kafka-[0-9]*) [[ "$w" =~ ^kafka-[0-9][0-9A-Za-z.-]*$ ]] || die "not a Kafka version: $w"
+                      [[ "${w#kafka-}" != "$KAFKA_BROKER_VERSION" || ! ",$systems_arg," == *,kafka,* ]] \
+                          || die "$w is the kafka system's version already (--kafka-version $KAFKA_BROKER_VERSION)" ;;
+        *) die "unknown system '$w' (kafka, kafka-VERSION, rutomq, rutomq-s3lat)" ;;
+    esac
 done
-for s in "${ALL_SYSTEMS[@]}"; do
-    for w in "${wanted[@]}"; do
-        if [[ "$w" == "$s" ]]; then SYSTEMS+=("$s"); break; fi
-    done
-done
+add_system() {
+    local s
+    for s in "${SYSTEMS[@]}"; do [[ "$s" == "$1" ]] && return 0; done
+    SYSTEMS+=("$1")
+}
+for w in "${wanted[@]}"; do [[ "$w" == kafka ]] && add_system kafka; done
+for w in "${wanted[@]}"; do [[ "$w" == kafka-* ]] && add_system "$w"; done
+for w in "${wanted[@]}"; do [[ "$w" == rutomq ]] && add_system rutomq; done
+for w in "${wanted[@]}"; do [[ "$w" == rutomq-s3lat ]] && add_system rutomq-s3lat; done
 ((${#SYSTEMS[@]} > 0)) || die "--systems selects nothing"
 has_system() { local s; for s in "${SYSTEMS[@]}"; do [[ "$s" == "$1" ]] && return 0; done; return 1; }
+# The Apache Kafka version a kafka system runs.
+kafka_version_of() { if [[ "$1" == kafka ]]; then echo "$KAFKA_BROKER_VERSION"; else echo "${1#kafka-}"; fi; }
+KAFKA_SYSTEMS=()
+for s in "${SYSTEMS[@]}"; do [[ "$s" == kafka* ]] && KAFKA_SYSTEMS+=("$s"); done
+if ((${#KAFKA_SYSTEMS[@]} > 1)) && [[ -n "${KAFKA_LIBS:-}" ]]; then
+    die "KAFKA_LIBS is one jar folder; unset it to race ${KAFKA_SYSTEMS[*]} (each version gets its own folder)"
+fi
 
 # ----------------------------------------------------------- pre-flight ----
 for tool in python3 curl timeout tail sha256sum; do
     command -v "$tool" >/dev/null || die "$tool not found"
 done
 [[ -x "$BENCH_SRC" ]] || die "no load generator at $BENCH_SRC (cargo build --release --bin rutomq-bench, or --bench BIN)"
-if has_system rutomq || has_system rutomq-s3lat; then
+if has_system rutomq || has_system rutomq-s3lat || ((RDKAFKA)); then
+    # (the librdkafka runs create their topics with `rutomq topic create`)
     [[ -x "$RUTOMQ_SRC" ]] || die "no rutomq at $RUTOMQ_SRC (cargo build --release --bin rutomq, or --rutomq BIN)"
 fi
 if has_system rutomq-s3lat; then
     "$RUTOMQ_SRC" serve --help 2>/dev/null | grep -q -- '--inject-object-latency-ms' \
         || die "$RUTOMQ_SRC has no --inject-object-latency-ms (rebuild it, or leave rutomq-s3lat out of --systems)"
 fi
-if has_system kafka || ((CONFIRM)); then
+if ((${#KAFKA_SYSTEMS[@]} > 0 || CONFIRM)); then
     command -v java >/dev/null || die "java not found (Kafka 4.x needs Java 17+)"
 fi
 
@@ -425,8 +492,14 @@ def confirm_mbs(path):
 
 # --- summary ---------------------------------------------------------------
 
-SYSTEMS = ["kafka", "rutomq", "rutomq-s3lat"]
-RATIOS = [("rutomq/kafka", "rutomq", "kafka"), ("rutomq-s3lat/rutomq", "rutomq-s3lat", "rutomq")]
+DEFAULT_SYSTEMS = ["kafka", "rutomq", "rutomq-s3lat"]
+
+def ratio_defs(systems):
+    """rutomq/kafka, rutomq/kafka-V for each other Kafka column, rutomq-s3lat/rutomq."""
+    r = [("rutomq/kafka", "rutomq", "kafka")]
+    r += [(f"rutomq/{s}", "rutomq", s) for s in systems if s.startswith("kafka-")]
+    r.append(("rutomq-s3lat/rutomq", "rutomq-s3lat", "rutomq"))
+    return r
 
 def read_manifest(path):
     g, per = {}, {}
@@ -437,7 +510,7 @@ def read_manifest(path):
                 continue
             sysname, key, val = line.split("\t", 2)
             target = g if sysname == "-" else per.setdefault(sysname, {})
-            if key in ("load", "cmd"):
+            if key in ("load", "cmd", "rdk_failed"):
                 target.setdefault(key, []).append(val)
             else:
                 target[key] = val
@@ -493,6 +566,28 @@ def figures(m):
         fixed_rate(pown, "own_", "own_ack_", "own_half_rate")
     if "confirm_mbs" in m:
         f["confirm_mb_s"] = float(m["confirm_mbs"])
+    # (e) librdkafka rdkafka_performance runs (benches/rdkafka-perf.sh JSONs)
+    rdk_err = len(m.get("rdk_failed", []))
+    rdk_any = bool(rdk_err)
+    for k in m:
+        if not (k.startswith("rdk-produce-") or k in ("rdk-consume", "rdk-warmup")):
+            continue
+        d = load(m[k])
+        rdk_any = True
+        rdk_err += int(d.get("errors") or 0)
+        if k.startswith("rdk-produce-"):
+            r = k[len("rdk-produce-"):]
+            f[f"rdk_{r}_achieved"] = d.get("achieved_msgs_per_sec")
+            f[f"rdk_{r}_sent"] = d.get("messages_sent")
+            f[f"rdk_{r}_delivered"] = d.get("messages_delivered")
+            for q in ("p50", "p99", "p999", "max"):
+                f[f"rdk_{r}_{q}_ms"] = dig(d, "latency_ms", q)
+        elif k == "rdk-consume":
+            f["rdk_consume_mib_s"] = d.get("mib_per_sec")
+            f["rdk_consume_msgs_s"] = d.get("msgs_per_sec")
+            f["rdk_consume_messages"] = d.get("messages")
+    if rdk_any:
+        f["rdk_errors"] = rdk_err
     return f
 
 def window_figures(d, tag):
@@ -535,6 +630,20 @@ ROWS = [
     ("client errors (all runs)", "errors", "{:d}", False),
 ]
 
+def rdk_rows(rates):
+    """The librdkafka rows, per produce rate, then the consume."""
+    rows = []
+    for r in rates:
+        n = f"{int(r):,}"
+        rows += [(f"librdkafka {n} msg/s: achieved msg/s", f"rdk_{r}_achieved", "{:,.0f}", False),
+                 (f"librdkafka ack p50 ms at {n} msg/s", f"rdk_{r}_p50_ms", "{:.2f}", True),
+                 (f"librdkafka ack p99 ms at {n} msg/s", f"rdk_{r}_p99_ms", "{:.2f}", True),
+                 (f"librdkafka ack p99.9 ms at {n} msg/s", f"rdk_{r}_p999_ms", "{:.2f}", True)]
+    rows += [("librdkafka consume MiB/s", "rdk_consume_mib_s", "{:.1f}", True),
+             ("librdkafka consume msgs/s", "rdk_consume_msgs_s", "{:,.0f}", True),
+             ("librdkafka errors (all its runs)", "rdk_errors", "{:d}", False)]
+    return rows
+
 def fmt(v, f):
     if v is None:
         return "—"
@@ -550,13 +659,14 @@ def ratio(a, b):
         return None
     return a / b if b else None
 
-def table(figs):
-    head = ["", *SYSTEMS, *(r[0] for r in RATIOS)]
+def table(figs, systems, heads, rows_def):
+    RATIOS = ratio_defs(systems)
+    head = ["", *(heads.get(s, s) for s in systems), *(r[0] for r in RATIOS)]
     rows = []
     ratios = {}
-    for label, key, f, show in ROWS:
+    for label, key, f, show in rows_def:
         row = [label]
-        for s in SYSTEMS:
+        for s in systems:
             row.append(fmt(figs[s].get(key), f) if s in figs else "—")
         for rname, num, den in RATIOS:
             r = None
@@ -576,8 +686,14 @@ def table(figs):
 
 def summarize(manifest, out_json, out_md, status="complete"):
     g, per = read_manifest(manifest)
-    figs = {s: figures(per[s]) for s in SYSTEMS if s in per}
-    tab, ratios = table(figs)
+    systems = g["systems"].split() if g.get("systems") else DEFAULT_SYSTEMS
+    figs = {s: figures(per[s]) for s in systems if s in per}
+    # Kafka columns say their version; rutomq's are this tree's build.
+    heads = {s: f"kafka {per[s]['kafka_version']}" if s in per and per[s].get("kafka_version")
+             else s for s in systems}
+    rdk_rates = g.get("rdk_rates", "").split() if g.get("rdkafka") == "1" else []
+    rows_def = ROWS + rdk_rows(rdk_rates) if rdk_rates else ROWS
+    tab, ratios = table(figs, systems, heads, rows_def)
     confirm = None
     if any("confirm_mbs" in per.get(s, {}) for s in ("kafka", "rutomq")):
         k = figs.get("kafka", {}).get("confirm_mb_s")
@@ -595,10 +711,24 @@ def summarize(manifest, out_json, out_md, status="complete"):
         "bench_args": g.get("bench_args", ""),
         "producers": g.get("producers", "?"),
         "batch_records": g.get("batch_records", "?"),
+        "systems_order": [s for s in systems if s in figs],
+        "kafka_version": g.get("kafka_version"),
+        "kafka_versions": {s: per[s]["kafka_version"] for s in systems if s in per and per[s].get("kafka_version")},
+        "rdkafka": ({"rates_msgs_s": [int(r) for r in rdk_rates],
+                     "duration_s": int(g["rdk_duration"]) if g.get("rdk_duration") else None,
+                     "program": g.get("rdk_program"),
+                     "workload": "rdkafka_performance -P -s 1024 -a -1 -X enable.idempotence=true -X linger.ms=5 "
+                                 "-r RATE -c RATE*(1+DURATION) -l, no key, new 8-partition topic race-rdk-<rate>; "
+                                 "latency = produce() call to delivery report, first second left out; consume: "
+                                 "-C -o beginning -p 0..7 -c <records of (b)> on race-max, timed from the first message"}
+                    if rdk_rates else None),
         "binaries": {k[len("sha256."):]: v for k, v in g.items() if k.startswith("sha256.")},
         "load_seen": g.get("load", []),
         "systems": {s: {"figures": figs[s],
-                        "files": {k: os.path.basename(per[s][k]) for k in ("produce-max", "consume", "produce-half", "produce-own-half") if k in per[s]},
+                        "files": {k: os.path.basename(per[s][k]) for k in per[s]
+                                  if k in ("produce-max", "consume", "produce-half", "produce-own-half", "rdk-warmup", "rdk-consume")
+                                  or k.startswith("rdk-produce-")},
+                        "rdk_failed_runs": per[s].get("rdk_failed", []),
                         "broker_pids": per[s].get("pids"),
                         "commands": per[s].get("cmd", [])} for s in figs},
         "ratios": ratios,
@@ -627,7 +757,7 @@ def summarize(manifest, out_json, out_md, status="complete"):
         print(conf_txt)
     print(f"summary: {out_json}\n         {out_md}")
 
-    lines = [f"# Race {g.get('utc')}: {', '.join(figs)}", ""]
+    lines = [f"# Race {g.get('utc')}: {', '.join(heads[s] for s in figs)}", ""]
     if status != "complete":
         lines += ["**PARTIAL: the race failed before it finished; only the runs below completed.**", ""]
     lines += [
@@ -642,6 +772,18 @@ def summarize(manifest, out_json, out_md, status="complete"):
              "MiB per CPU-s: MiB produced in the measured window / broker CPU seconds in it "
              "(utime+stime of the process tree); for rutomq the broker is rutomq plus its PostgreSQL, "
              "the next row rutomq alone. PUTs and txns per committed flush window come from rutomq's /metrics.", ""]
+    if rdk_rates:
+        lines += [f"librdkafka rows: librdkafka 2.15.0's own examples/rdkafka_performance (benches/rdkafka-perf.sh), "
+                  f"on each broker after its other runs, one process per run: 1 KiB messages, acks=all, "
+                  f"enable.idempotence=true, linger.ms=5, no key, paced with -r at each rate for "
+                  f"1 + {summary['rdkafka']['duration_s']} s worth of messages on a new 8-partition topic; "
+                  "ack latency = from just before rd_kafka_produce() to the delivery report in the application, "
+                  "the messages of the first second left out; achieved msg/s = delivered after the first second "
+                  "/ time to the last delivery (the pacing sleeps after each produce(), so it runs a little "
+                  "under the rate, and the program spins one of the 2 cores while pacing). Consume: the records "
+                  "of race-max from the beginning, all 8 partitions, no group, timed by the program from the "
+                  "first message received; MiB/s of payload bytes. "
+                  f"Program: {g.get('rdk_program', '?')}.", ""]
     if conf_txt:
         lines += ["## Confirm (Kafka's own client)", "", conf_txt]
     lines += ["## Setup", "",
@@ -649,6 +791,7 @@ def summarize(manifest, out_json, out_md, status="complete"):
               f"- git rev: `{g.get('git_rev')}`" + (" (tree has uncommitted changes)" if summary["git_dirty"] else ""),
               f"- nproc: {g.get('nproc')}; uname -r: {g.get('uname_r')}; cpu: {g.get('cpu')}",
               f"- rutomq-s3lat: --inject-object-latency-ms {g['s3_latency_ms']} --inject-object-jitter-ms {g['s3_jitter_ms']}",
+              "- Apache Kafka: " + (", ".join(f"{s} {v}" for s, v in summary["kafka_versions"].items()) or "(not raced)"),
               f"- extra rutomq-bench args: `{summary['bench_args'] or '(none)'}`"]
     for name, sha in summary["binaries"].items():
         lines.append(f"- {name} sha256 `{sha}`")
@@ -657,7 +800,9 @@ def summarize(manifest, out_json, out_md, status="complete"):
         lines.append(f"  - {l}")
     lines += ["", "## Runs", ""]
     for s in figs:
-        lines.append(f"- {s} (broker pids {per[s].get('pids')}):")
+        lines.append(f"- {heads[s]} (broker pids {per[s].get('pids')}):")
+        for r in per[s].get("rdk_failed", []):
+            lines.append(f"  - **librdkafka run {r} wrote no JSON** (see its log in the work dir)")
         for c in per[s].get("cmd", []):
             lines.append(f"  - `{c}`")
         for k, v in summary["systems"][s]["files"].items():
@@ -729,14 +874,18 @@ BOOTSTRAP=""
 BROKER_PIDS=()
 METRICS_ARGS=()
 
+# start_kafka SYSDIR VERSION
 start_kafka() {
-    local sysdir="$1" port cport
+    local sysdir="$1" kv="$2" port cport
+    local sys
+    sys="$(basename "$sysdir")"
     read -r port cport <<<"$(py ports 2)"
     KAFKA_DIR="$sysdir/broker"
     DATA_DIRS+=("$KAFKA_DIR/data")
-    log "kafka: starting on 127.0.0.1:$port (controller $cport), data $KAFKA_DIR"
-    KAFKA_CONTROLLER_PORT="$cport" "$here/kafka/start-kafka.sh" "$port" "$KAFKA_DIR" >&2
-    note kafka cmd "KAFKA_CONTROLLER_PORT=$cport benches/kafka/start-kafka.sh $port $KAFKA_DIR"
+    log "$sys: starting Apache Kafka $kv on 127.0.0.1:$port (controller $cport), data $KAFKA_DIR"
+    KAFKA_VERSION="$kv" KAFKA_CONTROLLER_PORT="$cport" "$here/kafka/start-kafka.sh" "$port" "$KAFKA_DIR" >&2
+    note "$sys" cmd "KAFKA_VERSION=$kv KAFKA_CONTROLLER_PORT=$cport benches/kafka/start-kafka.sh $port $KAFKA_DIR"
+    note "$sys" kafka_version "$kv"
     local pid
     pid="$(cat "$KAFKA_DIR/kafka.pid")"
     BOOTSTRAP="127.0.0.1:$port"
@@ -797,6 +946,51 @@ confirm_run() {
     log "$sys confirm: $mbs MB/s"
 }
 
+# rdk SYSTEM RUN RDKAFKA-PERF-ARGS...: one benches/rdkafka-perf.sh run, its
+# JSON, raw output and latency samples to the results dir, recorded in the
+# manifest under RUN. A failed librdkafka run is recorded (its JSON says
+# what failed, the table counts its errors) and the race goes on.
+rdk() {
+    local sys="$1" run="$2"; shift 2
+    local name="race-$UTC-$sys-$run"
+    local logfile="$WORK/$sys/$run.log"
+    # The program's own limit, and run_logged's a little later (bash's
+    # dynamic scope: this local RUN_TIMEOUT is the one run_logged sees), so
+    # rdkafka-perf.sh still writes its JSON after a kill.
+    local limit=$((RUN_TIMEOUT > 10 * (1 + RDK_DURATION) + 60 ? RUN_TIMEOUT : 10 * (1 + RDK_DURATION) + 60))
+    local RUN_TIMEOUT=$((limit + 30))
+    local cmd=("$here/rdkafka-perf.sh" --out-dir "$RESULTS_DIR" --name "$name" --rutomq "$RUTOMQ_BIN"
+               --timeout "$limit" "$@")
+    log "$sys $run: $(quote_cmd "${cmd[@]}")"
+    note "$sys" cmd "$(quote_cmd "${cmd[@]}")"
+    local rc=0
+    run_logged "$logfile" "${cmd[@]}" || rc=$?
+    if [[ -s "$RESULTS_DIR/$name.json" ]]; then
+        note "$sys" "$run" "$RESULTS_DIR/$name.json"
+    else
+        note "$sys" rdk_failed "$run"   # no JSON: counted as one error
+    fi
+    ((rc == 0)) || log "WARNING: $sys $run: rdkafka-perf.sh exited $rc (3: it ran, but not every message was delivered or read); log $logfile"
+    return 0
+}
+
+# msg/s as a topic suffix: 2000 -> 2k, 2500 -> 2500
+rate_tag() { if (($1 % 1000 == 0)); then echo "$(($1 / 1000))k"; else echo "$1"; fi; }
+
+# (e) the librdkafka runs on the running broker.
+rdk_runs() {
+    local sys="$1" total="$2" r tag
+    log "$sys: librdkafka rdkafka_performance runs (rates ${RDK_RATES[*]} msg/s, ${RDK_DURATION} s each)"
+    rdk "$sys" rdk-warmup --create produce "$BOOTSTRAP" race-rdk-warmup 1000 1
+    for r in "${RDK_RATES[@]}"; do
+        tag="$(rate_tag "$r")"
+        sleep 3
+        rdk "$sys" "rdk-produce-$r" --create produce "$BOOTSTRAP" "race-rdk-$tag" "$r" "$RDK_DURATION"
+    done
+    sleep 3
+    rdk "$sys" rdk-consume consume "$BOOTSTRAP" race-max "$total"
+}
+
 HALF_SOURCE=""
 HALF_FROM=""   # the system whose max the half rate is 50 % of
 if [[ -n "$HALF_RATE" ]]; then
@@ -814,7 +1008,7 @@ run_system() {
     note_load "$sys start"
     sync   # write out the previous system's dirty pages before this one starts
     case "$sys" in
-        kafka) start_kafka "$sysdir" ;;
+        kafka*) start_kafka "$sysdir" "$(kafka_version_of "$sys")" ;;
         rutomq) start_rutomq "$sysdir" ;;
         rutomq-s3lat) start_rutomq "$sysdir" --inject-object-latency-ms "$S3_LATENCY_MS" \
                           --inject-object-jitter-ms "$S3_JITTER_MS" ;;
@@ -866,9 +1060,13 @@ run_system() {
         sleep 3
         confirm_run "$sys"
     fi
+    if ((RDKAFKA)); then
+        sleep 3
+        rdk_runs "$sys" "$total"
+    fi
     note_load "$sys end"
     case "$sys" in
-        kafka) stop_kafka ;;
+        kafka*) stop_kafka ;;
         *) stop_rutomq ;;
     esac
     delete_data
@@ -884,14 +1082,22 @@ BENCH_BIN="$WORK/bin/rutomq-bench"
 cp "$BENCH_SRC" "$BENCH_BIN"
 note - sha256.rutomq-bench "$(sha256sum "$BENCH_BIN" | cut -d' ' -f1)"
 RUTOMQ_BIN=""
-if has_system rutomq || has_system rutomq-s3lat; then
+if has_system rutomq || has_system rutomq-s3lat || ((RDKAFKA)); then
     RUTOMQ_BIN="$WORK/bin/rutomq"
     cp "$RUTOMQ_SRC" "$RUTOMQ_BIN"
     note - sha256.rutomq "$(sha256sum "$RUTOMQ_BIN" | cut -d' ' -f1)"
 fi
-# Fetch jars now, not in the middle of the race (no-ops when cached).
-if has_system kafka; then "$here/kafka/start-kafka.sh" --fetch >&2; fi
+# Fetch jars and build rdkafka_performance now, not in the middle of the
+# race (no-ops when cached).
+for s in "${KAFKA_SYSTEMS[@]}"; do
+    KAFKA_VERSION="$(kafka_version_of "$s")" "$here/kafka/start-kafka.sh" --fetch >&2
+done
 if ((CONFIRM)); then "$here/perf-tools.sh" fetch >&2; fi
+if ((RDKAFKA)); then
+    rdk_dir="$("$here/rdkafka-perf.sh" build)" || die "building rdkafka_performance failed (benches/rdkafka-perf.sh build)"
+    note - rdk_program "$(tr '\n' ' ' <"$rdk_dir/SOURCE")"
+    note - sha256.rdkafka_performance "$(sha256sum "$rdk_dir/rdkafka_performance" | cut -d' ' -f1)"
+fi
 
 git_rev="$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 git_dirty=no
@@ -910,6 +1116,11 @@ note - s3_jitter_ms "$S3_JITTER_MS"
 note - bench_args "${BENCH_ARGS[*]}"
 note - producers "$PRODUCERS"
 note - batch_records "$BATCH_RECORDS"
+note - systems "${SYSTEMS[*]}"
+note - kafka_version "$KAFKA_BROKER_VERSION"
+note - rdkafka "$RDKAFKA"
+note - rdk_rates "${RDK_RATES[*]}"
+note - rdk_duration "$RDK_DURATION"
 
 log "race $UTC: systems ${SYSTEMS[*]}, ${DURATION} s per produce run, work dir $WORK, results $RESULTS_DIR"
 for sys in "${SYSTEMS[@]}"; do
