@@ -33,6 +33,8 @@ pub struct AgentConfig {
     /// Kafka's read-only broker configs a flag sets (the bounds of group
     /// configs), by name.
     pub read_only: Vec<(&'static str, i64)>,
+    /// Fetch checks the CRC of batches read back (`--read-verify-crc`).
+    pub read_verify_crc: bool,
 }
 
 pub struct Agent {

@@ -245,6 +245,14 @@ pub struct ServeArgs {
     /// to 16 MiB are read whole once, then shared by every partition in them).
     #[arg(long, env = "RUTOMQ_READ_CACHE_BYTES", default_value_t = 256 << 20)]
     pub read_cache_bytes: usize,
+    /// Check the CRC of every batch read back from the object store before
+    /// it is sent (a corrupt one is refused with KAFKA_STORAGE_ERROR).
+    /// Off by default, as in Kafka, whose brokers check a batch's CRC when
+    /// it is produced and leave reads to the consumers (Java's check.crcs,
+    /// on by default). On, it cost a third of the agent's CPU when
+    /// consuming from the beginning.
+    #[arg(long, env = "RUTOMQ_READ_VERIFY_CRC", default_value_t = false)]
+    pub read_verify_crc: bool,
     /// A request body being received, or a response being sent, must move
     /// within this or the connection is closed.
     #[arg(long, env = "RUTOMQ_FRAME_IO_TIMEOUT_MS", default_value_t = 60_000)]

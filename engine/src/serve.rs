@@ -203,6 +203,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
                     args.group_share_max_record_lock_duration_ms as i64,
                 ),
             ],
+            read_verify_crc: args.read_verify_crc,
         },
         meta: meta.clone(),
         storage: storage.clone(),

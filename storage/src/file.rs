@@ -31,7 +31,10 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use crate::limits::{CREATE_ATTEMPTS_MAX, WRITE_BUFFERS_MAX, WRITE_BUFFER_BYTES};
+use crate::limits::{
+    CREATE_ATTEMPTS_MAX, READ_BUFFERS_KEPT_BYTES_MAX, READ_BUFFERS_KEPT_MAX,
+    READ_BUFFER_ROUND_BYTES, WRITE_BUFFERS_MAX, WRITE_BUFFER_BYTES,
+};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::{BoxStream, StreamExt};
@@ -51,6 +54,7 @@ pub const DIRECT_ALIGN: usize = 4096;
 #[derive(Debug)]
 pub struct FileStore {
     writer: Arc<Writer>,
+    read_buffers: Arc<ReadBuffers>,
     inner: LocalFileSystem,
 }
 
@@ -103,6 +107,7 @@ impl FileStore {
                 durable_dir: Mutex::new(None),
                 dir_syncs,
             }),
+            read_buffers: Arc::default(),
             inner,
         })
     }
@@ -124,6 +129,65 @@ impl FileStore {
                 .parts()
                 .all(|p| p.as_ref() != "." && p.as_ref() != "..");
         plain.then(|| self.writer.root.join(key))
+    }
+}
+
+/// Free read buffers. A read hands its buffer out inside the `Bytes` it
+/// returns ([`PooledRead`]); the buffer comes back here when the last slice
+/// of it is dropped (the read cache evicts it and the responses holding its
+/// records are sent), and the next read of about its size reuses it: its
+/// old contents are overwritten by the read, and only what was read is
+/// handed out.
+#[derive(Debug, Default)]
+struct ReadBuffers {
+    free: Mutex<Vec<Vec<u8>>>,
+}
+
+impl ReadBuffers {
+    /// A buffer of at least `len` bytes: the smallest free one that is not
+    /// more than twice as long, else a new one.
+    fn take(&self, len: usize) -> Vec<u8> {
+        let mut free = self.free.lock().expect("read buffers lock");
+        let fit = free
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.len() >= len && b.len() / 2 <= len)
+            .min_by_key(|(_, b)| b.len())
+            .map(|(i, _)| i);
+        match fit {
+            Some(i) => free.swap_remove(i),
+            None => {
+                drop(free);
+                vec![0u8; len.next_multiple_of(READ_BUFFER_ROUND_BYTES)]
+            }
+        }
+    }
+
+    fn give(&self, buf: Vec<u8>) {
+        let mut free = self.free.lock().expect("read buffers lock");
+        let kept: usize = free.iter().map(Vec::len).sum();
+        if free.len() < READ_BUFFERS_KEPT_MAX && kept + buf.len() <= READ_BUFFERS_KEPT_BYTES_MAX {
+            free.push(buf);
+        }
+    }
+}
+
+/// A read buffer lent out as the owner of a `Bytes`; back to the pool on
+/// drop.
+struct PooledRead {
+    buf: Vec<u8>,
+    pool: Arc<ReadBuffers>,
+}
+
+impl AsRef<[u8]> for PooledRead {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Drop for PooledRead {
+    fn drop(&mut self) {
+        self.pool.give(std::mem::take(&mut self.buf));
     }
 }
 
@@ -498,6 +562,7 @@ fn etag(file: &File) -> Option<String> {
 fn read_direct(
     path: &FsPath,
     range: Range<u64>,
+    pool: Arc<ReadBuffers>,
 ) -> io::Result<Option<(Bytes, Range<u64>, FileMeta)>> {
     let file = match OpenOptions::new()
         .read(true)
@@ -516,7 +581,7 @@ fn read_direct(
     let align = DIRECT_ALIGN as u64;
     let from = range.start / align * align;
     let to = end.div_ceil(align) * align;
-    let mut buf = vec![0u8; (to - from) as usize + DIRECT_ALIGN];
+    let mut buf = pool.take((to - from) as usize + DIRECT_ALIGN);
     let at = aligned_start(&buf);
     let want = (end - from) as usize;
     let mut got = 0usize;
@@ -537,7 +602,8 @@ fn read_direct(
         got += n;
     }
     let skip = at + (range.start - from) as usize;
-    let bytes = Bytes::from(buf).slice(skip..skip + (end - range.start) as usize);
+    let bytes = Bytes::from_owner(PooledRead { buf, pool })
+        .slice(skip..skip + (end - range.start) as usize);
     Ok(Some((bytes, range.start..end, meta)))
 }
 
@@ -607,7 +673,8 @@ impl ObjectStore for FileStore {
         };
         let read = {
             let file = path.clone();
-            tokio::task::spawn_blocking(move || read_direct(&file, range))
+            let pool = self.read_buffers.clone();
+            tokio::task::spawn_blocking(move || read_direct(&file, range, pool))
                 .await
                 .map_err(|e| generic(io::Error::other(e), &path))?
         };
@@ -685,6 +752,37 @@ impl ObjectStore for FileStore {
 mod tests {
     use super::*;
     use object_store::ObjectStoreExt;
+
+    /// A read buffer goes back to the pool when its last slice drops, and
+    /// the next read of about its size gets it again; one far larger is
+    /// not lent for a small read, and the pool keeps its bound.
+    #[test]
+    fn read_buffers_are_reused_within_bounds() {
+        let pool = Arc::new(ReadBuffers::default());
+        let buf = pool.take(100_000);
+        assert_eq!(buf.len(), READ_BUFFER_ROUND_BYTES);
+        let addr = buf.as_ptr();
+        let bytes = Bytes::from_owner(PooledRead {
+            buf,
+            pool: pool.clone(),
+        });
+        let slice = bytes.slice(10..20);
+        drop(bytes);
+        assert!(
+            pool.free.lock().unwrap().is_empty(),
+            "a slice still holds it"
+        );
+        drop(slice);
+        assert_eq!(pool.free.lock().unwrap().len(), 1);
+        let again = pool.take(200_000);
+        assert_eq!(again.as_ptr(), addr, "reused");
+        pool.give(vec![0; 4 * READ_BUFFER_ROUND_BYTES]);
+        assert_eq!(pool.take(1000).len(), READ_BUFFER_ROUND_BYTES, "not 4x");
+        for _ in 0..READ_BUFFERS_KEPT_MAX + 5 {
+            pool.give(vec![0; 16]);
+        }
+        assert_eq!(pool.free.lock().unwrap().len(), READ_BUFFERS_KEPT_MAX);
+    }
 
     fn payload(sizes: &[usize]) -> (PutPayload, Vec<u8>) {
         let mut all = Vec::new();

@@ -278,7 +278,9 @@ impl Compactor {
                     {
                         break 'index;
                     }
-                    let batches = read_span(&self.storage, s)
+                    // Checked here whatever --read-verify-crc says: a pass
+                    // carries the batches it keeps into new objects.
+                    let batches = read_span(&self.storage, s, true)
                         .await
                         .map_err(|e| anyhow::anyhow!("reading a span failed: {e:?}"))?;
                     if pass::record_count(&batches) > map.room() {
@@ -327,7 +329,7 @@ impl Compactor {
             for item in &items {
                 match item {
                     Item::Span(s) => {
-                        let batches = read_span(&self.storage, s)
+                        let batches = read_span(&self.storage, s, true)
                             .await
                             .map_err(|e| anyhow::anyhow!("reading a span failed: {e:?}"))?;
                         w.span(s, &batches).map_err(corrupt)?;

@@ -72,16 +72,19 @@ impl Records {
 pub struct Reader {
     meta: Meta,
     storage: Storage,
+    /// Check the CRC of batches read back from the object store.
+    verify_crc: bool,
     pub watermarks: Watermarks,
     pub spans: SpanCache,
     pub stable: StableIndex,
 }
 
 impl Reader {
-    pub fn new(meta: Meta, storage: Storage) -> Reader {
+    pub fn new(meta: Meta, storage: Storage, verify_crc: bool) -> Reader {
         Reader {
             meta,
             storage,
+            verify_crc,
             watermarks: Watermarks::default(),
             spans: SpanCache::default(),
             stable: StableIndex::default(),
@@ -97,9 +100,10 @@ impl Reader {
         self.spans.forget(&news.compacted);
     }
 
-    /// Reads the batches of `span` (checked: CRC again, offsets add up).
+    /// Reads the batches of `span` (checked: framing, offsets add up; the
+    /// CRC when the agent was told to).
     pub async fn read_span(&self, span: &SpanRecord) -> Result<Vec<ReadBatch>, ErrorCode> {
-        read_span(&self.storage, span).await
+        read_span(&self.storage, span, self.verify_crc).await
     }
 
     /// What a read_committed fetch from `fetch_offset` may return and must
@@ -270,8 +274,15 @@ impl Reader {
     }
 }
 
-/// Reads the batches of `span` (checked: CRC again, offsets add up).
-pub async fn read_span(storage: &Storage, span: &SpanRecord) -> Result<Vec<ReadBatch>, ErrorCode> {
+/// Reads the batches of `span`, checked: each batch's framing, the offsets
+/// and batch count against the span's row, and with `verify_crc` the CRC of
+/// batches that come from the object store (those of the tail cache are the
+/// very bytes this agent checked when they were produced).
+pub async fn read_span(
+    storage: &Storage,
+    span: &SpanRecord,
+    verify_crc: bool,
+) -> Result<Vec<ReadBatch>, ErrorCode> {
     if let Some(m) = span.marker {
         // A marker has no object: its 78 bytes are built here.
         return Ok(vec![ReadBatch {
@@ -302,7 +313,10 @@ pub async fn read_span(storage: &Storage, span: &SpanRecord) -> Result<Vec<ReadB
         })?;
     let mut out = Vec::with_capacity(span.batch_count.max(0) as usize);
     let mut next = span.base_offset;
-    for b in walk_batches(bytes, origin == rutomq_storage::Origin::Stored) {
+    for b in walk_batches(
+        bytes,
+        verify_crc && origin == rutomq_storage::Origin::Stored,
+    ) {
         let b = b.map_err(|invalid| {
             tracing::error!(
                 key = span.object_key,

@@ -57,7 +57,11 @@ impl Shard {
             agent: agent.clone(),
             buffer: ShardBuffer::new(agent.flush.clone(), agent.sealed_tx.clone()),
             topics: TopicCache::new(agent.meta.clone()),
-            reader: Reader::new(agent.meta.clone(), agent.storage.clone()),
+            reader: Reader::new(
+                agent.meta.clone(),
+                agent.storage.clone(),
+                agent.cfg.read_verify_crc,
+            ),
             fetch_budget: FetchBudget::new(FETCH_BYTES_INFLIGHT_MAX),
             metrics: Arc::new(ShardMetrics::default()),
             acls: agent.authorizer.clone().map(ShardAcls::new),
