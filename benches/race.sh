@@ -22,9 +22,12 @@
 #   a. produce-max   as fast as the broker acks, DURATION s after a WARMUP s
 #                    warmup, topic race-max (created by this run)
 #                    -> max MiB/s and records/s, MiB per broker CPU-second
-#   b. consume       topic race-max from the beginning, exactly the records
-#                    run (a) sent (its records_total, warmup included)
-#                    -> consume MiB/s
+#   b. consume       topic race-max from the beginning: the records the first
+#                    system's run (a) sent (its records_total, warmup
+#                    included), the same count on every system so each reads
+#                    the same bytes -> consume MiB/s; then the same after
+#                    dropping the page cache (root only), so Kafka too reads
+#                    from the disk -> consume MiB/s, page cache dropped
 #   c. produce-half  at a fixed rate of 50 % of Kafka's max records/s from
 #                    (a), DURATION s after the warmup, topic race-half
 #                    -> ack latency p50 / p99 / p99.9
@@ -521,10 +524,11 @@ def figures(m):
     f = {}
     pmax = load(m["produce-max"]) if "produce-max" in m else None
     cons = load(m["consume"]) if "consume" in m else None
+    cold = load(m["consume-cold"]) if "consume-cold" in m else None
     phalf = load(m["produce-half"]) if "produce-half" in m else None
     pown = load(m["produce-own-half"]) if "produce-own-half" in m else None
     errors = 0
-    for d in (pmax, cons, phalf, pown):
+    for d in (pmax, cons, cold, phalf, pown):
         if d and d.get("errors"):
             errors += int(d["errors"])
     f["errors"] = errors
@@ -554,6 +558,8 @@ def figures(m):
     if cons:
         f["consume_mib_s"] = cons.get("mib_per_sec")
         f["consume_records"] = cons.get("records_total", cons.get("records"))
+    if cold:
+        f["consume_cold_mib_s"] = cold.get("mib_per_sec")
     def fixed_rate(d, prefix, ack_prefix, rate_note):
         f[prefix + "target_records_s"] = dig(d, "workload", "rate") or (float(m[rate_note]) if rate_note in m else None)
         f[prefix + "records_s"] = d.get("records_per_sec")
@@ -622,7 +628,8 @@ ROWS = [
     ("own half rate: ack p50 ms", "own_ack_p50_ms", "{:.2f}", False),
     ("own half rate: ack p99 ms", "own_ack_p99_ms", "{:.2f}", False),
     ("own half rate: ack p99.9 ms", "own_ack_p999_ms", "{:.2f}", False),
-    ("consume MiB/s", "consume_mib_s", "{:.1f}", True),
+    ("consume MiB/s (same records on every system)", "consume_mib_s", "{:.1f}", True),
+    ("consume MiB/s, page cache dropped first", "consume_cold_mib_s", "{:.1f}", True),
     ("PUTs/window (max produce)", "max_puts_per_window", "{:.2f}", True),
     ("txns/window (max produce)", "max_txns_per_window", "{:.2f}", True),
     ("PUTs/window (half rate)", "half_puts_per_window", "{:.2f}", True),
@@ -726,7 +733,7 @@ def summarize(manifest, out_json, out_md, status="complete"):
         "load_seen": g.get("load", []),
         "systems": {s: {"figures": figs[s],
                         "files": {k: os.path.basename(per[s][k]) for k in per[s]
-                                  if k in ("produce-max", "consume", "produce-half", "produce-own-half", "rdk-warmup", "rdk-consume")
+                                  if k in ("produce-max", "consume", "consume-cold", "produce-half", "produce-own-half", "rdk-warmup", "rdk-consume")
                                   or k.startswith("rdk-produce-")},
                         "rdk_failed_runs": per[s].get("rdk_failed", []),
                         "broker_pids": per[s].get("pids"),
@@ -993,6 +1000,14 @@ rdk_runs() {
 
 HALF_SOURCE=""
 HALF_FROM=""   # the system whose max the half rate is 50 % of
+CONSUME_RECORDS=""   # records every consume run reads (set by the first system)
+
+# Writes dirty pages back and drops the clean page cache (root only).
+drop_page_cache() {
+    sync
+    [[ -w /proc/sys/vm/drop_caches ]] || return 1
+    echo 3 >/proc/sys/vm/drop_caches
+}
 if [[ -n "$HALF_RATE" ]]; then
     HALF_SOURCE="given with --half-rate"
     note - half_rate "$HALF_RATE"
@@ -1035,11 +1050,25 @@ run_system() {
     fi
     sleep 3
 
-    # b. consume what (a) wrote, warmup included
+    # b. consume from the beginning of race-max: the same number of records
+    # on every system (the first system's max-run total, or what this one
+    # wrote if fewer), so each reads the same bytes; then again after
+    # dropping the page cache, so both read from the disk.
     local total
     total="$(py records-total "$max_json")"
+    if [[ -z "$CONSUME_RECORDS" ]]; then
+        CONSUME_RECORDS="$total"
+        note - consume_records "$CONSUME_RECORDS"
+    fi
+    ((total > CONSUME_RECORDS)) && total="$CONSUME_RECORDS"
     bench "$sys" consume consume "${common[@]}" --topic race-max --from beginning --records "$total"
     sleep 3
+    if drop_page_cache; then
+        bench "$sys" consume-cold consume "${common[@]}" --topic race-max --from beginning --records "$total"
+        sleep 3
+    else
+        log "cannot drop the page cache (not root?): no cold consume row"
+    fi
 
     # c. fixed-rate produce on a new topic
     note "$sys" half_rate "$HALF_RATE"
