@@ -139,6 +139,12 @@ struct Args {
     /// Consumer connections (consume and e2e).
     #[arg(long, default_value_t = 2)]
     consumers: usize,
+    /// Independent readers of every partition (consume and e2e): N copies
+    /// of the --consumers connections, each copy reading all partitions, as
+    /// N consumer groups would (without their offset commits). Throughput
+    /// and latency are over all of them.
+    #[arg(long, default_value_t = 1)]
+    fanout: usize,
     /// Where consumers start (default: beginning for consume, tail for e2e).
     #[arg(long, value_enum)]
     from: Option<From>,
@@ -285,7 +291,8 @@ async fn run(args: Args) -> Result<()> {
             .zip(offsets)
             .map(|((t, p), o)| (t.clone(), *p, o))
             .collect();
-        for mine in deal(&with_offsets, args.consumers) {
+        let copies = std::iter::repeat_n(&with_offsets, args.fanout.max(1));
+        for mine in copies.flat_map(|all| deal(all, args.consumers)) {
             let cfg = consume::ConsumerConfig {
                 addr: args.bootstrap.clone(),
                 parts: mine,
@@ -564,7 +571,7 @@ fn summarize(
             "producers": args.producers, "in_flight": args.in_flight, "rate": args.rate,
             "duration": args.duration, "records": args.records, "warmup": args.warmup,
             "acks": args.acks, "compression": format!("{:?}", args.compression).to_lowercase(),
-            "consumers": args.consumers, "from": args.from.map(|f| format!("{f:?}").to_lowercase()),
+            "consumers": args.consumers, "fanout": args.fanout, "from": args.from.map(|f| format!("{f:?}").to_lowercase()),
         },
         "command": std::env::args().collect::<Vec<_>>().join(" "),
         "git": git_rev(),

@@ -7,10 +7,14 @@ mod spans;
 mod stable;
 mod watermarks;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
 use std::time::Instant;
 
 use bytes::BytesMut;
-use rutomq_meta::{Meta, SpanRecord};
+use futures::future::{FutureExt, LocalBoxFuture, Shared};
+use rutomq_meta::{Meta, PartitionOffsets, SpanRecord};
 use rutomq_storage::Storage;
 use uuid::Uuid;
 
@@ -68,6 +72,25 @@ impl Records {
     }
 }
 
+/// A PostgreSQL read of a partition's spans from an offset, shared by the
+/// fetches that want the same one while it runs.
+type SpanQuery =
+    Shared<LocalBoxFuture<'static, Result<(PartitionOffsets, Rc<Vec<SpanRecord>>), ErrorCode>>>;
+
+/// Removes a span query from the in-flight map when the fetch that started
+/// it finishes or is dropped (the others waiting on it still get its
+/// answer: each holds the shared future).
+struct Running<'a> {
+    queries: &'a RefCell<HashMap<(Uuid, i32, i64), SpanQuery>>,
+    key: (Uuid, i32, i64),
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.queries.borrow_mut().remove(&self.key);
+    }
+}
+
 /// One shard's read side.
 pub struct Reader {
     meta: Meta,
@@ -77,6 +100,12 @@ pub struct Reader {
     pub watermarks: Watermarks,
     pub spans: SpanCache,
     pub stable: StableIndex,
+    /// Span queries in flight, by (topic, partition, from offset): the
+    /// consumers of many groups at the tail of a partition wake on the
+    /// same commit and miss the cache together (a notification can
+    /// overtake the spans of this agent's own commit); one query serves
+    /// them all.
+    span_queries: RefCell<HashMap<(Uuid, i32, i64), SpanQuery>>,
 }
 
 impl Reader {
@@ -88,7 +117,56 @@ impl Reader {
             watermarks: Watermarks::default(),
             spans: SpanCache::default(),
             stable: StableIndex::default(),
+            span_queries: RefCell::default(),
         }
+    }
+
+    /// The spans of a partition from `fetch_offset`, from PostgreSQL (or
+    /// from the same query another fetch started), remembered in the
+    /// cache.
+    async fn query_spans(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        fetch_offset: i64,
+    ) -> Result<(PartitionOffsets, Rc<Vec<SpanRecord>>), ErrorCode> {
+        let key = (topic_id, partition, fetch_offset);
+        let running = self.span_queries.borrow().get(&key).cloned();
+        if let Some(query) = running {
+            return query.await;
+        }
+        let meta = self.meta.clone();
+        let query: SpanQuery = async move {
+            let (offsets, spans) = meta
+                .fetch_spans(topic_id, partition, fetch_offset, FETCH_SPANS_READ_MAX)
+                .await
+                .map_err(|e| ErrorCode::from(&e))?;
+            let offsets = offsets.ok_or(ErrorCode::UnknownTopicOrPartition)?;
+            Ok((offsets, Rc::new(spans)))
+        }
+        .boxed_local()
+        .shared();
+        self.span_queries.borrow_mut().insert(key, query.clone());
+        // Out of the map when this fetch is done with it, or dropped.
+        let _running = Running {
+            queries: &self.span_queries,
+            key,
+        };
+        let asked_at = Instant::now();
+        let got = query.await;
+        if let Ok((offsets, spans)) = &got {
+            self.watermarks
+                .set(topic_id, partition, offsets.high_watermark);
+            self.spans.remember(
+                topic_id,
+                partition,
+                offsets.log_start_offset,
+                fetch_offset,
+                spans,
+                asked_at,
+            );
+        }
+        got
     }
 
     /// What the hub said was committed or retired.
@@ -158,24 +236,12 @@ impl Reader {
         let (high_watermark, log_start_offset, spans) = match cached {
             Some(c) => c,
             None => {
-                let asked_at = Instant::now();
-                let (offsets, spans) = self
-                    .meta
-                    .fetch_spans(topic_id, partition, fetch_offset, FETCH_SPANS_READ_MAX)
-                    .await
-                    .map_err(|e| ErrorCode::from(&e))?;
-                let offsets = offsets.ok_or(ErrorCode::UnknownTopicOrPartition)?;
-                self.watermarks
-                    .set(topic_id, partition, offsets.high_watermark);
-                self.spans.remember(
-                    topic_id,
-                    partition,
+                let (offsets, spans) = self.query_spans(topic_id, partition, fetch_offset).await?;
+                (
+                    offsets.high_watermark,
                     offsets.log_start_offset,
-                    fetch_offset,
-                    &spans,
-                    asked_at,
-                );
-                (offsets.high_watermark, offsets.log_start_offset, spans)
+                    spans.to_vec(),
+                )
             }
         };
         let mut out = PartitionRead {

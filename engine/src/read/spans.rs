@@ -90,6 +90,14 @@ impl SpanCache {
     /// Remembers the spans just read for a partition from offset `from`,
     /// by a query sent at `asked_at`. A log start learned meanwhile (a
     /// notification overtaking the query) is kept: log starts only grow.
+    ///
+    /// Spans that join the cached ones without a gap are merged with them
+    /// (committed spans never change, so the same offsets are the same
+    /// spans), so that consumers at different offsets of one partition (a
+    /// lagging group and groups at the tail) share the entry instead of
+    /// replacing each other's: the tail stays cached and keeps growing
+    /// with new commits. Past [`SPANS_CACHED_PER_PARTITION_MAX`] the oldest
+    /// spans go.
     pub fn remember(
         &self,
         topic_id: Uuid,
@@ -99,26 +107,43 @@ impl SpanCache {
         spans: &[SpanRecord],
         asked_at: Instant,
     ) {
-        let next_offset = spans.last().map_or(from, |l| l.last_offset + 1);
         let mut map = self.map.borrow_mut();
         if map.len() >= SPAN_CACHE_PARTITIONS_MAX && !map.contains_key(&(topic_id, partition)) {
             map.clear();
         }
-        let known = map
-            .get(&(topic_id, partition))
+        let old = map.remove(&(topic_id, partition));
+        let known = old
+            .as_ref()
             .map_or(log_start, |c| c.log_start_offset.max(log_start));
-        let kept: Vec<_> = spans
+        let fresh: Vec<_> = spans
             .iter()
             .filter(|s| s.last_offset >= known)
             .cloned()
             .collect();
+        let fresh_next = spans.last().map_or(from, |l| l.last_offset + 1);
+        let (mut kept, next_offset, read_at) = match old
+            .filter(|c| c.read_at.elapsed() < LOG_START_CACHE_TTL)
+            .and_then(|c| merge(&c.spans, &fresh).map(|m| (m, c)))
+        {
+            Some((merged, c)) => (
+                merged,
+                c.next_offset.max(fresh_next),
+                // The older of the two reads decides when the log start
+                // is asked again.
+                c.read_at.min(asked_at),
+            ),
+            None => (fresh, fresh_next, asked_at),
+        };
+        if kept.len() > SPANS_CACHED_PER_PARTITION_MAX {
+            kept.drain(..kept.len() - SPANS_CACHED_PER_PARTITION_MAX);
+        }
         map.insert(
             (topic_id, partition),
             Cached {
                 log_start_offset: known,
                 spans: kept,
                 next_offset,
-                read_at: asked_at,
+                read_at,
             },
         );
     }
@@ -147,5 +172,87 @@ impl SpanCache {
                 }
             }
         }
+    }
+}
+
+/// The union of two sorted span lists, when it has no gap: each span
+/// starting right after the one before (`None` otherwise, or when either
+/// list has a gap of its own: offsets left out by compaction).
+fn merge(a: &[SpanRecord], b: &[SpanRecord]) -> Option<Vec<SpanRecord>> {
+    let (Some(a0), Some(b0)) = (a.first(), b.first()) else {
+        return None;
+    };
+    let (first, second) = if a0.base_offset <= b0.base_offset {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    let mut out: Vec<SpanRecord> = Vec::with_capacity(first.len() + second.len());
+    for s in first.iter().chain(second) {
+        match out.last() {
+            None => out.push(s.clone()),
+            Some(last) if s.last_offset <= last.last_offset => {
+                // Already there; the same offsets must be the same span.
+                if !out.iter().rev().any(|o| o.base_offset == s.base_offset) {
+                    return None;
+                }
+            }
+            Some(last) if s.base_offset == last.last_offset + 1 => out.push(s.clone()),
+            Some(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(base: i64, last: i64) -> SpanRecord {
+        SpanRecord {
+            base_offset: base,
+            last_offset: last,
+            object_key: format!("o{base}"),
+            byte_start: 0,
+            byte_len: 100,
+            batch_count: 1,
+            max_timestamp: 0,
+            object_size: 100,
+            sparse: false,
+            marker: None,
+        }
+    }
+
+    fn spans(from: i64, to: i64) -> Vec<SpanRecord> {
+        (from..to).map(|i| span(i * 10, i * 10 + 9)).collect()
+    }
+
+    /// A reader far behind the tail asks PostgreSQL for old spans; the
+    /// tail stays cached for the readers there, and both are served.
+    #[test]
+    fn readers_at_different_offsets_share_one_entry() {
+        let (c, t, now) = (SpanCache::default(), Uuid::from_u128(1), Instant::now());
+        c.remember(t, 0, 0, 500, &spans(50, 60), now);
+        c.remember(t, 0, 0, 300, &spans(30, 50), now);
+        let (_, tail) = c.get(t, 0, 550, 600, 1 << 20).expect("the tail");
+        assert_eq!(tail.first().unwrap().base_offset, 550);
+        let (_, old) = c.get(t, 0, 300, 600, 300).expect("the old spans");
+        assert_eq!(old.first().unwrap().base_offset, 300);
+        // New commits still extend it.
+        c.extend(&[((t, 0), span(600, 609))]);
+        let (_, tail) = c.get(t, 0, 600, 610, 1 << 20).expect("extended");
+        assert_eq!(tail.len(), 1);
+        // A gap (compaction left offsets out) replaces instead.
+        c.remember(t, 0, 0, 100, &spans(10, 20), now);
+        assert!(c.get(t, 0, 550, 610, 1 << 20).is_none());
+        assert!(c.get(t, 0, 100, 610, 200).is_some());
+        // Bounded: the oldest go.
+        c.remember(t, 0, 0, 0, &spans(0, 200), now);
+        c.remember(t, 0, 0, 2000, &spans(200, 264), now);
+        let map = c.map.borrow();
+        let e = &map[&(t, 0)];
+        assert_eq!(e.spans.len(), SPANS_CACHED_PER_PARTITION_MAX);
+        assert_eq!(e.spans.last().unwrap().last_offset, 2639);
+        assert_eq!(e.next_offset, 2640);
     }
 }
