@@ -597,11 +597,20 @@ async fn execute_pipelined(
         [&a_topic, &a_part, &a_next, &a_ts, &a_bytes, &a_pin];
     let opened_params: [&(dyn ToSql + Sync); 4] = [&o_topic, &o_part, &o_pid, &o_first];
     let producer_params: [&(dyn ToSql + Sync); 5] = [&p_id, &p_topic, &p_part, &p_epoch, &p_hist];
-    let notices = marks_payloads(
+    let mut notices = marks_payloads(
         plan.advanced
             .keys()
             .filter_map(|tp| plan.result.watermarks.get(tp).map(|m| (*tp, *m, None))),
     );
+    // The committing agent tells its own shards itself, with the spans:
+    // its payloads say who sent them, so it can pass over its own.
+    if let Some(agent) = objects.first().map(|o| o.agent_id) {
+        if objects.iter().all(|o| o.agent_id == agent) {
+            for n in &mut notices {
+                n.insert_str(0, &format!("{}{agent} ", AGENT_TAG));
+            }
+        }
+    }
     let insert_objects = tx.execute(&st.insert_objects, &objects_params);
     let insert_spans = async {
         if s.is_empty() {
@@ -701,8 +710,24 @@ pub fn marks_payloads(
     }))
 }
 
+/// What starts the first entry of a window commit's watermark payload: the
+/// committing agent's id (`@7 ...`). Parsers that do not know it skip it as
+/// an entry that is not a partition.
+pub const AGENT_TAG: char = '@';
+
+/// The agent that committed the window a watermark payload announces, when
+/// it says.
+pub fn payload_agent(payload: &str) -> Option<i32> {
+    payload
+        .strip_prefix(AGENT_TAG)?
+        .split(' ')
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Parses one watermark payload (see [`marks_payloads`]); the log start of
-/// each entry is unknown (-1).
+/// each entry is unknown (-1). An agent tag is not an entry.
 pub fn parse_marks_payload(payload: &str) -> Vec<MarksNews> {
     payload
         .split(' ')
@@ -1043,6 +1068,11 @@ mod tests {
             .into_iter(),
         );
         let news = parse_marks_payload(&payloads[0]);
+        // A window commit's payload names its agent first; parsers pass it.
+        let tagged = format!("{AGENT_TAG}12 {}", payloads[0]);
+        assert_eq!(payload_agent(&tagged), Some(12));
+        assert_eq!(payload_agent(&payloads[0]), None);
+        assert_eq!(parse_marks_payload(&tagged), news);
         assert_eq!(news.len(), 3);
         assert_eq!(
             (

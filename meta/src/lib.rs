@@ -30,7 +30,7 @@ pub mod txn;
 pub use limits::*;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -337,6 +337,9 @@ pub struct Meta {
     jobs: mpsc::Sender<Job>,
     commits: mpsc::Sender<CommitJob>,
     pub stats: Arc<MetaStats>,
+    /// This agent's id once registered (0 before): its own window commits'
+    /// notifications are not passed on (see [`notify::run_listener`]).
+    own_agent: Arc<AtomicI32>,
 }
 
 /// Applies the versioned migrations under `meta/sql/` that are not applied yet.
@@ -419,6 +422,8 @@ impl Meta {
         let stats = Arc::new(MetaStats::default());
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), MetaError>>();
         let thread_stats = stats.clone();
+        let own_agent = Arc::new(AtomicI32::new(0));
+        let listener_agent = own_agent.clone();
         let join = std::thread::Builder::new()
             .name("meta".into())
             .spawn(move || {
@@ -449,7 +454,11 @@ impl Meta {
                             return;
                         }
                     };
-                    tokio::spawn(notify::run_listener(url.clone(), Arc::new(on_notice)));
+                    tokio::spawn(notify::run_listener(
+                        url.clone(),
+                        Arc::new(on_notice),
+                        listener_agent,
+                    ));
                     let _ = ready_tx.send(Ok(()));
                     let committer = tokio::spawn(run_committer(
                         url.clone(),
@@ -475,6 +484,7 @@ impl Meta {
                 jobs: job_tx,
                 commits: commit_tx,
                 stats,
+                own_agent,
             },
             join,
         ))
@@ -757,22 +767,25 @@ impl Meta {
             let names: Vec<&str> = listeners.iter().map(|e| e.name.as_str()).collect();
             let hosts: Vec<&str> = listeners.iter().map(|e| e.host.as_str()).collect();
             let ports: Vec<i32> = listeners.iter().map(|e| e.port).collect();
-            Ok(c.query_one(
-                sql::REGISTER_AGENT,
-                &[
-                    &first.host,
-                    &first.port,
-                    &rack,
-                    &secs,
-                    &names,
-                    &hosts,
-                    &ports,
-                ],
-            )
-            .await?
-            .get(0))
+            let agent: i32 = c
+                .query_one(
+                    sql::REGISTER_AGENT,
+                    &[
+                        &first.host,
+                        &first.port,
+                        &rack,
+                        &secs,
+                        &names,
+                        &hosts,
+                        &ports,
+                    ],
+                )
+                .await?
+                .get(0);
+            Ok(agent)
         })
         .await
+        .inspect(|&agent| self.own_agent.store(agent, Ordering::Relaxed))
     }
 
     pub async fn renew_agent(&self, agent_id: i32, lease: Duration) -> Result<bool, MetaError> {

@@ -20,7 +20,7 @@
 //! announcements arrive in order; two agents' may interleave in any order,
 //! which their receivers tolerate (they keep the highest offsets).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -159,10 +159,19 @@ async fn run(url: String, mut rx: mpsc::Receiver<Announcement>, stats: Arc<MetaS
 /// `LISTEN`s for watermark and log start changes committed by any agent,
 /// reconnecting with a bounded backoff. Changes missed while disconnected
 /// are picked up when the shards' cached watermarks expire.
-pub(crate) async fn run_listener(url: String, on_notice: Arc<NoticeListener>) {
+///
+/// The notices of this agent's own window commits (`own_agent`, tagged in
+/// their payloads) are passed over: the pipeline tells the shards of those
+/// itself, with the new spans, and a notice that overtook it woke long
+/// polls that then found the spans missing and asked PostgreSQL.
+pub(crate) async fn run_listener(
+    url: String,
+    on_notice: Arc<NoticeListener>,
+    own_agent: Arc<AtomicI32>,
+) {
     let mut backoff = Duration::from_millis(100);
     loop {
-        match listen_once(&url, &on_notice).await {
+        match listen_once(&url, &on_notice, &own_agent).await {
             Ok(()) => backoff = Duration::from_millis(100),
             Err(e) => tracing::warn!(error = %e, "LISTEN connection failed; reconnecting"),
         }
@@ -171,7 +180,11 @@ pub(crate) async fn run_listener(url: String, on_notice: Arc<NoticeListener>) {
     }
 }
 
-async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), MetaError> {
+async fn listen_once(
+    url: &str,
+    on_notice: &Arc<NoticeListener>,
+    own_agent: &AtomicI32,
+) -> Result<(), MetaError> {
     let (client, mut connection) = tokio_postgres::connect(url, NoTls).await?;
     type Received = Result<(String, String), tokio_postgres::Error>;
     let (ntx, mut nrx) = mpsc::channel::<Received>(NOTICES_QUEUED_MAX);
@@ -221,7 +234,13 @@ async fn listen_once(url: &str, on_notice: &Arc<NoticeListener>) -> Result<(), M
             QUOTAS => Notice::QuotasChanged,
             CONFIGS => Notice::ConfigsChanged,
             TOKENS => Notice::TokensChanged,
-            _ => Notice::Watermarks(commit::parse_marks_payload(&payload)),
+            _ => {
+                let own = own_agent.load(Ordering::Relaxed);
+                if own != 0 && commit::payload_agent(&payload) == Some(own) {
+                    continue;
+                }
+                Notice::Watermarks(commit::parse_marks_payload(&payload))
+            }
         });
     }
     pump.abort();
