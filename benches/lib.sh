@@ -1,5 +1,5 @@
-# Shell helpers the A/B benchmark scripts share (ab.sh, tls.sh,
-# control-plane.sh); sourced, not run. Each script sets BENCH (the
+# Shell helpers the benchmark scripts share (ab.sh, tls.sh,
+# control-plane.sh, race.sh, rdkafka-perf.sh); sourced, not run. Each script sets BENCH (the
 # rutomq-bench binary) and DURATION before calling `produce_consume`.
 
 # free_ports N: N free TCP ports on 127.0.0.1, space-separated.
@@ -66,4 +66,13 @@ row.update({"produce_mib_s": p["mib_per_sec"], "p50": p["latency_ms"]["p50"], "p
             "errors": p["errors"] + c["errors"]})
 print(json.dumps(row))
 PY
+}
+
+# A command line as text, quoting only the words that need it.
+quote_cmd() {
+    local w words=()
+    for w in "$@"; do
+        if [[ "$w" =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then words+=("$w"); else words+=("$(printf '%q' "$w")"); fi
+    done
+    echo "${words[*]}"
 }

@@ -145,14 +145,8 @@ Client and broker logs stay in the work dir (printed at the end).
 EOF
 }
 
-# A command line as text, quoting only the words that need it.
-quote_cmd() {
-    local w words=()
-    for w in "$@"; do
-        if [[ "$w" =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then words+=("$w"); else words+=("$(printf '%q' "$w")"); fi
-    done
-    echo "${words[*]}"
-}
+# shellcheck source=benches/lib.sh
+source "$here/lib.sh"   # quote_cmd
 log() { printf '[race %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 

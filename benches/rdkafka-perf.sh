@@ -282,13 +282,8 @@ else
     prog+=("${EXTRA_X[@]}")
 fi
 
-quote_cmd() {
-    local w words=()
-    for w in "$@"; do
-        if [[ "$w" =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then words+=("$w"); else words+=("$(printf '%q' "$w")"); fi
-    done
-    echo "${words[*]}"
-}
+# shellcheck source=benches/lib.sh
+source "$repo/benches/lib.sh"   # quote_cmd
 cmd_txt="$(quote_cmd "${prog[@]}")"
 echo "rdkafka-perf: $cmd_txt" >&2
 printf '# %s\n' "$cmd_txt" >"$raw"

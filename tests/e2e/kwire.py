@@ -470,6 +470,31 @@ def alter_client_quotas(bootstrap, entries, validate_only=False):
 # a blocking connection
 
 
+def fetch_v4(c, topic, partition=0, offset=0):
+    """Fetch v4 of one partition on connection `c` (a KafkaConn): (error
+    code, high watermark, record bytes)."""
+    cid = c.next_cid()
+    body = (i32(-1) + i32(0) + i32(1) + i32(1 << 20) + i8(0)
+            + i32(1) + string(topic) + i32(1)
+            + i32(partition) + i64(offset) + i32(1 << 20))
+    c.send(frame(request_header(1, 4, cid) + body))
+    r = Reader(c.recv_frame())
+    assert r.i32() == cid
+    r.i32()  # throttle
+
+    def part(rr):
+        idx, err, hw, _lso = rr.i32(), rr.i16(), rr.i64(), rr.i64()
+        rr.array(lambda x: (x.i64(), x.i64()))  # aborted transactions
+        n = rr.i32()
+        return idx, err, hw, rr.take(n) if n >= 0 else b""
+
+    topics = r.array(lambda rr: (rr.string(), rr.array(part)))
+    r.expect_end("Fetch v4 response")
+    [(name, [(idx, err, hw, records)])] = topics
+    assert (name, idx) == (topic, partition)
+    return err, hw, records
+
+
 class KafkaConn:
     def __init__(self, host, port, timeout=10.0):
         self.sock = socket.create_connection((host, port), timeout=timeout)

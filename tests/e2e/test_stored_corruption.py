@@ -85,26 +85,7 @@ def _flip_marker_byte(objects_dir, marker):
 def _raw_fetch(bootstrap, topic, partition=0, offset=0):
     """Fetch v4 of one partition: (error code, high watermark, record bytes)."""
     with kwire.KafkaConn.to(bootstrap) as c:
-        cid = c.next_cid()
-        body = (kwire.i32(-1) + kwire.i32(0) + kwire.i32(1) + kwire.i32(1 << 20) + kwire.i8(0)
-                + kwire.i32(1) + kwire.string(topic) + kwire.i32(1)
-                + kwire.i32(partition) + kwire.i64(offset) + kwire.i32(1 << 20))
-        c.send(kwire.frame(kwire.request_header(kwire.FETCH, 4, cid) + body))
-        r = kwire.Reader(c.recv_frame())
-    assert r.i32() == cid
-    r.i32()  # throttle
-
-    def part(rr):
-        idx, err, hw, _lso = rr.i32(), rr.i16(), rr.i64(), rr.i64()
-        rr.array(lambda x: (x.i64(), x.i64()))  # aborted transactions
-        n = rr.i32()
-        return idx, err, hw, rr.take(n) if n >= 0 else b""
-
-    topics = r.array(lambda rr: (rr.string(), rr.array(part)))
-    r.expect_end("Fetch v4 response")
-    [(name, [(idx, err, hw, records)])] = topics
-    assert (name, idx) == (topic, partition)
-    return err, hw, records
+        return kwire.fetch_v4(c, topic, partition, offset)
 
 
 def _batches(records):
