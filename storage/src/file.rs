@@ -33,7 +33,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::limits::{
     CREATE_ATTEMPTS_MAX, READ_BUFFERS_KEPT_BYTES_MAX, READ_BUFFERS_KEPT_MAX,
-    READ_BUFFER_ROUND_BYTES, WRITE_BUFFERS_MAX, WRITE_BUFFER_BYTES,
+    READ_BUFFER_POOLED_MIN_BYTES, READ_BUFFER_SLACK_DEN, WRITE_BUFFERS_MAX, WRITE_BUFFER_BYTES,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -144,26 +144,29 @@ struct ReadBuffers {
 }
 
 impl ReadBuffers {
-    /// A buffer of at least `len` bytes: the smallest free one that is not
-    /// more than twice as long, else a new one.
+    /// A buffer of at least `len` bytes: for a large read the smallest free
+    /// one at most 1/[`READ_BUFFER_SLACK_DEN`] longer, else a new one of
+    /// exactly `len`.
     fn take(&self, len: usize) -> Vec<u8> {
-        let mut free = self.free.lock().expect("read buffers lock");
-        let fit = free
-            .iter()
-            .enumerate()
-            .filter(|(_, b)| b.len() >= len && b.len() / 2 <= len)
-            .min_by_key(|(_, b)| b.len())
-            .map(|(i, _)| i);
-        match fit {
-            Some(i) => free.swap_remove(i),
-            None => {
-                drop(free);
-                vec![0u8; len.next_multiple_of(READ_BUFFER_ROUND_BYTES)]
+        if len >= READ_BUFFER_POOLED_MIN_BYTES {
+            let mut free = self.free.lock().expect("read buffers lock");
+            let fit = free
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.len() >= len && b.len() - len <= len / READ_BUFFER_SLACK_DEN)
+                .min_by_key(|(_, b)| b.len())
+                .map(|(i, _)| i);
+            if let Some(i) = fit {
+                return free.swap_remove(i);
             }
         }
+        vec![0u8; len]
     }
 
     fn give(&self, buf: Vec<u8>) {
+        if buf.len() < READ_BUFFER_POOLED_MIN_BYTES {
+            return;
+        }
         let mut free = self.free.lock().expect("read buffers lock");
         let kept: usize = free.iter().map(Vec::len).sum();
         if free.len() < READ_BUFFERS_KEPT_MAX && kept + buf.len() <= READ_BUFFERS_KEPT_BYTES_MAX {
@@ -753,14 +756,16 @@ mod tests {
     use super::*;
     use object_store::ObjectStoreExt;
 
-    /// A read buffer goes back to the pool when its last slice drops, and
-    /// the next read of about its size gets it again; one far larger is
-    /// not lent for a small read, and the pool keeps its bound.
+    /// A large read buffer goes back to the pool when its last slice
+    /// drops, and the next read of about its size gets it again; one much
+    /// larger is not lent, small reads are not pooled, and the pool keeps
+    /// its bound.
     #[test]
     fn read_buffers_are_reused_within_bounds() {
         let pool = Arc::new(ReadBuffers::default());
-        let buf = pool.take(100_000);
-        assert_eq!(buf.len(), READ_BUFFER_ROUND_BYTES);
+        let len = 2 * READ_BUFFER_POOLED_MIN_BYTES;
+        let buf = pool.take(len);
+        assert_eq!(buf.len(), len);
         let addr = buf.as_ptr();
         let bytes = Bytes::from_owner(PooledRead {
             buf,
@@ -774,12 +779,22 @@ mod tests {
         );
         drop(slice);
         assert_eq!(pool.free.lock().unwrap().len(), 1);
-        let again = pool.take(200_000);
-        assert_eq!(again.as_ptr(), addr, "reused");
-        pool.give(vec![0; 4 * READ_BUFFER_ROUND_BYTES]);
-        assert_eq!(pool.take(1000).len(), READ_BUFFER_ROUND_BYTES, "not 4x");
+        let again = pool.take(len - len / (2 * READ_BUFFER_SLACK_DEN));
+        assert_eq!(again.as_ptr(), addr, "reused for a slightly shorter read");
+        pool.give(again);
+        assert_eq!(
+            pool.take(len / 2).len(),
+            len / 2,
+            "not lent for half its size"
+        );
+        pool.give(vec![0; 100]);
+        assert_eq!(
+            pool.free.lock().unwrap().len(),
+            1,
+            "small ones are not kept"
+        );
         for _ in 0..READ_BUFFERS_KEPT_MAX + 5 {
-            pool.give(vec![0; 16]);
+            pool.give(vec![0; READ_BUFFER_POOLED_MIN_BYTES]);
         }
         assert_eq!(pool.free.lock().unwrap().len(), READ_BUFFERS_KEPT_MAX);
     }

@@ -26,7 +26,12 @@ pub const CREATE_ATTEMPTS_MAX: u32 = 3;
 /// object into a reused buffer skips zeroing and faulting in a fresh one
 /// (8 % of the agent's CPU when consumers read from the beginning).
 pub const READ_BUFFERS_KEPT_BYTES_MAX: usize = 64 << 20;
-/// Free read buffers kept at most (each fits reads up to twice as short).
+/// Free read buffers kept at most.
 pub const READ_BUFFERS_KEPT_MAX: usize = 64;
-/// Read buffers are made in multiples of this, so that reuse finds a fit.
-pub const READ_BUFFER_ROUND_BYTES: usize = 256 << 10;
+/// Reads shorter than this get a buffer of their own, not a pooled one
+/// (zeroing it costs little; and a small object in the read cache must not
+/// hold a large buffer it is not charged for).
+pub const READ_BUFFER_POOLED_MIN_BYTES: usize = 256 << 10;
+/// A pooled buffer serves a read at most 1/N longer than it: the read
+/// cache charges an object its length, not its buffer's.
+pub const READ_BUFFER_SLACK_DEN: usize = 8;

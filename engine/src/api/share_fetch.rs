@@ -293,7 +293,7 @@ async fn fetch_once(
         }
         let read = match shard
             .reader
-            .read_partition(key.0, key.1, planned.from, grant.bytes, ask.committed)
+            .read_partition(key.0, key.1, planned.from, grant.bytes, ask.committed, true)
             .await
         {
             Ok(r) => r,

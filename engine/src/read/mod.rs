@@ -7,7 +7,7 @@ mod spans;
 mod stable;
 mod watermarks;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Instant;
@@ -81,15 +81,24 @@ type SpanQuery =
 /// it finishes or is dropped (the others waiting on it still get its
 /// answer: each holds the shared future).
 struct Running<'a> {
-    queries: &'a RefCell<HashMap<(Uuid, i32, i64), SpanQuery>>,
+    queries: &'a SpanQueries,
     key: (Uuid, i32, i64),
+    news: u64,
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.queries.borrow_mut().remove(&self.key);
+        let mut queries = self.queries.borrow_mut();
+        // A newer query may have taken the key since.
+        if queries.get(&self.key).is_some_and(|(n, _)| *n == self.news) {
+            queries.remove(&self.key);
+        }
     }
 }
+
+/// Span queries in flight by (topic, partition, from offset), each with
+/// the news count it started at.
+type SpanQueries = RefCell<HashMap<(Uuid, i32, i64), (u64, SpanQuery)>>;
 
 /// One shard's read side.
 pub struct Reader {
@@ -105,7 +114,11 @@ pub struct Reader {
     /// same commit and miss the cache together (a notification can
     /// overtake the spans of this agent's own commit); one query serves
     /// them all.
-    span_queries: RefCell<HashMap<(Uuid, i32, i64), SpanQuery>>,
+    span_queries: SpanQueries,
+    /// Hub news learned so far: a fetch joins only a span query that
+    /// started after the news it woke on (an older one may not see that
+    /// commit).
+    news: Cell<u64>,
 }
 
 impl Reader {
@@ -118,6 +131,7 @@ impl Reader {
             spans: SpanCache::default(),
             stable: StableIndex::default(),
             span_queries: RefCell::default(),
+            news: Cell::new(0),
         }
     }
 
@@ -131,7 +145,13 @@ impl Reader {
         fetch_offset: i64,
     ) -> Result<(PartitionOffsets, Rc<Vec<SpanRecord>>), ErrorCode> {
         let key = (topic_id, partition, fetch_offset);
-        let running = self.span_queries.borrow().get(&key).cloned();
+        let news = self.news.get();
+        let running = self
+            .span_queries
+            .borrow()
+            .get(&key)
+            .filter(|(started, _)| *started == news)
+            .map(|(_, q)| q.clone());
         if let Some(query) = running {
             return query.await;
         }
@@ -146,11 +166,14 @@ impl Reader {
         }
         .boxed_local()
         .shared();
-        self.span_queries.borrow_mut().insert(key, query.clone());
+        self.span_queries
+            .borrow_mut()
+            .insert(key, (news, query.clone()));
         // Out of the map when this fetch is done with it, or dropped.
         let _running = Running {
             queries: &self.span_queries,
             key,
+            news,
         };
         let asked_at = Instant::now();
         let got = query.await;
@@ -171,6 +194,7 @@ impl Reader {
 
     /// What the hub said was committed or retired.
     pub fn learn(&self, news: &HubNews) {
+        self.news.set(self.news.get() + 1);
         self.spans.extend(&news.spans);
         self.stable.learn(&news.marks);
         self.watermarks.learn(&news.marks);
@@ -179,9 +203,14 @@ impl Reader {
     }
 
     /// Reads the batches of `span` (checked: framing, offsets add up; the
-    /// CRC when the agent was told to).
-    pub async fn read_span(&self, span: &SpanRecord) -> Result<Vec<ReadBatch>, ErrorCode> {
-        read_span(&self.storage, span, self.verify_crc).await
+    /// CRC when the agent was told to, or when `verify` says so: the agent
+    /// itself acts on what it reads).
+    pub async fn read_span(
+        &self,
+        span: &SpanRecord,
+        verify: bool,
+    ) -> Result<Vec<ReadBatch>, ErrorCode> {
+        read_span(&self.storage, span, verify || self.verify_crc).await
     }
 
     /// What a read_committed fetch from `fetch_offset` may return and must
@@ -214,7 +243,9 @@ impl Reader {
 
     /// Records of a partition from `fetch_offset`; with `committed`
     /// (read_committed) only below the last stable offset, with the aborted
-    /// transactions among them listed.
+    /// transactions among them listed. `verify`: check the CRC of batches
+    /// read from the object store whatever `--read-verify-crc` says (share
+    /// groups act on the batch headers they read).
     pub async fn read_partition(
         &self,
         topic_id: Uuid,
@@ -222,6 +253,7 @@ impl Reader {
         fetch_offset: i64,
         bytes_max: usize,
         committed: bool,
+        verify: bool,
     ) -> Result<PartitionRead, ErrorCode> {
         let stable = if committed {
             Some(self.stable_view(topic_id, partition, fetch_offset).await?)
@@ -290,7 +322,8 @@ impl Reader {
                 self.storage.prefetch(&span.object_key, span.object_size);
             }
         }
-        let reads = futures::future::join_all(chosen.iter().map(|s| self.read_span(s))).await;
+        let reads =
+            futures::future::join_all(chosen.iter().map(|s| self.read_span(s, verify))).await;
         let mut end_offset = fetch_offset;
         // Markers returned (compaction may have removed others).
         let mut markers = Vec::new();

@@ -134,6 +134,8 @@ impl SpanCache {
             ),
             None => (fresh, fresh_next, asked_at),
         };
+        // Spans below a log start learned since the older read are gone.
+        kept.retain(|s| s.last_offset >= known);
         if kept.len() > SPANS_CACHED_PER_PARTITION_MAX {
             kept.drain(..kept.len() - SPANS_CACHED_PER_PARTITION_MAX);
         }

@@ -306,6 +306,7 @@ async fn read_all(
             *fetch_offset,
             grant.bytes,
             committed,
+            false,
         )),
         Slot::Ready(_) => None,
     }))
