@@ -605,9 +605,23 @@ pub async fn seek_and_pause(bootstrap: &str, kind: ConsumerKind, name: &str) {
 pub async fn java_placement(bootstrap: &str, topic: &str) {
     const N: usize = 2000;
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    // The jar folder of the Kafka the test started: start-kafka.sh --fetch
+    // names it (and its default version) without fetching again.
     let libs = std::env::var("KAFKA_LIBS")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| root.join("tests/.cache/kafka/libs"));
+        .unwrap_or_else(|_| {
+            let out = std::process::Command::new(root.join("benches/kafka/start-kafka.sh"))
+                .arg("--fetch")
+                .output()
+                .expect("start-kafka.sh --fetch runs");
+            let said = String::from_utf8_lossy(&out.stdout);
+            let folder = said
+                .lines()
+                .find_map(|l| l.strip_prefix("FETCHED "))
+                .and_then(|rest| rest.split_whitespace().nth(1))
+                .unwrap_or_else(|| panic!("start-kafka.sh --fetch said {said:?}"));
+            std::path::PathBuf::from(folder)
+        });
     let classes = std::env::temp_dir().join(format!("datum-mq-java-{}", std::process::id()));
     std::fs::create_dir_all(&classes).unwrap();
     let cp = format!("{}/*", libs.display());

@@ -372,20 +372,7 @@ mod tests {
     use super::*;
     use crate::records::StoredBatch;
 
-    fn span(base: i64, last: i64) -> SpanRecord {
-        SpanRecord {
-            base_offset: base,
-            last_offset: last,
-            object_key: "o".into(),
-            byte_start: 0,
-            byte_len: 100,
-            batch_count: 1,
-            max_timestamp: 0,
-            object_size: 0,
-            sparse: false,
-            marker: None,
-        }
-    }
+    use crate::read::test_span as span;
 
     fn rb(base: i64, recs: &[Rec<'_>], pid: i64, txn: bool) -> ReadBatch {
         let b = Bytes::from(make_batch(recs, 0, pid, txn));

@@ -18,6 +18,8 @@ use rutomq_meta::{Meta, PartitionOffsets, SpanRecord};
 use rutomq_storage::Storage;
 use uuid::Uuid;
 
+#[cfg(test)]
+pub(crate) use spans::test_span;
 pub use spans::SpanCache;
 pub use stable::{Aborted, StableIndex, StableView};
 pub use watermarks::Watermarks;

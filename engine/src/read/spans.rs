@@ -206,24 +206,29 @@ fn merge(a: &[SpanRecord], b: &[SpanRecord]) -> Option<Vec<SpanRecord>> {
     Some(out)
 }
 
+/// A plain span of offsets `base..=last` (one 100-byte batch in object
+/// `o<base>`), for tests.
+#[cfg(test)]
+pub(crate) fn test_span(base: i64, last: i64) -> SpanRecord {
+    SpanRecord {
+        base_offset: base,
+        last_offset: last,
+        object_key: format!("o{base}"),
+        byte_start: 0,
+        byte_len: 100,
+        batch_count: 1,
+        max_timestamp: 0,
+        object_size: 100,
+        sparse: false,
+        marker: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn span(base: i64, last: i64) -> SpanRecord {
-        SpanRecord {
-            base_offset: base,
-            last_offset: last,
-            object_key: format!("o{base}"),
-            byte_start: 0,
-            byte_len: 100,
-            batch_count: 1,
-            max_timestamp: 0,
-            object_size: 100,
-            sparse: false,
-            marker: None,
-        }
-    }
+    use super::test_span as span;
 
     fn spans(from: i64, to: i64) -> Vec<SpanRecord> {
         (from..to).map(|i| span(i * 10, i * 10 + 9)).collect()
