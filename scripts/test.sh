@@ -3,7 +3,7 @@
 #   1. make sure PostgreSQL server binaries exist (the e2e suite starts its own cluster),
 #      and OpenSSL headers + tool (datum-mq: librdkafka with SSL, TLS test certificates)
 #   2. cargo build --release --workspace   (the e2e suite runs target/release/rutomq)
-#   3. cargo test --release --workspace
+#   3. cargo test --release --workspace --no-fail-fast
 #   4. create/refresh .venv from tests/requirements.txt (skipped when unchanged)
 #   5. build the Java/Go RoundTrip clients (tests/clients/build.sh) and the Kafka
 #      Streams program (tests/streams/build.sh), unpack Debian's kcat
@@ -86,8 +86,9 @@ if [ "${RUTOMQ_SKIP_CARGO:-0}" != 1 ]; then
     fi
     log "cargo build --release --workspace"
     cargo build --release --workspace
-    log "cargo test --release --workspace"
-    if ! cargo test --release --workspace; then
+    # --no-fail-fast: one failing test binary must not hide the others.
+    log "cargo test --release --workspace --no-fail-fast"
+    if ! cargo test --release --workspace --no-fail-fast; then
         echo "error: cargo test failed (continuing with the e2e suite)" >&2
         status=1
     fi
