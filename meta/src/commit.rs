@@ -597,20 +597,18 @@ async fn execute_pipelined(
         [&a_topic, &a_part, &a_next, &a_ts, &a_bytes, &a_pin];
     let opened_params: [&(dyn ToSql + Sync); 4] = [&o_topic, &o_part, &o_pid, &o_first];
     let producer_params: [&(dyn ToSql + Sync); 5] = [&p_id, &p_topic, &p_part, &p_epoch, &p_hist];
-    let mut notices = marks_payloads(
+    // The committing agent tells its own shards itself, with the spans:
+    // its payloads say who sent them, so it can pass over its own.
+    let agent = objects
+        .first()
+        .map(|o| o.agent_id)
+        .filter(|&a| objects.iter().all(|o| o.agent_id == a));
+    let notices = marks_payloads(
+        agent,
         plan.advanced
             .keys()
             .filter_map(|tp| plan.result.watermarks.get(tp).map(|m| (*tp, *m, None))),
     );
-    // The committing agent tells its own shards itself, with the spans:
-    // its payloads say who sent them, so it can pass over its own.
-    if let Some(agent) = objects.first().map(|o| o.agent_id) {
-        if objects.iter().all(|o| o.agent_id == agent) {
-            for n in &mut notices {
-                n.insert_str(0, &format!("{}{agent} ", AGENT_TAG));
-            }
-        }
-    }
     let insert_objects = tx.execute(&st.insert_objects, &objects_params);
     let insert_spans = async {
         if s.is_empty() {
@@ -695,19 +693,27 @@ pub struct MarksNews {
 /// no transaction state (last stable offset = high watermark, no abort
 /// ever), else `topic/partition/hw/lso/abort_seq`, plus `/pid/first` for
 /// the marker of an aborted transaction. The log start is not carried.
+/// With `from_agent` every payload starts with that agent's tag
+/// ([`AGENT_TAG`]): a window commit's, whose agent tells its own shards
+/// itself.
 pub fn marks_payloads(
+    from_agent: Option<i32>,
     entries: impl Iterator<Item = ((Uuid, i32), PartitionMarks, Option<(i64, i64)>)>,
 ) -> Vec<String> {
-    chunked(entries.map(|((t, p), m, aborted)| {
-        let mut e = format!("{}/{}/{}", t.simple(), p, m.high_watermark);
-        if m.last_stable_offset != m.high_watermark || m.abort_seq != 0 || aborted.is_some() {
-            let _ = write!(e, "/{}/{}", m.last_stable_offset, m.abort_seq);
-            if let Some((pid, first)) = aborted {
-                let _ = write!(e, "/{pid}/{first}");
+    let head = from_agent.map_or(String::new(), |a| format!("{AGENT_TAG}{a}"));
+    chunked(
+        &head,
+        entries.map(|((t, p), m, aborted)| {
+            let mut e = format!("{}/{}/{}", t.simple(), p, m.high_watermark);
+            if m.last_stable_offset != m.high_watermark || m.abort_seq != 0 || aborted.is_some() {
+                let _ = write!(e, "/{}/{}", m.last_stable_offset, m.abort_seq);
+                if let Some((pid, first)) = aborted {
+                    let _ = write!(e, "/{pid}/{first}");
+                }
             }
-        }
-        e
-    }))
+            e
+        }),
+    )
 }
 
 /// What starts the first entry of a window commit's watermark payload: the
@@ -762,21 +768,24 @@ pub fn parse_marks_payload(payload: &str) -> Vec<MarksNews> {
         .collect()
 }
 
-/// Joins entries into payloads under PostgreSQL's 8000-byte limit.
-fn chunked(entries: impl Iterator<Item = String>) -> Vec<String> {
+/// Joins entries into payloads under PostgreSQL's 8000-byte limit, each
+/// starting with `head` when it is not empty.
+fn chunked(head: &str, entries: impl Iterator<Item = String>) -> Vec<String> {
     const PAYLOAD_BYTES_MAX: usize = 7000;
     let mut out = Vec::new();
-    let mut cur = String::new();
+    let mut cur = head.to_owned();
+    let mut any = false;
     for e in entries {
-        if cur.len() + e.len() > PAYLOAD_BYTES_MAX && !cur.is_empty() {
-            out.push(std::mem::take(&mut cur));
+        if any && cur.len() + 1 + e.len() > PAYLOAD_BYTES_MAX {
+            out.push(std::mem::replace(&mut cur, head.to_owned()));
         }
         if !cur.is_empty() {
             cur.push(' ');
         }
         cur.push_str(&e);
+        any = true;
     }
-    if !cur.is_empty() {
+    if any {
         out.push(cur);
     }
     out
@@ -787,6 +796,7 @@ fn chunked(entries: impl Iterator<Item = String>) -> Vec<String> {
 /// watermarks on `rutomq_watermarks`, log start offsets on `rutomq_log_starts`.
 pub fn offset_payloads(entries: impl Iterator<Item = (Uuid, i32, i64)>) -> Vec<String> {
     chunked(
+        "",
         entries.map(|(topic, partition, offset)| {
             format!("{}/{}/{}", topic.simple(), partition, offset)
         }),
@@ -1060,6 +1070,7 @@ mod tests {
             abort_seq: seq,
         };
         let payloads = marks_payloads(
+            None,
             [
                 ((t, 0), m(5, 5, 0), None),
                 ((t, 1), m(9, 3, 2), None),
@@ -1069,7 +1080,31 @@ mod tests {
         );
         let news = parse_marks_payload(&payloads[0]);
         // A window commit's payload names its agent first; parsers pass it.
-        let tagged = format!("{AGENT_TAG}12 {}", payloads[0]);
+        let tagged = marks_payloads(
+            Some(12),
+            [
+                ((t, 0), m(5, 5, 0), None),
+                ((t, 1), m(9, 3, 2), None),
+                ((t, 2), m(7, 7, 1), Some((42, 2))),
+            ]
+            .into_iter(),
+        )
+        .remove(0);
+        assert_eq!(tagged, format!("{AGENT_TAG}12 {}", payloads[0]));
+        // Split under the limit, every payload with its tag.
+        let many = marks_payloads(
+            Some(3),
+            (0..500).map(|p| ((t, p), m(p as i64, p as i64, 0), None)),
+        );
+        assert!(many.len() > 1);
+        assert!(many.iter().all(|p| p.starts_with("@3 ") && p.len() <= 7000));
+        assert!(many.iter().all(|p| payload_agent(p) == Some(3)));
+        assert_eq!(
+            many.iter()
+                .map(|p| parse_marks_payload(p).len())
+                .sum::<usize>(),
+            500
+        );
         assert_eq!(payload_agent(&tagged), Some(12));
         assert_eq!(payload_agent(&payloads[0]), None);
         assert_eq!(parse_marks_payload(&tagged), news);

@@ -446,7 +446,7 @@ async fn write_change(
                     first.filter(|_| aborted).map(|f| (txn.producer_id, f)),
                 ));
             }
-            m.payloads = marks_payloads(news.into_iter());
+            m.payloads = marks_payloads(None, news.into_iter());
             Some(m)
         }
         _ => None,

@@ -265,17 +265,14 @@ impl Reader {
         let cached = self.watermarks.known(topic_id, partition).and_then(|hw| {
             self.spans
                 .get(topic_id, partition, fetch_offset, hw, bytes_max)
-                .map(|(log_start, spans)| (hw, log_start, spans))
+                .map(|(log_start, spans)| (hw, log_start, Rc::new(spans)))
         });
         let (high_watermark, log_start_offset, spans) = match cached {
             Some(c) => c,
             None => {
+                // Shared with the other fetches that asked: read, not copied.
                 let (offsets, spans) = self.query_spans(topic_id, partition, fetch_offset).await?;
-                (
-                    offsets.high_watermark,
-                    offsets.log_start_offset,
-                    spans.to_vec(),
-                )
+                (offsets.high_watermark, offsets.log_start_offset, spans)
             }
         };
         let mut out = PartitionRead {
@@ -298,7 +295,7 @@ impl Reader {
         // GET, or a share of one whole-object GET).
         let mut chosen = Vec::new();
         let mut planned = 0usize;
-        let mut spans = spans.into_iter();
+        let mut spans = spans.iter();
         for span in spans.by_ref() {
             if span.base_offset >= limit {
                 break;

@@ -194,8 +194,12 @@ fn merge(a: &[SpanRecord], b: &[SpanRecord]) -> Option<Vec<SpanRecord>> {
         match out.last() {
             None => out.push(s.clone()),
             Some(last) if s.last_offset <= last.last_offset => {
-                // Already there; the same offsets must be the same span.
-                if !out.iter().rev().any(|o| o.base_offset == s.base_offset) {
+                // Already there (`out` is sorted); the same offsets must be
+                // the same span.
+                if out
+                    .binary_search_by_key(&s.base_offset, |o| o.base_offset)
+                    .is_err()
+                {
                     return None;
                 }
             }
