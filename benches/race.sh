@@ -37,8 +37,9 @@
 #   (--confirm) Kafka's own ProducerPerformance, 1,000,000 x 1 KiB on a new
 #                    8-partition topic (kafka and rutomq only), as a check of
 #                    the headline produce ratio with a second client stack.
-#   e. librdkafka    (unless --no-rdkafka) librdkafka 2.15.0's own
-#                    rdkafka_performance (benches/rdkafka-perf.sh): first a
+#   e. librdkafka    (unless --no-rdkafka) rdkafka_performance (librdkafka's
+#                    example program, 2.12.1 source linked with librdkafka
+#                    2.15.0; benches/rdkafka-perf.sh): first a
 #                    1 s warm-up run, not in the table (race-rdk-warmup; a
 #                    fresh Kafka answers the first idempotent producer's
 #                    InitProducerId with COORDINATOR_LOAD_IN_PROGRESS for
@@ -774,7 +775,7 @@ def summarize(manifest, out_json, out_md, status="complete"):
              "(utime+stime of the process tree); for rutomq the broker is rutomq plus its PostgreSQL, "
              "the next row rutomq alone. PUTs and txns per committed flush window come from rutomq's /metrics.", ""]
     if rdk_rates:
-        lines += [f"librdkafka rows: librdkafka 2.15.0's own examples/rdkafka_performance (benches/rdkafka-perf.sh), "
+        lines += [f"librdkafka rows: librdkafka's example program rdkafka_performance (2.12.1 source, linked with librdkafka 2.15.0; benches/rdkafka-perf.sh), "
                   f"on each broker after its other runs, one process per run: 1 KiB messages, acks=all, "
                   f"enable.idempotence=true, linger.ms=5, no key, paced with -r at each rate for "
                   f"1 + {summary['rdkafka']['duration_s']} s worth of messages on a new 8-partition topic; "

@@ -371,7 +371,7 @@ if mode == "produce":
                 "latency_definition": ("per message: gettimeofday() in the delivery-report callback (served in "
                                        "rd_kafka_poll) minus the gettimeofday() stamp written into the payload "
                                        "just before rd_kafka_produce(); acks=all"),
-                "latency_samples_file": os.path.basename(e["RDK_LAT"]) if e.get("RDK_OUTDIR") else None})
+                "latency_samples_file": None})  # set below when the samples are kept
     final = rows[-1] if rows else None
     if final is None:
         ok = False

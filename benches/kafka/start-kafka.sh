@@ -44,16 +44,6 @@ fetch() {
         exec 9>&-
         return 0
     fi
-    # The single folder of before (tests/.cache/kafka/libs) becomes its
-    # version's folder instead of being fetched again.
-    local old="$(dirname "$KAFKA_LIBS")/libs"
-    if [[ "$KAFKA_LIBS" == */libs-"$KAFKA_VERSION" && -f "$old/.version" \
-          && "$(cat "$old/.version")" == "$KAFKA_VERSION" ]]; then
-        rm -rf "$KAFKA_LIBS"
-        mv "$old" "$KAFKA_LIBS"
-        exec 9>&-
-        return 0
-    fi
     echo "start-kafka: fetching kafka_2.13 $KAFKA_VERSION into $KAFKA_LIBS" >&2
     rm -rf "$KAFKA_LIBS"
     local log="$(dirname "$KAFKA_LIBS")/fetch-$KAFKA_VERSION.log"

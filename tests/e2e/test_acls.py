@@ -194,11 +194,6 @@ def raw_produce(c, topic, partitions=(0,)):
     return {p: r.error_code for p, r in res[topic].items()}
 
 
-def raw_fetch(c, topic, partition=0, offset=0):
-    """Fetch v4 of one partition: (error code, high watermark, record bytes)."""
-    return kwire.fetch_v4(c, topic, partition, offset)
-
-
 def raw_list_offsets(c, topic, partition=0):
     """ListOffsets v1 of the latest offset: (error code, offset)."""
     cid = c.next_cid()
@@ -445,7 +440,7 @@ def test_a_principal_without_acls_is_denied_and_one_acl_allows_exactly_that(acl_
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
     with sasl_conn(a, "alice") as c:
         assert raw_produce(c, t, partitions=(0,)) == {0: TOPIC_AUTHORIZATION_FAILED}
-        assert raw_fetch(c, t)[0] == TOPIC_AUTHORIZATION_FAILED
+        assert kwire.fetch_v4(c, t)[0] == TOPIC_AUTHORIZATION_FAILED
         assert raw_list_offsets(c, t) == (TOPIC_AUTHORIZATION_FAILED, -1)
         assert raw_find_coordinator(c, g, 0) == GROUP_AUTHORIZATION_FAILED
         assert raw_find_coordinator(c, "tx", 1) == TRANSACTIONAL_ID_AUTHORIZATION_FAILED
@@ -489,7 +484,7 @@ def test_a_principal_without_acls_is_denied_and_one_acl_allows_exactly_that(acl_
     with sasl_conn(a, "alice") as c:
         assert raw_produce(c, t) == {0: 0}
         assert raw_produce(c, other) == {0: TOPIC_AUTHORIZATION_FAILED}
-        assert raw_fetch(c, t)[0] == TOPIC_AUTHORIZATION_FAILED
+        assert kwire.fetch_v4(c, t)[0] == TOPIC_AUTHORIZATION_FAILED
         code, pid = raw_init_producer_id(c)
         assert code == 0 and pid >= 0, (code, pid)
         # WRITE implies DESCRIBE: now listed.
@@ -532,7 +527,7 @@ def test_a_principal_without_acls_is_denied_and_one_acl_allows_exactly_that(acl_
     # ---- READ on t and on group g: consume in g, not in g2.
     grant(a, topic_acl(t, AclOperation.READ), group_acl(g, AclOperation.READ))
     with sasl_conn(a, "alice") as c:
-        err, hw, records = raw_fetch(c, t)
+        err, hw, records = kwire.fetch_v4(c, t)
         assert err == 0 and hw == 4 and b"from-admin" in records and b"w2" in records, (err, hw, records)
     assert consume_in_group(a, "alice", t, g, want=4) == ("ok", [b"from-admin", b"w1", b"w2", b"raw"])
     state, err = consume_in_group(a, "alice", t, g2)
@@ -580,7 +575,7 @@ def test_a_principal_without_acls_is_denied_and_one_acl_allows_exactly_that(acl_
     assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, err
     with sasl_conn(a, "alice") as c:
         assert raw_produce(c, t) == {0: TOPIC_AUTHORIZATION_FAILED}
-        assert raw_fetch(c, t)[0] == 0  # READ stays
+        assert kwire.fetch_v4(c, t)[0] == 0  # READ stays
 
 
 def read_all(a, user, topic, isolation, timeout=30):
@@ -737,7 +732,7 @@ def test_allow_everyone_if_no_acl_found(start_agent):
     with sasl_conn(a, "alice") as c:
         topics, _ = raw_metadata_v10(c, None)
         assert set(topics) == {free}, topics
-        assert raw_fetch(c, guarded)[0] == TOPIC_AUTHORIZATION_FAILED
+        assert kwire.fetch_v4(c, guarded)[0] == TOPIC_AUTHORIZATION_FAILED
     with kwire.KafkaConn.to(a.bootstrap) as c:
         assert raw_produce(c, team) == {0: TOPIC_AUTHORIZATION_FAILED}
 

