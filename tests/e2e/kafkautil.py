@@ -601,3 +601,12 @@ def proc_cpu_s(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def object_files(root, suffix=".rtq"):
+    """The object files under a file store's directory (paths, sorted): the
+    `.rtq` objects by default, every file with `suffix=""`."""
+    out = []
+    for dirpath, _, files in os.walk(root):
+        out.extend(os.path.join(dirpath, f) for f in files if f.endswith(suffix))
+    return sorted(out)

@@ -40,7 +40,8 @@ import uuid
 import pytest
 
 from test_java_go import GO_CLIENTS, JAVA_CLIENTS, REPO_ROOT, _tail, roundtrip_clients  # noqa: F401 (fixture)
-from kafkautil import Rec, create_topic, produce_confluent, unique_topic, wait_until, watermarks
+from kafkautil import (Rec, create_topic, object_files, produce_confluent, unique_topic, wait_until,
+                       watermarks)
 
 FAST = ["--compaction-interval-ms", "300", "--file-delete-delay-ms", "500",
         "--gc-interval-ms", "300", "--retention-check-interval-ms", "300"]
@@ -310,11 +311,7 @@ def test_java_and_franz_go_read_a_compacted_log(start_agent, request):
 
 
 def _object_files(root):
-    out = set()
-    for dirpath, _, files in os.walk(root):
-        out.update(os.path.relpath(os.path.join(dirpath, f), root)
-                   for f in files if f.endswith(".rtq"))
-    return out
+    return {os.path.relpath(p, root) for p in object_files(root)}
 
 
 def test_killed_mid_pass_leaves_a_whole_log_and_no_orphans(start_agent, tmp_path):

@@ -26,7 +26,7 @@ import pytest
 
 from kafkautil import (Rec, StreamProducer, check_roundtrip, cluster_metadata, consume_confluent,
                        create_topic, make_records, make_value, partition_counts, produce_confluent,
-                       unique_topic, watermarks)
+                       object_files, unique_topic, watermarks)
 
 
 def small_records(n, start=0):
@@ -239,13 +239,6 @@ def test_postgres_restart_mid_stream_agent_recovers(start_agent):
     _verify_stream(prod, a.bootstrap, topic, range(2), undelivered)
 
 
-def _object_files(root):
-    out = []
-    for dirpath, _, files in os.walk(root):
-        out.extend(os.path.join(dirpath, f) for f in files)
-    return sorted(out)
-
-
 @pytest.mark.timeout(300)
 def test_orphan_objects_are_collected(start_agent, tmp_path):
     """Objects of a deleted topic, and an upload that was never committed,
@@ -262,9 +255,9 @@ def test_orphan_objects_are_collected(start_agent, tmp_path):
     create_topic(a.bootstrap, drop, 1)
     # Separate produce calls: objects hold one topic each.
     sent_keep = produce_confluent(a.bootstrap, keep, make_records(200))
-    before_drop = set(_object_files(d))
+    before_drop = set(object_files(d, suffix=""))
     produce_confluent(a.bootstrap, drop, make_records(200))
-    drop_objects = set(_object_files(d)) - before_drop
+    drop_objects = set(object_files(d, suffix="")) - before_drop
     assert drop_objects, "producing to the second topic wrote no object"
     # A stray upload nobody committed (as after a failed commit), made old.
     stray_dir = d / "objects" / "999"
@@ -276,7 +269,7 @@ def test_orphan_objects_are_collected(start_agent, tmp_path):
     delete_topic(a.bootstrap, drop)
     deadline = time.monotonic() + 60
     while True:
-        left = set(_object_files(d))
+        left = set(object_files(d, suffix=""))
         if not (left & drop_objects) and not stray.exists():
             break
         assert time.monotonic() < deadline, (

@@ -17,20 +17,12 @@
 # against one agent whose collector runs every 300 ms and deletes retired
 # objects 500 ms after retiring them.
 
-import os
 import time
 
 from kafkautil import (Rec, cluster_metadata, consume_confluent, create_topic, make_value,
-                       produce_confluent, unique_topic, watermarks)
+                       object_files, produce_confluent, unique_topic, watermarks)
 
 COLLECTOR_ARGS = ["--retention-check-interval-ms", "300", "--file-delete-delay-ms", "500"]
-
-
-def _object_files(root):
-    out = []
-    for dirpath, _, files in os.walk(root):
-        out.extend(os.path.join(dirpath, f) for f in files if f.endswith(".rtq"))
-    return out
 
 
 def _records(start, n, size, timestamp=None):
@@ -98,7 +90,7 @@ def test_retention_bytes_retires_oldest_data_and_deletes_its_objects(start_agent
     for i in range(20):
         sent += produce_confluent(a.bootstrap, topic, _records(i * 100, 100, 1000), partition=0)
     high = len(sent)
-    written = len(_object_files(d))
+    written = len(object_files(d))
     assert written > 0
 
     low = _wait("retention to move the log start",
@@ -126,7 +118,7 @@ def test_retention_bytes_retires_oldest_data_and_deletes_its_objects(start_agent
     assert _first_offset_from(a.bootstrap, topic, 0, "earliest") == ("record", lo)
 
     # The retired objects go from the directory (after the 500 ms delay).
-    _wait("retired objects to be deleted", lambda: len(_object_files(d)) < written)
+    _wait("retired objects to be deleted", lambda: len(object_files(d)) < written)
     m = a.metrics()
     assert m["rutomq_retention_log_starts_moved_total"] >= 1
     assert m["rutomq_retention_spans_dropped_total"] >= 1

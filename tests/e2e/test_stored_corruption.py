@@ -34,7 +34,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import CorruptRecordError
 
 import kwire
-from kafkautil import create_topic, unique_topic
+from kafkautil import create_topic, object_files, unique_topic
 
 KAFKA_STORAGE_ERROR = 56
 CORRUPT_LOG = "committed span is corrupt"
@@ -53,18 +53,11 @@ def _produce(bootstrap, topic, values):
         p.close(timeout=5)
 
 
-def _rtq_files(root):
-    out = []
-    for dirpath, _, files in os.walk(root):
-        out.extend(os.path.join(dirpath, f) for f in files if f.endswith(".rtq"))
-    return sorted(out)
-
-
 def _flip_marker_byte(objects_dir, marker):
     """Flip one bit of the marker's first byte in the one object that holds
     it (lower case to upper case); returns (path, the corrupted marker)."""
     hits = []
-    for path in _rtq_files(objects_dir):
+    for path in object_files(objects_dir):
         with open(path, "rb") as f:
             data = f.read()
         at = data.find(marker)
@@ -72,7 +65,7 @@ def _flip_marker_byte(objects_dir, marker):
             hits.append((path, at))
             at = data.find(marker, at + 1)
     assert len(hits) == 1, (f"the marker {marker!r} should be stored exactly once under {objects_dir}, "
-                            f"found at {hits} (objects: {_rtq_files(objects_dir)})")
+                            f"found at {hits} (objects: {object_files(objects_dir)})")
     path, at = hits[0]
     with open(path, "r+b") as f:
         f.seek(at)
