@@ -1,6 +1,9 @@
 //! What the load generator shares with the micro-benchmarks: the record
 //! batch v2 header layout and a builder of uncompressed or compressed
-//! batches of identical records.
+//! batches of identical records; and what the benchmark binaries share to
+//! measure a run ([`stats`]).
+
+pub mod stats;
 
 use anyhow::Result;
 use bytes::{Bytes, BytesMut};

@@ -10,7 +10,6 @@
 
 mod consume;
 mod produce;
-mod stats;
 mod txn;
 mod wire;
 
@@ -23,7 +22,7 @@ use clap::{Parser, ValueEnum};
 use kafka_protocol::records::Compression;
 use serde_json::{json, Value};
 
-use stats::{Broker, BrokerSample, Shared};
+use rutomq_bench::stats::{self, git_rev, machine, utc_stamp, Broker, BrokerSample, Shared};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 enum Mode {
@@ -592,15 +591,9 @@ fn summarize(
     }))
 }
 
-/// Percentiles (ms) of a latency histogram; null when empty.
+/// Percentiles (ms) of a shared latency histogram; null when empty.
 fn latency_json(h: &std::sync::Mutex<hdrhistogram::Histogram<u64>>) -> Value {
-    let h = h.lock().unwrap_or_else(|e| e.into_inner());
-    if h.is_empty() {
-        return Value::Null;
-    }
-    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
-    json!({"p50": ms(0.5), "p90": ms(0.9), "p99": ms(0.99), "p999": ms(0.999),
-           "max": h.max() as f64 / 1000.0, "mean": h.mean() / 1000.0, "count": h.len()})
+    stats::histogram_json(&h.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 fn print_summary(r: &Value) {
@@ -684,47 +677,6 @@ fn print_summary(r: &Value) {
             }
         }
     }
-}
-
-fn utc_stamp() -> String {
-    std::process::Command::new("date")
-        .args(["-u", "+%Y%m%dT%H%M%SZ"])
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map_or_else(|| "unknown-time".into(), |s| s.trim().to_owned())
-}
-
-fn git_rev() -> Value {
-    let run = |args: &[&str]| {
-        std::process::Command::new("git")
-            .args(args)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .and_then(|o| String::from_utf8(o.stdout).ok())
-            .map(|s| s.trim().to_owned())
-    };
-    json!({
-        "rev": run(&["rev-parse", "HEAD"]),
-        "dirty": run(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty()),
-    })
-}
-
-fn machine() -> Value {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
-        s.lines().find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
-        })
-    });
-    json!({
-        "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
-        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_owned()),
-        "cpu": cpu,
-        "memory_kib": std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| s.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<u64>().ok())),
-    })
 }
 
 #[cfg(test)]

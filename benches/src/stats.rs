@@ -1,6 +1,8 @@
 //! What a run measures: counters and latency histograms shared by the
-//! connection tasks, the broker's CPU time and memory read from `/proc`, and
-//! rutomq's `/metrics` counters.
+//! connection tasks, the broker's CPU time and memory read from `/proc`,
+//! rutomq's `/metrics` counters, and what a result file says of the run
+//! (time, git revision, machine). Shared by `rutomq-bench` and
+//! `rutomq-meta-load`.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -10,12 +12,28 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
+use serde_json::{json, Value};
 
 /// Latencies are recorded in microseconds, up to an hour.
 const LATENCY_US_MAX: u64 = 3_600_000_000;
 
 pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, LATENCY_US_MAX, 3).expect("valid histogram bounds")
+}
+
+/// Records `us` microseconds in `h` (clamped into its bounds).
+pub fn record_us(h: &mut Histogram<u64>, us: u64) {
+    h.saturating_record(us.clamp(1, LATENCY_US_MAX));
+}
+
+/// Percentiles (ms) of a latency histogram in microseconds; null when empty.
+pub fn histogram_json(h: &Histogram<u64>) -> Value {
+    if h.is_empty() {
+        return Value::Null;
+    }
+    let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    json!({"p50": ms(0.5), "p90": ms(0.9), "p99": ms(0.99), "p999": ms(0.999),
+           "max": h.max() as f64 / 1000.0, "mean": h.mean() / 1000.0, "count": h.len()})
 }
 
 /// Shared by every connection task of a run. Counters before the warmup
@@ -36,6 +54,12 @@ pub struct Shared {
     pub send_lag: Mutex<Histogram<u64>>,
     /// Kafka error code -> partitions that got it.
     pub error_codes: Mutex<BTreeMap<i16, u64>>,
+}
+
+impl Default for Shared {
+    fn default() -> Shared {
+        Shared::new()
+    }
 }
 
 impl Shared {
@@ -218,4 +242,48 @@ pub fn scrape(url: &str) -> Result<BTreeMap<String, f64>> {
         }
     }
     Ok(out)
+}
+
+/// Now, UTC, as 20261201T120000Z.
+pub fn utc_stamp() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y%m%dT%H%M%SZ"])
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map_or_else(|| "unknown-time".into(), |s| s.trim().to_owned())
+}
+
+/// The revision of this checkout and whether tracked files differ from it.
+pub fn git_rev() -> Value {
+    let run = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .map(|s| s.trim().to_owned())
+    };
+    json!({
+        "rev": run(&["rev-parse", "HEAD"]),
+        "dirty": run(&["status", "--porcelain", "--untracked-files=no"]).map(|s| !s.is_empty()),
+    })
+}
+
+/// Cores, kernel, CPU model and memory of this machine.
+pub fn machine() -> Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
+        s.lines().find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+    });
+    json!({
+        "cores": std::thread::available_parallelism().map_or(0, |n| n.get()),
+        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_owned()),
+        "cpu": cpu,
+        "memory_kib": std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| s.lines().next().and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<u64>().ok())),
+    })
 }
