@@ -1,6 +1,7 @@
 # Shell helpers the benchmark scripts share (ab.sh, tls.sh,
-# control-plane.sh, race.sh, rdkafka-perf.sh); sourced, not run. Each script sets BENCH (the
-# rutomq-bench binary) and DURATION before calling `produce_consume`.
+# control-plane.sh, race.sh, rdkafka-perf.sh, scaling.sh); sourced, not run.
+# Each script sets BENCH (the rutomq-bench binary) and DURATION before
+# calling `produce_consume`.
 
 # free_ports N: N free TCP ports on 127.0.0.1, space-separated.
 free_ports() {
@@ -23,6 +24,58 @@ wait_ready() {
     done
     echo "agent $pid not ready within 2 min" >&2
     exit 1
+}
+
+# alive PID: is PID a live process (not a zombie)?
+alive() {
+    local st
+    st="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" || return 1
+    [[ -n "$st" && "$st" != Z ]]
+}
+
+# wait_gone PID SECONDS: waits until PID is gone; 1 if it is still there.
+wait_gone() {
+    local i
+    for ((i = 0; i < $2 * 10; i++)); do
+        alive "$1" || return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# postmaster_pid DATA_DIR: the pid of the embedded PostgreSQL of the agent
+# with --data-dir DATA_DIR (first line of DATA_DIR/pg/data/postmaster.pid),
+# checked against the live process's command line so a stale file never
+# names a stranger. pg_ctl daemonizes it: it is not the agent's descendant,
+# so CPU figures need both pids (rutomq-bench --broker-pid twice).
+postmaster_pid() {
+    local data="$1/pg/data" pid
+    [[ -r "$data/postmaster.pid" ]] || return 1
+    pid="$(head -n 1 "$data/postmaster.pid")"
+    [[ "$pid" =~ ^[0-9]+$ ]] && alive "$pid" || return 1
+    [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == *"$data"* ]] || return 1
+    echo "$pid"
+}
+
+# stop_rutomq_agent PID [DATA_DIR]: SIGTERM the agent PID (it answers the
+# produces in flight, stops its embedded PostgreSQL and exits), SIGKILL
+# after 90 s; then stops a postmaster still running under DATA_DIR (fast
+# shutdown, SIGQUIT after 30 s, SIGKILL after 10 more). Agents sharing
+# another agent's PostgreSQL (--postgres-url) have none: give no DATA_DIR,
+# and stop them before the agent that runs it.
+stop_rutomq_agent() {
+    local pid="$1" data="${2:-}" pg
+    if alive "$pid"; then
+        kill -TERM "$pid" 2>/dev/null || true
+        wait_gone "$pid" 90 || kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+    [[ -n "$data" ]] || return 0
+    pg="$(postmaster_pid "$data")" || return 0
+    kill -INT "$pg" 2>/dev/null || true
+    wait_gone "$pg" 30 && return 0
+    kill -QUIT "$pg" 2>/dev/null || true
+    wait_gone "$pg" 10 || kill -KILL "$pg" 2>/dev/null || true
 }
 
 # produce_consume OUT ADDR PID TOPIC [CLIENT ARGS...]: the A/B workload
