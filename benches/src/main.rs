@@ -536,6 +536,15 @@ fn summarize(
                     0.0
                 }),
             );
+            let transactions = d("commit_transactions");
+            m.insert(
+                "spans_per_transaction".into(),
+                json!(if transactions > 0.0 {
+                    d("committed_spans") / transactions
+                } else {
+                    0.0
+                }),
+            );
             let stage_windows = d("windows");
             for stage in ["queued", "gather", "upload", "commit"] {
                 let us = d(&format!("window_{stage}_microseconds"));

@@ -205,9 +205,18 @@ pub struct ServeArgs {
     /// Shards (one per core by default).
     #[arg(long, env = "RUTOMQ_SHARDS")]
     pub shards: Option<usize>,
-    /// Seal a shard's batch buffer at least this often.
+    /// Seal a shard's batch buffer at least this often (default: 2 ms for
+    /// a local directory or memory, 100 ms for S3).
     #[arg(long, env = "RUTOMQ_FLUSH_INTERVAL_MS")]
     pub flush_interval_ms: Option<u64>,
+    /// Adaptive flush: while the agent's traffic would fill less than 128
+    /// KiB per flush interval, windows stretch over several intervals, up
+    /// to this, so that a trickle of records does not cost an object (a PUT
+    /// and a PostgreSQL transaction) per interval; with more traffic they
+    /// shrink back at once. Default: 4 × the flush interval for S3 (400
+    /// ms), the flush interval itself (no stretching) otherwise.
+    #[arg(long, env = "RUTOMQ_FLUSH_INTERVAL_MAX_MS")]
+    pub flush_interval_max_ms: Option<u64>,
     /// Seal a shard's batch buffer when it holds this many bytes.
     #[arg(long, env = "RUTOMQ_FLUSH_BYTES", default_value_t = 4 << 20)]
     pub flush_bytes: usize,
@@ -646,6 +655,18 @@ impl ServeArgs {
             } else {
                 2
             })
+    }
+
+    /// The longest a window stretches to at low traffic: never shorter
+    /// than the flush interval.
+    pub fn flush_interval_max_ms(&self, object_store: &str) -> u64 {
+        let interval = self.flush_interval_ms(object_store);
+        let default = if object_store.starts_with("s3://") {
+            interval * 4
+        } else {
+            interval
+        };
+        self.flush_interval_max_ms.unwrap_or(default).max(interval)
     }
 }
 

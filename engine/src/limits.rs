@@ -37,6 +37,11 @@ pub const SEALED_QUEUE_MAX: usize = 256;
 /// Grid windows whose membership is tracked at once (a ring; windows
 /// further apart than this never overlap in the pipeline's gather).
 pub const WINDOW_SLOTS: usize = 64;
+/// Adaptive flush: windows stretch (up to `--flush-interval-max-ms`) while
+/// the agent's traffic would leave one grid interval's object smaller than
+/// this. 128 KiB: at S3 Standard's list prices a PUT ($0.005 per 1,000)
+/// costs about what keeping 128 KiB for a month does ($0.023 per GB).
+pub const STRETCH_WINDOW_BYTES: u64 = 128 << 10;
 
 // ---- shard caches ------------------------------------------------------------
 

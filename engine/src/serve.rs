@@ -143,9 +143,11 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     let tokens = Arc::new(crate::security::tokens::Tokens::default());
     rt.block_on(tokens.reload(&meta))
         .context("cannot load the delegation tokens")?;
-    tracing::info!(agent_id, %object_store_url, shards = shards_n, flush_interval_ms = flush_interval.as_millis() as u64, "agent registered");
+    tracing::info!(agent_id, %object_store_url, shards = shards_n, flush_interval_ms = flush_interval.as_millis() as u64, flush_interval_max_ms = args.flush_interval_max_ms(&object_store_url), "agent registered");
 
-    let flush = Flush::new(flush_interval, args.flush_bytes);
+    let flush_interval_max =
+        Duration::from_millis(args.flush_interval_max_ms(&object_store_url)).max(flush_interval);
+    let flush = Flush::new(flush_interval, flush_interval_max, args.flush_bytes);
     let (sealed_tx, sealed_rx) = crate::flush::sealed_queue();
     let gc_grace = Duration::from_millis(args.gc_grace_ms.max(1000));
     let commit_hub = hub.clone();

@@ -1183,6 +1183,9 @@ async fn run_committer(
                 stats
                     .committed_windows
                     .fetch_add(replies.len() as u64, Ordering::Relaxed);
+                stats
+                    .committed_spans
+                    .fetch_add(r.spans.len() as u64, Ordering::Relaxed);
                 let outcomes = std::mem::take(&mut r.outcomes);
                 // Spans are planned in object order: each object's are the
                 // next run of the list.

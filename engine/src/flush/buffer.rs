@@ -140,7 +140,10 @@ impl ShardBuffer {
         if seal_now {
             self.seal(false);
         } else if first {
-            let (wait, window) = self.flush.clock.until_next_window();
+            let (wait, window) = self
+                .flush
+                .clock
+                .until_next_window(self.flush.stretch.stride());
             let generation = {
                 let mut buf = self.open.borrow_mut();
                 buf.window = Some(window);

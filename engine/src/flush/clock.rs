@@ -24,11 +24,14 @@ impl WindowClock {
         self.epoch + Duration::from_nanos(window.saturating_mul(nanos))
     }
 
-    /// The next window boundary: how long until it, and that window's index.
-    pub fn until_next_window(&self) -> (Duration, u64) {
+    /// The next window boundary whose index is a multiple of `stride` (see
+    /// [`super::stretch`]): how long until it, and that window's index.
+    pub fn until_next_window(&self, stride: u64) -> (Duration, u64) {
         let now = Instant::now();
         let interval = self.interval.as_nanos().max(1);
-        let index = (now.duration_since(self.epoch).as_nanos() / interval + 1) as u64;
+        let next = (now.duration_since(self.epoch).as_nanos() / interval + 1) as u64;
+        let stride = stride.max(1);
+        let index = next.div_ceil(stride) * stride;
         (self.window_end(index).saturating_duration_since(now), index)
     }
 }
@@ -40,12 +43,20 @@ mod tests {
     #[test]
     fn the_next_window_ends_within_one_interval_on_the_grid() {
         let clock = WindowClock::new(Duration::from_millis(2));
-        let (wait, index) = clock.until_next_window();
+        let (wait, index) = clock.until_next_window(1);
         assert!(index >= 1);
         assert!(wait <= Duration::from_millis(2));
         assert_eq!(
             clock.window_end(index + 1) - clock.window_end(index),
             Duration::from_millis(2)
         );
+    }
+
+    #[test]
+    fn a_stretched_window_ends_on_a_multiple_of_its_stride() {
+        let clock = WindowClock::new(Duration::from_millis(2));
+        let (wait, index) = clock.until_next_window(4);
+        assert_eq!(index % 4, 0);
+        assert!(wait <= Duration::from_millis(8));
     }
 }

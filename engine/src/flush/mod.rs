@@ -14,6 +14,7 @@ pub mod clock;
 pub mod members;
 pub mod pipeline;
 pub mod stages;
+pub mod stretch;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,6 +24,7 @@ pub use clock::WindowClock;
 pub use members::WindowMembers;
 pub use pipeline::{NewSpan, PartOutcome, Pipeline, Sealed, SealedPart, WindowOutcome};
 pub use stages::WindowStages;
+pub use stretch::Stretch;
 
 use crate::limits::SEALED_QUEUE_MAX;
 
@@ -36,15 +38,25 @@ pub struct Flush {
     pub members: WindowMembers,
     /// Time spent per flush-window stage.
     pub stages: WindowStages,
+    /// How many grid intervals a window spans now (adaptive flush).
+    pub stretch: Stretch,
 }
 
 impl Flush {
-    pub fn new(flush_interval: Duration, flush_bytes: usize) -> Arc<Flush> {
+    /// Windows of `flush_interval`, stretched up to `flush_interval_max`
+    /// while traffic is low.
+    pub fn new(
+        flush_interval: Duration,
+        flush_interval_max: Duration,
+        flush_bytes: usize,
+    ) -> Arc<Flush> {
+        let stride_max = flush_interval_max.as_nanos() / flush_interval.as_nanos().max(1);
         Arc::new(Flush {
             clock: WindowClock::new(flush_interval),
             flush_bytes,
             members: WindowMembers::default(),
             stages: WindowStages::default(),
+            stretch: Stretch::new(stride_max.try_into().unwrap_or(u64::MAX)),
         })
     }
 }

@@ -134,6 +134,7 @@ impl Pipeline {
         if let Some(w) = grid {
             self.flush.members.gathered(w, members);
         }
+        self.flush.stretch.observe(grid, bytes);
         WindowStages::add(
             &self.flush.stages.gather_us,
             &self.flush.stages.gather,
