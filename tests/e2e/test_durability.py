@@ -13,6 +13,9 @@
 #    lists both brokers;
 #  - each object store back end (memory://, file://, S3 via moto_server) round-trips
 #    data, and file:// / S3 really receive objects;
+#  - the adaptive flush: a trickle of records shares stretched windows (fewer objects
+#    and commit transactions than records, rutomq_flush_window_intervals at the
+#    ceiling), records intact and in order; under load the windows shrink back;
 #  - the embedded-PostgreSQL default (no --postgres-url) works, survives a restart,
 #    and leaves no PostgreSQL process behind after SIGTERM.
 # How: confluent-kafka producers (delivery callbacks record acknowledged offsets)
@@ -20,6 +23,7 @@
 # the start_agent fixture; raw `kill -9` via Agent.kill().
 
 import os
+import threading
 import time
 
 import pytest
@@ -278,3 +282,54 @@ def test_orphan_objects_are_collected(start_agent, tmp_path):
     assert left, "the live topic's objects were deleted too"
     counts = partition_counts(sent_keep)
     check_roundtrip(sent_keep, consume_confluent(a.bootstrap, keep, {0: counts.get(0, 0)}))
+
+
+def test_adaptive_flush_stretches_windows_for_a_trickle_and_not_under_load(start_agent):
+    """A trickle of records shares stretched windows (fewer objects and commit
+    transactions than records) and still round-trips in order; under load the
+    windows are one flush interval again."""
+    from confluent_kafka import Producer
+    a = start_agent(flush_interval_ms=20, extra_args=["--flush-interval-max-ms", "80"])
+    topic = unique_topic("dur-stretch")
+    create_topic(a.bootstrap, topic, 1)
+    before = a.metrics()
+    p = Producer({"bootstrap.servers": a.bootstrap, "acks": "all", "linger.ms": 0,
+                  "enable.idempotence": True})
+    sent, errors = [], []
+    # 60 records, one every 20 ms (one per flush interval): unstretched,
+    # that is one object per record.
+    for i in range(60):
+        value = b"trickle-%03d" % i
+        p.produce(topic, value=value, partition=0,
+                  on_delivery=lambda err, msg: errors.append(err) if err else sent.append(msg.value()))
+        p.poll(0)
+        time.sleep(0.02)
+    assert p.flush(30) == 0 and not errors, f"trickle not delivered: {errors[:5]}"
+    after = a.metrics()
+    puts = after["rutomq_object_puts_total"] - before["rutomq_object_puts_total"]
+    txns = after["rutomq_commit_transactions_total"] - before["rutomq_commit_transactions_total"]
+    assert after["rutomq_flush_window_intervals"] == 4, (
+        f"a trickle of 1 record per 20 ms interval should stretch windows to 80 ms, the gauge says "
+        f"{after['rutomq_flush_window_intervals']}")
+    assert puts <= 30 and txns <= 30, f"60 records took {puts} objects and {txns} commit transactions"
+    consumed = consume_confluent(a.bootstrap, topic, {0: 60})
+    assert [r.value for r in consumed[0]] == sent == [b"trickle-%03d" % i for i in range(60)]
+    # Load: ~24 MiB as fast as it goes; the windows shrink back to one
+    # interval (sampled while it runs; traffic that stops leaves the gauge
+    # where the last window put it).
+    strides = []
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            strides.append(a.metrics()["rutomq_flush_window_intervals"])
+            time.sleep(0.01)
+    t = threading.Thread(target=sample)
+    t.start()
+    try:
+        produce_confluent(a.bootstrap, topic, [Rec(i, None, make_value(i, 8192)) for i in range(3000)],
+                          partition=0)
+    finally:
+        stop.set()
+        t.join()
+    assert 1 in strides, f"windows never shrank back to one interval under load: {sorted(set(strides))}"
