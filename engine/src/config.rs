@@ -217,7 +217,8 @@ pub struct ServeArgs {
     /// ms), the flush interval itself (no stretching) otherwise.
     #[arg(long, env = "RUTOMQ_FLUSH_INTERVAL_MAX_MS")]
     pub flush_interval_max_ms: Option<u64>,
-    /// Seal a shard's batch buffer when it holds this many bytes.
+    /// Seal a shard's batch buffer when it holds this many bytes (up to 3 ×
+    /// as much while windows wait for PostgreSQL: fewer, larger spans).
     #[arg(long, env = "RUTOMQ_FLUSH_BYTES", default_value_t = 4 << 20)]
     pub flush_bytes: usize,
     /// Largest request frame accepted.

@@ -158,6 +158,7 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         ("rutomq_read_cache_bytes", "Bytes held by the read cache.", G, agent.storage.read_cache_bytes() as u64),
         ("rutomq_windows_total", "Flush windows taken by the pipeline.", C, w.windows.load(r)),
         ("rutomq_flush_window_intervals", "Flush intervals a window spans now (adaptive flush: more at low traffic).", G, agent.flush.stretch.stride()),
+        ("rutomq_flush_buffer_bytes", "Size a shard buffer is sealed at now (adaptive flush: up to 3 x --flush-bytes while windows wait for PostgreSQL).", G, agent.flush.stretch.seal_bytes(agent.flush.flush_bytes) as u64),
         ("rutomq_window_queued_microseconds_total", "Windows: sealed until taken by the pipeline.", C, w.queued_us.load(r)),
         ("rutomq_window_gather_microseconds_total", "Windows: gathering the shards' buffers.", C, w.gather_us.load(r)),
         ("rutomq_window_upload_microseconds_total", "Windows: object upload.", C, w.upload_us.load(r)),

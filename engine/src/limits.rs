@@ -42,6 +42,15 @@ pub const WINDOW_SLOTS: usize = 64;
 /// this. 128 KiB: at S3 Standard's list prices a PUT ($0.005 per 1,000)
 /// costs about what keeping 128 KiB for a month does ($0.023 per GB).
 pub const STRETCH_WINDOW_BYTES: u64 = 128 << 10;
+/// Commit pressure: shard buffers are sealed at up to this many ×
+/// `flush_bytes` while windows wait for PostgreSQL (see flush/stretch.rs).
+/// 3: 12 MiB at the default 4 MiB, so a grown buffer (which travels as its
+/// own object) is still read back whole (storage's 16 MiB limit).
+pub const FLUSH_BYTES_SCALE_MAX: u64 = 3;
+/// Windows waiting for their commit at which buffers grow ...
+pub const COMMITS_WAITING_GROW: u64 = 16;
+/// ... and at or below which they shrink back.
+pub const COMMITS_WAITING_SHRINK: u64 = 4;
 
 // ---- shard caches ------------------------------------------------------------
 

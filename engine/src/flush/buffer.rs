@@ -133,7 +133,7 @@ impl ShardBuffer {
                 buf.done.clone(),
                 part_idx,
                 batch_idx,
-                buf.bytes >= self.flush.flush_bytes,
+                buf.bytes >= self.flush.stretch.seal_bytes(self.flush.flush_bytes),
                 first,
             )
         };

@@ -111,6 +111,9 @@ impl Pipeline {
         let mut bytes = first.bytes;
         let mut window = vec![first];
         let deadline = tokio::time::Instant::now() + self.gather;
+        // Gathers up to flush_bytes, not the scaled buffer size: a buffer
+        // grown under commit pressure travels alone, so objects stay small
+        // enough to be read back whole (WHOLE_OBJECT_READ_BYTES_MAX in storage).
         while bytes < self.flush.flush_bytes {
             if let Some(w) = grid {
                 if members >= self.flush.members.expected(w) {
@@ -233,8 +236,10 @@ impl Pipeline {
         };
         let on_commit = self.on_commit.clone();
         let flush = self.flush.clone();
+        flush.stretch.commit_submitted();
         tokio::spawn(async move {
             let outcome = receiver.await;
+            flush.stretch.commit_answered();
             WindowStages::add(
                 &flush.stages.commit_us,
                 &flush.stages.commit,

@@ -1,7 +1,21 @@
-//! Adaptive flush: at low traffic a window stretches over several grid
-//! intervals, so that a trickle of records does not cost one object (one
-//! PUT, one PostgreSQL transaction) per interval; at high traffic it is one
-//! interval again.
+//! Adaptive flush, both ways a window's cost can dominate.
+//!
+//! Time: at low traffic a window stretches over several grid intervals, so
+//! that a trickle of records does not cost one object (one PUT, one
+//! PostgreSQL transaction) per interval; at high traffic it is one interval
+//! again.
+//!
+//! Size: when PostgreSQL is the bottleneck (windows wait to commit), each
+//! committed span should carry more bytes. A span is one partition's
+//! batches in one object, so with many partitions a `flush_bytes` buffer
+//! holds little of each and the commits cap throughput at PostgreSQL's
+//! spans per second (benches/results/2026-12-06-scaling.md). While at least
+//! [`COMMITS_WAITING_GROW`] windows wait for their commit, the size a shard
+//! buffer is sealed at doubles (up to [`FLUSH_BYTES_SCALE_MAX`] ×
+//! `flush_bytes`); at [`COMMITS_WAITING_SHRINK`] or fewer it halves back.
+//! Only buffers that fill before their window ends are affected: below
+//! saturation the grid seals them, as before. Memory stays bounded by the
+//! shards' admission budget, which every buffered byte is charged to.
 //!
 //! The pipeline measures the agent's traffic per grid interval from the
 //! windows it gathers (bytes since the previous window over the intervals
@@ -14,12 +28,20 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::limits::{STRETCH_WINDOW_BYTES, WINDOW_SLOTS};
+use crate::limits::{
+    COMMITS_WAITING_GROW, COMMITS_WAITING_SHRINK, FLUSH_BYTES_SCALE_MAX, STRETCH_WINDOW_BYTES,
+    WINDOW_SLOTS,
+};
 
-/// The agent's current window stride, in grid intervals.
+/// The agent's current window stride (in grid intervals) and buffer size
+/// scale.
 pub struct Stretch {
     stride: AtomicU64,
     stride_max: u64,
+    /// Windows submitted for commit and not answered yet.
+    commits_waiting: AtomicU64,
+    /// Shard buffers are sealed at this many × `flush_bytes`.
+    bytes_scale: AtomicU64,
     /// Traffic since the last grid window the pipeline gathered: its index
     /// and the bytes gathered since (early-sealed buffers included).
     seen: std::sync::Mutex<(u64, u64)>,
@@ -32,7 +54,46 @@ impl Stretch {
             stride: AtomicU64::new(1),
             // The membership ring must hold every window armed at once.
             stride_max: stride_max.clamp(1, WINDOW_SLOTS as u64 / 4),
+            commits_waiting: AtomicU64::new(0),
+            bytes_scale: AtomicU64::new(1),
             seen: std::sync::Mutex::new((0, 0)),
+        }
+    }
+
+    /// The size a shard buffer is sealed at now.
+    pub fn seal_bytes(&self, flush_bytes: usize) -> usize {
+        flush_bytes.saturating_mul(self.bytes_scale.load(Ordering::Relaxed) as usize)
+    }
+
+    pub fn bytes_scale(&self) -> u64 {
+        self.bytes_scale.load(Ordering::Relaxed)
+    }
+
+    /// A window was submitted for commit.
+    pub fn commit_submitted(&self) {
+        self.commits_waiting.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// ... and answered (committed or not).
+    pub fn commit_answered(&self) {
+        self.commits_waiting.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Grows or shrinks the buffer size by the commit backlog; the
+    /// pipeline calls it once per gathered window.
+    fn scale_bytes(&self) {
+        let waiting = self.commits_waiting.load(Ordering::Relaxed);
+        let now = self.bytes_scale();
+        let next = if waiting >= COMMITS_WAITING_GROW {
+            (now * 2).min(FLUSH_BYTES_SCALE_MAX)
+        } else if waiting <= COMMITS_WAITING_SHRINK {
+            (now / 2).max(1)
+        } else {
+            now
+        };
+        if next != now {
+            self.bytes_scale.store(next, Ordering::Relaxed);
+            tracing::debug!(scale = next, waiting, "flush buffer size");
         }
     }
 
@@ -47,6 +108,7 @@ impl Stretch {
     /// A window was gathered: `bytes` in all, ending at grid window `window`
     /// (None: a buffer sealed early, full, which ends no grid window).
     pub fn observe(&self, window: Option<u64>, bytes: usize) {
+        self.scale_bytes();
         if self.stride_max == 1 {
             return;
         }
@@ -105,6 +167,35 @@ mod tests {
         w += 4;
         s.observe(Some(w), 1024);
         assert_eq!(s.stride(), 1, "shrinks at once");
+    }
+
+    #[test]
+    fn buffers_grow_while_commits_wait_and_shrink_back() {
+        let s = Stretch::new(1);
+        let base = 4 << 20;
+        assert_eq!(s.seal_bytes(base), base);
+        for _ in 0..COMMITS_WAITING_GROW {
+            s.commit_submitted();
+        }
+        for scale in [2, 4, 8, 8] {
+            s.observe(None, base);
+            assert_eq!(s.bytes_scale(), scale.min(FLUSH_BYTES_SCALE_MAX));
+        }
+        assert_eq!(s.seal_bytes(base), base * FLUSH_BYTES_SCALE_MAX as usize);
+        // Between the marks: kept.
+        for _ in COMMITS_WAITING_SHRINK..COMMITS_WAITING_GROW - 1 {
+            s.commit_answered();
+        }
+        s.observe(None, base);
+        assert_eq!(s.bytes_scale(), FLUSH_BYTES_SCALE_MAX);
+        // Caught up: halves per window, back to flush_bytes.
+        for _ in 0..COMMITS_WAITING_SHRINK {
+            s.commit_answered();
+        }
+        for _ in 0..8 {
+            s.observe(None, base);
+        }
+        assert_eq!(s.seal_bytes(base), base);
     }
 
     #[test]
