@@ -147,7 +147,7 @@ EOF
 }
 
 # shellcheck source=benches/lib.sh
-source "$here/lib.sh"   # quote_cmd
+source "$here/lib.sh"   # quote_cmd, alive, postmaster_pid, wait_gone
 log() { printf '[race %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
@@ -309,35 +309,7 @@ RUTOMQ_DATA=""      # its --data-dir (to find its postmaster)
 SUCCESS=0
 DATA_DIRS=()        # broker data dirs to delete once stopped (unless --keep)
 
-# Is PID a live (non-zombie) process?
-alive() {
-    local st
-    st="$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" || return 1
-    [[ -n "$st" && "$st" != Z ]]
-}
-
-# The postmaster of the embedded PostgreSQL under a rutomq data dir, if it
-# runs: first line of DATA/pg/data/postmaster.pid, checked against the live
-# process's command line so we never signal a stranger.
-postmaster_pid() {
-    local data="$1/pg/data" pid
-    [[ -r "$data/postmaster.pid" ]] || return 1
-    pid="$(head -n 1 "$data/postmaster.pid")"
-    is_uint "$pid" && alive "$pid" || return 1
-    [[ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" == *"$data"* ]] || return 1
-    echo "$pid"
-}
-
-# Wait up to $2 seconds for PID $1 to be gone; 0 if it went.
-wait_gone() {
-    local i
-    for ((i = 0; i < $2 * 10; i++)); do
-        alive "$1" || return 0
-        sleep 0.1
-    done
-    return 1
-}
-
+# alive, postmaster_pid and wait_gone come from lib.sh.
 stop_postmaster() {
     local data="$1" pid
     pid="$(postmaster_pid "$data")" || return 0
