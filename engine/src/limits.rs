@@ -60,6 +60,9 @@ pub const COMMITS_WAITING_SHRINK: u64 = 4;
 pub const TOPIC_CACHE_TTL: Duration = Duration::from_secs(5);
 /// Topics cached per shard at most.
 pub const TOPIC_CACHE_ENTRIES_MAX: usize = 100_000;
+/// Topic names one refresh of a shard's topic cache asks PostgreSQL for at
+/// most (the expired entries, loaded together).
+pub const TOPIC_REFRESH_BATCH_MAX: usize = 1_000;
 /// A high watermark learned from PostgreSQL or a notification is trusted
 /// this long without asking PostgreSQL again.
 pub const HW_CACHE_TTL: Duration = Duration::from_secs(5);

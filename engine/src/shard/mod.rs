@@ -6,7 +6,7 @@
 //! feeds the reader from the hub.
 
 mod fetch_budget;
-mod topic_cache;
+pub mod topic_cache;
 
 use std::cell::RefCell;
 use std::rc::Rc;
