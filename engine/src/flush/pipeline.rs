@@ -137,7 +137,8 @@ impl Pipeline {
         if let Some(w) = grid {
             self.flush.members.gathered(w, members);
         }
-        self.flush.stretch.observe(grid, bytes);
+        let parts = window.iter().map(|s| s.parts.len()).sum();
+        self.flush.stretch.observe(grid, bytes, parts);
         WindowStages::add(
             &self.flush.stages.gather_us,
             &self.flush.stages.gather,

@@ -10,9 +10,13 @@
 //! batches in one object, so with many partitions a `flush_bytes` buffer
 //! holds little of each and the commits cap throughput at PostgreSQL's
 //! spans per second (benches/results/2026-12-06-scaling.md). While at least
-//! [`COMMITS_WAITING_GROW`] windows wait for their commit, the size a shard
-//! buffer is sealed at doubles (up to [`FLUSH_BYTES_SCALE_MAX`] ×
-//! `flush_bytes`); at [`COMMITS_WAITING_SHRINK`] or fewer it halves back.
+//! [`COMMITS_WAITING_GROW`] windows wait for their commit and windows carry
+//! at least [`SPANS_PER_WINDOW_GROW`] partitions, the size a shard buffer is
+//! sealed at doubles (up to [`FLUSH_BYTES_SCALE_MAX`] × `flush_bytes`); at
+//! [`COMMITS_WAITING_SHRINK`] or fewer waiting, or half as many partitions,
+//! it halves back. With few partitions per window PostgreSQL's work does not
+//! grow with the spans, and bigger objects would only cost the readers
+//! (fewer kept read buffers, fewer reads in parallel).
 //! Only buffers that fill before their window ends are affected: below
 //! saturation the grid seals them, as before. Memory stays bounded by the
 //! shards' admission budget, which every buffered byte is charged to.
@@ -29,8 +33,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::limits::{
-    COMMITS_WAITING_GROW, COMMITS_WAITING_SHRINK, FLUSH_BYTES_SCALE_MAX, STRETCH_WINDOW_BYTES,
-    WINDOW_SLOTS,
+    COMMITS_WAITING_GROW, COMMITS_WAITING_SHRINK, FLUSH_BYTES_SCALE_MAX, SPANS_PER_WINDOW_GROW,
+    STRETCH_WINDOW_BYTES, WINDOW_SLOTS,
 };
 
 /// The agent's current window stride (in grid intervals) and buffer size
@@ -79,14 +83,14 @@ impl Stretch {
         self.commits_waiting.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// Grows or shrinks the buffer size by the commit backlog; the
-    /// pipeline calls it once per gathered window.
-    fn scale_bytes(&self) {
+    /// Grows or shrinks the buffer size by the commit backlog and the
+    /// partitions of the window just gathered (its spans, about).
+    fn scale_bytes(&self, parts: usize) {
         let waiting = self.commits_waiting.load(Ordering::Relaxed);
         let now = self.bytes_scale();
-        let next = if waiting >= COMMITS_WAITING_GROW {
+        let next = if waiting >= COMMITS_WAITING_GROW && parts >= SPANS_PER_WINDOW_GROW {
             (now * 2).min(FLUSH_BYTES_SCALE_MAX)
-        } else if waiting <= COMMITS_WAITING_SHRINK {
+        } else if waiting <= COMMITS_WAITING_SHRINK || parts < SPANS_PER_WINDOW_GROW / 2 {
             (now / 2).max(1)
         } else {
             now
@@ -105,10 +109,11 @@ impl Stretch {
         self.stride_max
     }
 
-    /// A window was gathered: `bytes` in all, ending at grid window `window`
+    /// A window was gathered: `bytes` in all, `parts` partitions' batches
+    /// (summed over its shard buffers), ending at grid window `window`
     /// (None: a buffer sealed early, full, which ends no grid window).
-    pub fn observe(&self, window: Option<u64>, bytes: usize) {
-        self.scale_bytes();
+    pub fn observe(&self, window: Option<u64>, bytes: usize, parts: usize) {
+        self.scale_bytes(parts);
         if self.stride_max == 1 {
             return;
         }
@@ -154,18 +159,18 @@ mod tests {
         assert_eq!(s.stride(), 1);
         // 1 KiB per interval: far below the window size wanted.
         let mut w = 10;
-        s.observe(Some(w), 1024);
+        s.observe(Some(w), 1024, 1);
         assert_eq!(s.stride(), 2, "doubles at most per window");
         w += 2;
-        s.observe(Some(w), 2048);
+        s.observe(Some(w), 2048, 1);
         assert_eq!(s.stride(), 4);
         w += 4;
-        s.observe(Some(w), 4096);
+        s.observe(Some(w), 4096, 1);
         assert_eq!(s.stride(), 4, "never past the ceiling");
         // Full buffers sealed early, then the window: heavy traffic.
-        s.observe(None, STRETCH_WINDOW_BYTES as usize * 8);
+        s.observe(None, STRETCH_WINDOW_BYTES as usize * 8, 1);
         w += 4;
-        s.observe(Some(w), 1024);
+        s.observe(Some(w), 1024, 1);
         assert_eq!(s.stride(), 1, "shrinks at once");
     }
 
@@ -177,8 +182,11 @@ mod tests {
         for _ in 0..COMMITS_WAITING_GROW {
             s.commit_submitted();
         }
+        // Few partitions per window: PostgreSQL's work is not in the spans.
+        s.observe(None, base, 8);
+        assert_eq!(s.bytes_scale(), 1);
         for scale in [2, 4, 8, 8] {
-            s.observe(None, base);
+            s.observe(None, base, SPANS_PER_WINDOW_GROW);
             assert_eq!(s.bytes_scale(), scale.min(FLUSH_BYTES_SCALE_MAX));
         }
         assert_eq!(s.seal_bytes(base), base * FLUSH_BYTES_SCALE_MAX as usize);
@@ -186,14 +194,14 @@ mod tests {
         for _ in COMMITS_WAITING_SHRINK..COMMITS_WAITING_GROW - 1 {
             s.commit_answered();
         }
-        s.observe(None, base);
+        s.observe(None, base, SPANS_PER_WINDOW_GROW);
         assert_eq!(s.bytes_scale(), FLUSH_BYTES_SCALE_MAX);
         // Caught up: halves per window, back to flush_bytes.
         for _ in 0..COMMITS_WAITING_SHRINK {
             s.commit_answered();
         }
         for _ in 0..8 {
-            s.observe(None, base);
+            s.observe(None, base, SPANS_PER_WINDOW_GROW);
         }
         assert_eq!(s.seal_bytes(base), base);
     }
@@ -201,8 +209,8 @@ mod tests {
     #[test]
     fn stride_one_is_off_and_the_ceiling_fits_the_membership_ring() {
         let off = Stretch::new(1);
-        off.observe(Some(5), 1);
-        off.observe(Some(9), 1);
+        off.observe(Some(5), 1, 1);
+        off.observe(Some(9), 1, 1);
         assert_eq!(off.stride(), 1);
         assert!(Stretch::new(10_000).stride_max() <= WINDOW_SLOTS as u64 / 4);
     }
