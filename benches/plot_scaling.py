@@ -98,10 +98,22 @@ def gather(paths):
 
 
 SYSTEM_COLORS = {"rutomq": "tab:blue", "kafka": "tab:orange"}
+# Systems named otherwise (e.g. "rutomq <rev>" rows relabelled to compare
+# builds) get these in order of first use: the earliest gray, the next blue.
+OTHER_COLORS = ["tab:gray", "tab:blue", "tab:purple", "tab:brown", "tab:olive", "tab:cyan"]
+_other = {}
 
 
 def color(system):
-    return SYSTEM_COLORS.get(system, "tab:gray")
+    if system in SYSTEM_COLORS:
+        return SYSTEM_COLORS[system]
+    if system not in _other:
+        _other[system] = OTHER_COLORS[len(_other) % len(OTHER_COLORS)]
+    return _other[system]
+
+
+def is_rutomq(system):
+    return system == "rutomq" or system.startswith("rutomq ")
 
 
 def split_shapes(rows):
@@ -167,7 +179,9 @@ def panel_latency(ax, rows):
 
 
 def panel_postgres(ax, rows):
-    rs = [r for r in rows if r.get("system", "rutomq") == "rutomq"]
+    # One rutomq build: the last one named (the newest, when builds are compared).
+    names = [r.get("system", "rutomq") for r in rows if is_rutomq(r.get("system", "rutomq"))]
+    rs = [r for r in rows if names and r.get("system", "rutomq") == names[-1]]
     twin = ax.twinx()
     for run, style in (("max", "o-"), ("fixed", "o:")):
         one, many = split_shapes([r for r in rs if r.get("run") == run])
@@ -188,7 +202,7 @@ def panel_postgres(ax, rows):
     ax.set_ylabel("spans per commit transaction", color="tab:green")
     twin.set_ylabel("PostgreSQL CPU ms per commit transaction", color="tab:red")
     twin.set_ylim(bottom=0)
-    ax.set_title("rutomq: PostgreSQL work per window commit")
+    ax.set_title(f"{names[-1] if names else 'rutomq'}: PostgreSQL work per window commit")
     ax.grid(True, which="both", alpha=0.3)
     h1, l1 = ax.get_legend_handles_labels()
     h2, l2 = twin.get_legend_handles_labels()
