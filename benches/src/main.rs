@@ -515,46 +515,30 @@ fn summarize(
     let metrics = match (m0, m1) {
         (Some(a), Some(b)) => {
             let d = |k: &str| b.get(k).copied().unwrap_or(0.0) - a.get(k).copied().unwrap_or(0.0);
+            // a / b over the run, 0 when nothing happened.
+            let per = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
             let windows = d("committed_windows");
             let mut m = serde_json::Map::new();
             for k in b.keys() {
                 m.insert(k.clone(), json!(d(k)));
             }
-            m.insert(
-                "puts_per_window".into(),
-                json!(if windows > 0.0 {
-                    d("object_puts") / windows
-                } else {
-                    0.0
-                }),
-            );
-            m.insert(
-                "transactions_per_window".into(),
-                json!(if windows > 0.0 {
-                    d("commit_transactions") / windows
-                } else {
-                    0.0
-                }),
-            );
-            let transactions = d("commit_transactions");
-            m.insert(
-                "spans_per_transaction".into(),
-                json!(if transactions > 0.0 {
-                    d("committed_spans") / transactions
-                } else {
-                    0.0
-                }),
-            );
+            for (name, num, den) in [
+                ("puts_per_window", "object_puts", windows),
+                ("transactions_per_window", "commit_transactions", windows),
+                (
+                    "spans_per_transaction",
+                    "committed_spans",
+                    d("commit_transactions"),
+                ),
+            ] {
+                m.insert(name.into(), json!(per(d(num), den)));
+            }
             let stage_windows = d("windows");
             for stage in ["queued", "gather", "upload", "commit"] {
                 let us = d(&format!("window_{stage}_microseconds"));
                 m.insert(
                     format!("window_{stage}_ms_mean"),
-                    json!(if stage_windows > 0.0 {
-                        us / stage_windows / 1000.0
-                    } else {
-                        0.0
-                    }),
+                    json!(per(us, stage_windows) / 1000.0),
                 );
             }
             m.insert(
