@@ -404,32 +404,12 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # --------------------------------------------------------- python helper ----
-# JSON reading, free ports, the summary table (stdlib only).
+# JSON reading (benchjson.py), the summary table (stdlib only).
 PY="$WORK/race.py"
 cat >"$PY" <<'PYEOF'
-import json, os, re, socket, sys
-
-def load(p):
-    with open(p) as f:
-        return json.load(f)
-
-def dig(d, *keys):
-    for k in keys:
-        if not isinstance(d, dict) or d.get(k) is None:
-            return None
-        d = d[k]
-    return d
-
-def ports(n):
-    # Bind all first so the n ports are distinct, then release them.
-    socks = []
-    for _ in range(int(n)):
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    print(" ".join(str(s.getsockname()[1]) for s in socks))
-    for s in socks:
-        s.close()
+import json, os, re, sys
+sys.path.insert(0, os.environ["BENCHES_DIR"])
+from benchjson import load, dig
 
 def records_total(path):
     d = load(path)
@@ -786,10 +766,10 @@ def summarize(manifest, out_json, out_md, status="complete"):
 
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"ports": ports, "records-total": records_total, "half": half,
+    {"records-total": records_total, "half": half,
      "confirm-mbs": confirm_mbs, "summarize": summarize}[cmd](*args)
 PYEOF
-py() { python3 "$PY" "$@"; }
+py() { BENCHES_DIR="$here" python3 "$PY" "$@"; }
 
 # Manifest: one "SYSTEM<TAB>KEY<TAB>VALUE" line per fact ("-" = the race);
 # the summary is built from it.
@@ -853,7 +833,7 @@ start_kafka() {
     local sysdir="$1" kv="$2" port cport
     local sys
     sys="$(basename "$sysdir")"
-    read -r port cport <<<"$(py ports 2)"
+    read -r port cport <<<"$(free_ports 2)"
     KAFKA_DIR="$sysdir/broker"
     DATA_DIRS+=("$KAFKA_DIR/data")
     log "$sys: starting Apache Kafka $kv on 127.0.0.1:$port (controller $cport), data $KAFKA_DIR"
@@ -871,7 +851,7 @@ start_kafka() {
 start_rutomq() {
     local sysdir="$1"; shift
     local port hport
-    read -r port hport <<<"$(py ports 2)"
+    read -r port hport <<<"$(free_ports 2)"
     RUTOMQ_DATA="$sysdir/data"
     mkdir -p "$RUTOMQ_DATA"
     DATA_DIRS+=("$RUTOMQ_DATA")

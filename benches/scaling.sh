@@ -312,17 +312,8 @@ trap 'exit 143' TERM
 PY="$WORK/scaling.py"
 cat >"$PY" <<'PYEOF'
 import json, math, os, re, sys
-
-def load(p):
-    with open(p) as f:
-        return json.load(f)
-
-def dig(d, *keys):
-    for k in keys:
-        if not isinstance(d, dict) or d.get(k) is None:
-            return None
-        d = d[k]
-    return d
+sys.path.insert(0, os.environ["BENCHES_DIR"])
+from benchjson import load, dig
 
 def kv_args(args):
     row = {}
@@ -572,7 +563,7 @@ if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     {"prow": prow, "arow": arow, "table": table, "batch": batch, "header": header}[cmd](*args)
 PYEOF
-py() { python3 "$PY" "$@"; }
+py() { BENCHES_DIR="$here" python3 "$PY" "$@"; }
 
 # ------------------------------------------------------------ the runs ----
 mkdir -p "$WORK/bin"
