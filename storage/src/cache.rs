@@ -4,8 +4,15 @@
 //! cache (objects read back whole, shared by every partition in them). It
 //! counts the bytes of objects nobody has read from yet, so that read-ahead
 //! can stay within a share of it.
+//!
+//! The read cache also remembers the names of objects it evicted after
+//! someone read from them (its ghosts): a read of a ghost means its readers
+//! drifted apart by more than the cache holds (partitions of one object are
+//! read at different speeds, or by groups far apart), so reading it whole
+//! again would fetch the other partitions' bytes a second time. Such an
+//! object is read by span instead, each span kept as its own part entry.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
@@ -15,6 +22,9 @@ struct Entry {
     size: usize,
     /// Some range of it was handed out.
     read: bool,
+    /// A whole object (not a part of one): becomes a ghost when evicted
+    /// after it was read.
+    whole: bool,
 }
 
 impl Entry {
@@ -35,16 +45,48 @@ pub struct TailCache {
     unread: usize,
     order: VecDeque<String>,
     objects: HashMap<String, Entry>,
+    /// Whole objects evicted after they were read, oldest first; at most
+    /// `ghosts_max` (0: none kept).
+    ghosts_max: usize,
+    ghost_order: VecDeque<String>,
+    ghosts: HashSet<String>,
 }
 
 impl TailCache {
     pub fn new(bytes_max: usize) -> Self {
+        Self::with_ghosts(bytes_max, 0)
+    }
+
+    /// A cache that remembers the last `ghosts_max` whole objects it evicted
+    /// after they were read.
+    pub fn with_ghosts(bytes_max: usize, ghosts_max: usize) -> Self {
         TailCache {
             bytes_max,
             bytes: 0,
             unread: 0,
             order: VecDeque::new(),
             objects: HashMap::new(),
+            ghosts_max,
+            ghost_order: VecDeque::new(),
+            ghosts: HashSet::new(),
+        }
+    }
+
+    /// Whether `key` was evicted (whole, after a read) and not cached
+    /// whole since.
+    pub fn is_ghost(&self, key: &str) -> bool {
+        self.ghosts.contains(key)
+    }
+
+    fn haunt(&mut self, key: String) {
+        if self.ghosts_max == 0 || !self.ghosts.insert(key.clone()) {
+            return;
+        }
+        self.ghost_order.push_back(key);
+        while self.ghost_order.len() > self.ghosts_max {
+            if let Some(old) = self.ghost_order.pop_front() {
+                self.ghosts.remove(&old);
+            }
         }
     }
 
@@ -69,6 +111,15 @@ impl TailCache {
     }
 
     pub fn insert(&mut self, key: String, chunks: Vec<Bytes>) {
+        self.insert_entry(key, chunks, true);
+    }
+
+    /// Caches part of an object (a span of a ghost) under its own `key`.
+    pub fn insert_part(&mut self, key: String, bytes: Bytes) {
+        self.insert_entry(key, vec![bytes], false);
+    }
+
+    fn insert_entry(&mut self, key: String, chunks: Vec<Bytes>, whole: bool) {
         let size: usize = chunks.iter().map(Bytes::len).sum();
         if size > self.bytes_max {
             return;
@@ -79,12 +130,19 @@ impl TailCache {
             };
             if let Some(e) = self.objects.remove(&old) {
                 self.forget(&e);
+                if e.whole && e.read {
+                    self.haunt(old);
+                }
             }
+        }
+        if whole && self.ghosts.remove(&key) {
+            self.ghost_order.retain(|k| *k != key);
         }
         let entry = Entry {
             chunks,
             size,
             read: false,
+            whole,
         };
         if let Some(old) = self.objects.insert(key.clone(), entry) {
             self.forget(&old);
@@ -181,5 +239,34 @@ mod tests {
         assert_eq!((c.bytes(), c.unread_bytes()), (8, 8));
         c.remove("c");
         assert_eq!((c.bytes(), c.unread_bytes()), (4, 4));
+    }
+
+    #[test]
+    fn whole_objects_evicted_after_a_read_become_ghosts() {
+        let mut c = TailCache::with_ghosts(8, 2);
+        let four = || vec![Bytes::from_static(b"abcd")];
+        c.insert("read".into(), four());
+        c.insert("unread".into(), four());
+        c.get_range("read", 0..1).unwrap();
+        c.insert("x".into(), four());
+        c.insert("y".into(), four());
+        assert!(c.is_ghost("read"), "evicted after a read");
+        assert!(
+            !c.is_ghost("unread"),
+            "never read: read-ahead that nobody used"
+        );
+        // Parts never become ghosts.
+        c.get_range("x", 0..1).unwrap();
+        c.get_range("y", 0..1).unwrap();
+        c.insert_part("read@0".into(), Bytes::from_static(b"ab"));
+        c.get_range("read@0", 0..2).unwrap();
+        c.insert("z".into(), four());
+        c.insert("w".into(), four());
+        assert!(!c.is_ghost("read@0"));
+        assert!(c.is_ghost("x") && c.is_ghost("y"));
+        assert!(!c.is_ghost("read"), "at most two ghosts: the oldest goes");
+        // Cached whole again: no longer a ghost.
+        c.insert("x".into(), four());
+        assert!(!c.is_ghost("x"));
     }
 }

@@ -93,8 +93,11 @@ pub struct StorageStats {
     pub read_cache_hits: AtomicU64,
     /// Reads that joined a whole-object GET already in flight.
     pub read_joins: AtomicU64,
-    /// Whole-object reads started ahead of a consumer.
+    /// Whole-object (or span) reads started ahead of a consumer.
     pub prefetches: AtomicU64,
+    /// GETs of one span (of an object too large to read whole, or of a
+    /// ghost: one evicted from the read cache after it was read).
+    pub span_gets: AtomicU64,
     /// Read-ahead not started because the read cache's budget for it was
     /// used up (see [`READ_AHEAD_CACHE_SHARE_DEN`]).
     pub prefetches_refused: AtomicU64,
@@ -166,7 +169,8 @@ pub struct Storage {
     cache: Arc<Mutex<TailCache>>,
     /// Objects read whole (see [`WHOLE_OBJECT_READ_BYTES_MAX`]).
     read_cache: Arc<Mutex<TailCache>>,
-    /// Whole-object reads in flight, shared by every reader of the object.
+    /// Reads in flight (whole objects, or spans by their part key), shared
+    /// by every reader.
     reads: Arc<Mutex<HashMap<String, ObjectRead>>>,
     /// Bytes of read-ahead reads in flight.
     read_ahead_bytes: Arc<AtomicUsize>,
@@ -228,7 +232,10 @@ impl Storage {
                 store,
                 prefix,
                 cache: Arc::new(Mutex::new(TailCache::new(tail_cache_bytes_max))),
-                read_cache: Arc::new(Mutex::new(TailCache::new(read_cache_bytes_max))),
+                read_cache: Arc::new(Mutex::new(TailCache::with_ghosts(
+                    read_cache_bytes_max,
+                    READ_CACHE_GHOSTS_MAX,
+                ))),
                 reads: Arc::new(Mutex::new(HashMap::new())),
                 read_ahead_bytes: Arc::new(AtomicUsize::new(0)),
                 stats: Arc::new(StorageStats::default()),
@@ -307,7 +314,8 @@ impl Storage {
     /// Reads `range` of object `key` (of `object_size` bytes, 0 if unknown):
     /// from the tail cache or the read cache when it is there; otherwise a
     /// small object is read whole (one GET shared by all its readers) and
-    /// cached, a large one with a ranged GET.
+    /// cached. A large object, or a ghost (see [`TailCache`]), is read by
+    /// span: the range alone, shared with its read-ahead and cached.
     pub async fn get_range(
         &self,
         key: String,
@@ -330,32 +338,46 @@ impl Storage {
             self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok((b, Origin::Written));
         }
-        if let Some(b) = self
-            .read_cache
-            .lock()
-            .expect("read cache lock")
-            .get_range(&key, range.clone())
-        {
-            self.stats.read_cache_hits.fetch_add(1, Ordering::Relaxed);
-            return Ok((b, Origin::Stored));
-        }
+        let part = {
+            let mut cache = self.read_cache.lock().expect("read cache lock");
+            let mut hit = cache.get_range(&key, range.clone());
+            let part = by_span(&cache, &key, object_size).then(|| part_key(&key, &range));
+            if let (None, Some(pk)) = (&hit, &part) {
+                hit = cache.get_range(pk, 0..range.end - range.start);
+            }
+            if let Some(b) = hit {
+                self.stats.read_cache_hits.fetch_add(1, Ordering::Relaxed);
+                return Ok((b, Origin::Stored));
+            }
+            part
+        };
         if range.end > object_size && object_size > 0 {
             return Err(short(object_size, key));
         }
-        let whole = object_size > 0 && object_size <= WHOLE_OBJECT_READ_BYTES_MAX;
-        if let Some(read) = whole.then(|| self.whole_object_read(&key, false)).flatten() {
+        // The read to share: the span's (by part key), or the whole object.
+        let shared = match &part {
+            Some(pk) => self.shared_read(pk, &key, Some(range.clone()), false),
+            None if object_size > 0 => self.shared_read(&key, &key, None, false),
+            None => None,
+        };
+        if let Some(read) = shared {
             let bytes = self
                 .on_runtime(async move { read.await.map_err(StorageError::Shared) })
                 .await?;
-            if (bytes.len() as u64) < range.end {
+            let cached_key = part.as_deref().unwrap_or(&key);
+            let wanted = match &part {
+                Some(_) => 0..range.end - range.start,
+                None => range.clone(),
+            };
+            if (bytes.len() as u64) < wanted.end {
                 return Err(short(bytes.len() as u64, key));
             }
             self.read_cache
                 .lock()
                 .expect("read cache lock")
-                .mark_read(&key);
+                .mark_read(cached_key);
             return Ok((
-                bytes.slice(range.start as usize..range.end as usize),
+                bytes.slice(wanted.start as usize..wanted.end as usize),
                 Origin::Stored,
             ));
         }
@@ -376,33 +398,41 @@ impl Storage {
         .await
     }
 
-    /// Starts reading object `key` whole into the read cache, without
-    /// waiting (read-ahead for a consumer about to need it). Does nothing
-    /// when it is cached, too large, too many reads are in flight, or the
-    /// read-ahead budget of the read cache is used up.
-    pub fn prefetch(&self, key: &str, object_size: u64) {
-        if object_size == 0 || object_size > WHOLE_OBJECT_READ_BYTES_MAX {
+    /// Starts reading the object `key` whole into the read cache, or only
+    /// its `span` when it is read by span (see [`Storage::get_range`]),
+    /// without waiting: read-ahead for a consumer about to need it. Does
+    /// nothing when it is cached or in flight, too many reads are in
+    /// flight, or the read-ahead budget of the read cache is used up.
+    pub fn prefetch(&self, key: &str, object_size: u64, span: Range<u64>) {
+        if object_size == 0 || self.cache.lock().expect("tail cache lock").contains(key) {
             return;
         }
-        if self.cache.lock().expect("tail cache lock").contains(key) {
-            return;
-        }
-        {
+        let (cache_key, range, size) = {
             let cache = self.read_cache.lock().expect("read cache lock");
             if cache.contains(key) {
                 return;
             }
+            let (cache_key, range) = if by_span(&cache, key, object_size) {
+                let pk = part_key(key, &span);
+                if cache.contains(&pk) {
+                    return;
+                }
+                (pk, Some(span))
+            } else {
+                (key.to_owned(), None)
+            };
+            let size = range.as_ref().map_or(object_size, |r| r.end - r.start) as usize;
             let ahead = cache.unread_bytes() + self.read_ahead_bytes.load(Ordering::Relaxed);
-            if ahead + object_size as usize > cache.bytes_max() / READ_AHEAD_CACHE_SHARE_DEN {
+            if ahead + size > cache.bytes_max() / READ_AHEAD_CACHE_SHARE_DEN {
                 self.stats
                     .prefetches_refused
                     .fetch_add(1, Ordering::Relaxed);
                 return;
             }
-        }
-        if let Some(read) = self.whole_object_read(key, true) {
+            (cache_key, range, size)
+        };
+        if let Some(read) = self.shared_read(&cache_key, key, range, true) {
             self.stats.prefetches.fetch_add(1, Ordering::Relaxed);
-            let size = object_size as usize;
             let in_flight = self.read_ahead_bytes.clone();
             in_flight.fetch_add(size, Ordering::Relaxed);
             self.rt.spawn(async move {
@@ -412,12 +442,20 @@ impl Storage {
         }
     }
 
-    /// The whole-object read of `key`: joins one in flight, or starts one
-    /// (None when too many are in flight already). Read-ahead
-    /// (`ahead`) never joins: None when the read is in flight.
-    fn whole_object_read(&self, key: &str, ahead: bool) -> Option<ObjectRead> {
+    /// The read of object `key` into the read cache under `cache_key`:
+    /// the whole object (`range` None) or that range of it (a part).
+    /// Joins the one in flight, or starts one (None when too many are in
+    /// flight already). Read-ahead (`ahead`) never joins: None when the
+    /// read is in flight.
+    fn shared_read(
+        &self,
+        cache_key: &str,
+        key: &str,
+        range: Option<Range<u64>>,
+        ahead: bool,
+    ) -> Option<ObjectRead> {
         let mut reads = self.reads.lock().expect("object reads lock");
-        if let Some(r) = reads.get(key) {
+        if let Some(r) = reads.get(cache_key) {
             if ahead {
                 return None;
             }
@@ -431,30 +469,39 @@ impl Storage {
         let stats = self.stats.clone();
         let read_cache = self.read_cache.clone();
         let all_reads = self.reads.clone();
-        let owned = key.to_owned();
+        let path = Path::from(key);
+        let owned = cache_key.to_owned();
         let read = async move {
-            let key = owned;
-            let path = Path::from(key.as_str());
-            let result = match store.get(&path).await {
-                Ok(r) => r.bytes().await,
-                Err(e) => Err(e),
+            let cache_key = owned;
+            let result = match &range {
+                Some(r) => store.get_range(&path, r.clone()).await,
+                None => match store.get(&path).await {
+                    Ok(r) => r.bytes().await,
+                    Err(e) => Err(e),
+                },
             };
             if let Ok(bytes) = &result {
                 stats.gets.fetch_add(1, Ordering::Relaxed);
                 stats
                     .get_bytes
                     .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-                read_cache
-                    .lock()
-                    .expect("read cache lock")
-                    .insert(key.clone(), vec![bytes.clone()]);
+                let mut cache = read_cache.lock().expect("read cache lock");
+                if range.is_some() {
+                    stats.span_gets.fetch_add(1, Ordering::Relaxed);
+                    cache.insert_part(cache_key.clone(), bytes.clone());
+                } else {
+                    cache.insert(cache_key.clone(), vec![bytes.clone()]);
+                }
             }
-            all_reads.lock().expect("object reads lock").remove(&key);
+            all_reads
+                .lock()
+                .expect("object reads lock")
+                .remove(&cache_key);
             result.map_err(Arc::new)
         }
         .boxed()
         .shared();
-        reads.insert(key.to_owned(), read.clone());
+        reads.insert(cache_key.to_owned(), read.clone());
         Some(read)
     }
 
@@ -577,10 +624,78 @@ impl Storage {
     }
 }
 
+/// Whether reads of object `key` go by span rather than whole: it is too
+/// large to read whole, or a ghost (read whole once and evicted, so its
+/// readers are far apart).
+fn by_span(read_cache: &TailCache, key: &str, object_size: u64) -> bool {
+    object_size > WHOLE_OBJECT_READ_BYTES_MAX || read_cache.is_ghost(key)
+}
+
+/// The read cache's key for `range` of object `key` read by span.
+fn part_key(key: &str, range: &Range<u64>) -> String {
+    format!("{key}#{}+{}", range.start, range.end - range.start)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn objects_evicted_after_a_read_are_read_by_span_afterwards() {
+        let store = Arc::new(object_store::memory::InMemory::new());
+        // The read cache holds one 300-byte object.
+        let (storage, _thread) = Storage::start(store, Path::from("t"), 0, 400).unwrap();
+        let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let body = |k: u8| Bytes::from((0..300u16).map(|i| k ^ i as u8).collect::<Vec<_>>());
+        futures::executor::block_on(async {
+            for k in [1u8, 2] {
+                storage.put(k.to_string(), vec![body(k)]).await.unwrap();
+            }
+            let read = |key: &str, r: Range<u64>| storage.get_range(key.into(), r, 300);
+            assert_eq!(read("1", 0..10).await.unwrap().0, body(1).slice(0..10));
+            assert_eq!(read("2", 0..10).await.unwrap().0, body(2).slice(0..10));
+            assert_eq!(count(&storage.stats.get_bytes), 600, "both read whole");
+            // "1" was read and evicted: its readers are far apart, so a
+            // later read of it fetches the span alone, and caches it.
+            assert_eq!(
+                read("1", 100..150).await.unwrap().0,
+                body(1).slice(100..150)
+            );
+            assert_eq!(count(&storage.stats.span_gets), 1);
+            assert_eq!(count(&storage.stats.get_bytes), 650);
+            assert_eq!(
+                read("1", 100..150).await.unwrap().0,
+                body(1).slice(100..150)
+            );
+            assert_eq!(count(&storage.stats.get_bytes), 650, "the span was cached");
+            // Read-ahead of a ghost reads the span, not the object.
+            storage.prefetch("1", 300, 200..260);
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while count(&storage.stats.span_gets) < 2
+                || storage.read_ahead_bytes.load(Ordering::Relaxed) > 0
+            {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "read-ahead never finished"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert_eq!(count(&storage.stats.get_bytes), 710);
+            let hits = count(&storage.stats.read_cache_hits);
+            assert_eq!(
+                read("1", 200..260).await.unwrap().0,
+                body(1).slice(200..260)
+            );
+            assert_eq!(count(&storage.stats.read_cache_hits), hits + 1);
+            assert_eq!(count(&storage.stats.get_bytes), 710);
+            // A range past the end is still refused.
+            assert!(matches!(
+                read("1", 290..310).await,
+                Err(StorageError::ShortObject { .. })
+            ));
+        });
+    }
 
     #[test]
     fn read_ahead_stays_within_its_share_of_the_read_cache() {
@@ -596,8 +711,8 @@ mod tests {
                     .await
                     .unwrap();
             }
-            storage.prefetch("a", 300);
-            storage.prefetch("b", 300);
+            storage.prefetch("a", 300, 0..300);
+            storage.prefetch("b", 300, 0..300);
             assert_eq!(count(&storage.stats.prefetches), 1);
             assert_eq!(
                 count(&storage.stats.prefetches_refused),
@@ -615,7 +730,7 @@ mod tests {
                 );
                 std::thread::sleep(Duration::from_millis(5));
             }
-            storage.prefetch("c", 300);
+            storage.prefetch("c", 300, 0..300);
             assert_eq!(count(&storage.stats.prefetches), 2);
             assert_eq!(count(&storage.stats.prefetches_refused), 1);
         });

@@ -5,6 +5,9 @@
 /// cache: the partitions of a window share one object, so their consumers
 /// then cost one GET per object instead of one per span.
 pub const WHOLE_OBJECT_READ_BYTES_MAX: u64 = 16 << 20;
+/// Names of objects the read cache evicted after a read that it remembers
+/// (its ghosts, read by span afterwards; about 100 bytes each).
+pub const READ_CACHE_GHOSTS_MAX: usize = 4096;
 /// Whole-object reads in flight at once; past it, misses use ranged GETs.
 pub const WHOLE_OBJECT_READS_INFLIGHT_MAX: usize = 32;
 /// Object deletions in flight at once (retention and orphan collection).

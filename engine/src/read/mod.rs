@@ -318,7 +318,9 @@ impl Reader {
             }
             ahead += span.byte_len as usize;
             if span.marker.is_none() {
-                self.storage.prefetch(&span.object_key, span.object_size);
+                let range = span.byte_start..span.byte_start + span.byte_len as u64;
+                self.storage
+                    .prefetch(&span.object_key, span.object_size, range);
             }
         }
         let reads =
