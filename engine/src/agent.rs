@@ -35,6 +35,8 @@ pub struct AgentConfig {
     pub read_only: Vec<(&'static str, i64)>,
     /// Fetch checks the CRC of batches read back (`--read-verify-crc`).
     pub read_verify_crc: bool,
+    /// Read-ahead depth in fetches (`--read-ahead-fetches`).
+    pub read_ahead_fetches: usize,
 }
 
 pub struct Agent {

@@ -136,11 +136,12 @@ pub const FETCH_WAIT_MS_MAX: i32 = 60_000;
 /// Spans asked of PostgreSQL per partition read; what is not needed now is
 /// cached by the shard for the consumer's next fetches.
 pub const FETCH_SPANS_READ_MAX: i64 = 64;
-/// Spans past a fetch whose objects are read ahead into the read cache: at
-/// most this many, and only as far as [`READ_AHEAD_FETCHES_MAX`] more
-/// fetches of the same size would reach (large spans: one or two).
-pub const READ_AHEAD_SPANS_MAX: usize = 8;
-pub const READ_AHEAD_FETCHES_MAX: usize = 4;
+/// Read-ahead depth (`--read-ahead-fetches`): the objects of the spans past
+/// a fetch are read ahead into the read cache as far as this many more
+/// fetches of the same size would reach, and at most
+/// [`READ_AHEAD_SPANS_PER_FETCH`] spans per such fetch.
+pub const READ_AHEAD_FETCHES_MAX: usize = 24;
+pub const READ_AHEAD_SPANS_PER_FETCH: usize = 2;
 
 // ---- topics and records ------------------------------------------------
 
@@ -377,7 +378,8 @@ pub const HTTP_REQUEST_BYTES_MAX: usize = 8 << 10;
 // One PostgreSQL read of a partition's spans fits its cache entry whole.
 const _: () = assert!(FETCH_SPANS_READ_MAX as usize <= SPANS_CACHED_PER_PARTITION_MAX);
 // Read-ahead reaches past what a fetch reads, within what one read returns.
-const _: () = assert!(READ_AHEAD_SPANS_MAX < FETCH_SPANS_READ_MAX as usize);
+const _: () =
+    assert!(READ_AHEAD_FETCHES_MAX * READ_AHEAD_SPANS_PER_FETCH < FETCH_SPANS_READ_MAX as usize);
 // One largest response fits the shard's fetch budget.
 const _: () = assert!(FETCH_RESPONSE_BYTES_MAX <= FETCH_BYTES_INFLIGHT_MAX);
 // A round deletes its objects in whole chunks.

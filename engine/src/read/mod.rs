@@ -27,7 +27,8 @@ pub use watermarks::Watermarks;
 use crate::error::ErrorCode;
 use crate::hub::HubNews;
 use crate::limits::{
-    ABORTED_TXNS_LOADED_MAX, FETCH_SPANS_READ_MAX, READ_AHEAD_FETCHES_MAX, READ_AHEAD_SPANS_MAX,
+    ABORTED_TXNS_LOADED_MAX, FETCH_SPANS_READ_MAX, READ_AHEAD_FETCHES_MAX,
+    READ_AHEAD_SPANS_PER_FETCH,
 };
 use crate::records::{
     put_with_base_offset, txn_marker_batch, walk_batches, StoredBatch, TxnMarker,
@@ -108,6 +109,8 @@ pub struct Reader {
     storage: Storage,
     /// Check the CRC of batches read back from the object store.
     verify_crc: bool,
+    /// Read-ahead depth in fetches (`--read-ahead-fetches`).
+    read_ahead_fetches: usize,
     pub watermarks: Watermarks,
     pub spans: SpanCache,
     pub stable: StableIndex,
@@ -124,17 +127,28 @@ pub struct Reader {
 }
 
 impl Reader {
-    pub fn new(meta: Meta, storage: Storage, verify_crc: bool) -> Reader {
+    pub fn new(
+        meta: Meta,
+        storage: Storage,
+        verify_crc: bool,
+        read_ahead_fetches: usize,
+    ) -> Reader {
         Reader {
             meta,
             storage,
             verify_crc,
+            read_ahead_fetches: read_ahead_fetches.min(READ_AHEAD_FETCHES_MAX),
             watermarks: Watermarks::default(),
             spans: SpanCache::default(),
             stable: StableIndex::default(),
             span_queries: RefCell::default(),
             news: Cell::new(0),
         }
+    }
+
+    /// Spans past a fetch whose objects are read ahead at most.
+    fn read_ahead_spans(&self) -> usize {
+        self.read_ahead_fetches * READ_AHEAD_SPANS_PER_FETCH
     }
 
     /// The spans of a partition from `fetch_offset`, from PostgreSQL (or
@@ -264,7 +278,14 @@ impl Reader {
         };
         let cached = self.watermarks.known(topic_id, partition).and_then(|hw| {
             self.spans
-                .get(topic_id, partition, fetch_offset, hw, bytes_max)
+                .get(
+                    topic_id,
+                    partition,
+                    fetch_offset,
+                    hw,
+                    bytes_max,
+                    self.read_ahead_spans(),
+                )
                 .map(|(log_start, spans)| (hw, log_start, Rc::new(spans)))
         });
         let (high_watermark, log_start_offset, spans) = match cached {
@@ -312,8 +333,8 @@ impl Reader {
         // Read ahead: the objects of the next spans, which this consumer's
         // next fetch will want (a no-op for objects already cached).
         let mut ahead = 0usize;
-        for span in spans.take(READ_AHEAD_SPANS_MAX) {
-            if ahead >= READ_AHEAD_FETCHES_MAX * bytes_max {
+        for span in spans.take(self.read_ahead_spans()) {
+            if ahead >= self.read_ahead_fetches * bytes_max {
                 break;
             }
             ahead += span.byte_len as usize;

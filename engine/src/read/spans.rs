@@ -13,8 +13,7 @@ use uuid::Uuid;
 
 use crate::flush::NewSpan;
 use crate::limits::{
-    LOG_START_CACHE_TTL, READ_AHEAD_SPANS_MAX, SPANS_CACHED_PER_PARTITION_MAX,
-    SPAN_CACHE_PARTITIONS_MAX,
+    LOG_START_CACHE_TTL, SPANS_CACHED_PER_PARTITION_MAX, SPAN_CACHE_PARTITIONS_MAX,
 };
 
 /// One partition's cached spans.
@@ -35,8 +34,8 @@ pub struct SpanCache {
 
 impl SpanCache {
     /// Cached spans from the one holding `from`: when they hold at least
-    /// `bytes_max` bytes or reach the high watermark `hw`. Returns the log
-    /// start offset too.
+    /// `bytes_max` bytes or reach the high watermark `hw`, plus up to
+    /// `ahead` more (for read-ahead). Returns the log start offset too.
     pub fn get(
         &self,
         topic_id: Uuid,
@@ -44,6 +43,7 @@ impl SpanCache {
         from: i64,
         hw: i64,
         bytes_max: usize,
+        ahead: usize,
     ) -> Option<(i64, Vec<SpanRecord>)> {
         let map = self.map.borrow();
         let c = map.get(&(topic_id, partition))?;
@@ -61,7 +61,7 @@ impl SpanCache {
             bytes += s.byte_len as usize;
             if bytes >= bytes_max || s.last_offset + 1 >= hw {
                 // Enough, plus what follows for read-ahead.
-                let end = (i + 1 + READ_AHEAD_SPANS_MAX).min(spans.len());
+                let end = (i + 1 + ahead).min(spans.len());
                 return Some((c.log_start_offset, spans[first..end].to_vec()));
             }
         }
@@ -245,18 +245,18 @@ mod tests {
         let (c, t, now) = (SpanCache::default(), Uuid::from_u128(1), Instant::now());
         c.remember(t, 0, 0, 500, &spans(50, 60), now);
         c.remember(t, 0, 0, 300, &spans(30, 50), now);
-        let (_, tail) = c.get(t, 0, 550, 600, 1 << 20).expect("the tail");
+        let (_, tail) = c.get(t, 0, 550, 600, 1 << 20, 8).expect("the tail");
         assert_eq!(tail.first().unwrap().base_offset, 550);
-        let (_, old) = c.get(t, 0, 300, 600, 300).expect("the old spans");
+        let (_, old) = c.get(t, 0, 300, 600, 300, 8).expect("the old spans");
         assert_eq!(old.first().unwrap().base_offset, 300);
         // New commits still extend it.
         c.extend(&[((t, 0), span(600, 609))]);
-        let (_, tail) = c.get(t, 0, 600, 610, 1 << 20).expect("extended");
+        let (_, tail) = c.get(t, 0, 600, 610, 1 << 20, 8).expect("extended");
         assert_eq!(tail.len(), 1);
         // A gap (compaction left offsets out) replaces instead.
         c.remember(t, 0, 0, 100, &spans(10, 20), now);
-        assert!(c.get(t, 0, 550, 610, 1 << 20).is_none());
-        assert!(c.get(t, 0, 100, 610, 200).is_some());
+        assert!(c.get(t, 0, 550, 610, 1 << 20, 8).is_none());
+        assert!(c.get(t, 0, 100, 610, 200, 8).is_some());
         // Bounded: the oldest go.
         c.remember(t, 0, 0, 0, &spans(0, 200), now);
         c.remember(t, 0, 0, 2000, &spans(200, 264), now);

@@ -61,6 +61,7 @@ impl Shard {
                 agent.meta.clone(),
                 agent.storage.clone(),
                 agent.cfg.read_verify_crc,
+                agent.cfg.read_ahead_fetches,
             ),
             fetch_budget: FetchBudget::new(FETCH_BYTES_INFLIGHT_MAX),
             metrics: Arc::new(ShardMetrics::default()),
