@@ -257,12 +257,12 @@ pub struct ServeArgs {
     pub read_cache_bytes: usize,
     /// Read-ahead depth: for a consumer reading a partition from the object
     /// store, the objects of its next spans are read into the read cache as
-    /// far as this many more fetches of the same size would reach (two
+    /// far as this many more fetches of the same size would reach (four
     /// spans per fetch at most), within half of --read-cache-bytes.
     /// Default: 4 for a local directory or memory; 8 for S3 or with
     /// injected object latency, where each GET takes tens of milliseconds
     /// (deeper, within the default read cache, evicted objects before all
-    /// their partitions were read). At most 24.
+    /// their partitions were read). At most 15.
     #[arg(long, env = "RUTOMQ_READ_AHEAD_FETCHES",
           value_parser = clap::value_parser!(u16).range(0..=crate::limits::READ_AHEAD_FETCHES_MAX as i64))]
     pub read_ahead_fetches: Option<u16>,
@@ -831,6 +831,6 @@ mod tests {
         assert_eq!(slow.read_ahead_fetches("file:///d"), 8);
         let set = args(&["--read-ahead-fetches", "12"]);
         assert_eq!(set.read_ahead_fetches("s3://b/p"), 12);
-        assert!(super::Cli::try_parse_from(["rutomq", "--read-ahead-fetches", "25"]).is_err());
+        assert!(super::Cli::try_parse_from(["rutomq", "--read-ahead-fetches", "16"]).is_err());
     }
 }

@@ -140,8 +140,8 @@ pub const FETCH_SPANS_READ_MAX: i64 = 64;
 /// a fetch are read ahead into the read cache as far as this many more
 /// fetches of the same size would reach, and at most
 /// [`READ_AHEAD_SPANS_PER_FETCH`] spans per such fetch.
-pub const READ_AHEAD_FETCHES_MAX: usize = 24;
-pub const READ_AHEAD_SPANS_PER_FETCH: usize = 2;
+pub const READ_AHEAD_FETCHES_MAX: usize = 15;
+pub const READ_AHEAD_SPANS_PER_FETCH: usize = 4;
 
 // ---- topics and records ------------------------------------------------
 

@@ -22,12 +22,22 @@ struct Entry {
     size: usize,
     /// Some range of it was handed out.
     read: bool,
+    /// Bytes handed out (ranges read more than once count again), at most
+    /// `size`.
+    handed: usize,
     /// A whole object (not a part of one): becomes a ghost when evicted
     /// after it was read.
     whole: bool,
 }
 
 impl Entry {
+    /// Counts `len` bytes of it handed out; its size when it was unread
+    /// until now, else 0.
+    fn hand_out(&mut self, len: usize) -> usize {
+        self.handed = (self.handed + len).min(self.size);
+        self.first_read()
+    }
+
     /// Marks it read; its size when it was unread until now, else 0.
     fn first_read(&mut self) -> usize {
         if std::mem::replace(&mut self.read, true) {
@@ -37,6 +47,9 @@ impl Entry {
         }
     }
 }
+
+/// Evictions [`TailCache::whole_use`] averages over (exponentially).
+const WHOLE_USE_EVICTIONS: u32 = 16;
 
 pub struct TailCache {
     bytes_max: usize,
@@ -50,6 +63,9 @@ pub struct TailCache {
     ghosts_max: usize,
     ghost_order: VecDeque<String>,
     ghosts: HashSet<String>,
+    /// Share of a whole object's bytes handed out before it was evicted,
+    /// averaged over the last evictions (1.0 until the first).
+    whole_use: f64,
 }
 
 impl TailCache {
@@ -69,7 +85,15 @@ impl TailCache {
             ghosts_max,
             ghost_order: VecDeque::new(),
             ghosts: HashSet::new(),
+            whole_use: 1.0,
         }
+    }
+
+    /// How much of the whole objects it evicted lately had been read: near
+    /// 1 while their readers keep together, lower when the partitions of an
+    /// object are read far apart (its other spans come after it is gone).
+    pub fn whole_use(&self) -> f64 {
+        self.whole_use
     }
 
     /// Whether `key` was evicted (whole, after a read) and not cached
@@ -131,6 +155,8 @@ impl TailCache {
             if let Some(e) = self.objects.remove(&old) {
                 self.forget(&e);
                 if e.whole && e.read {
+                    let used = e.handed as f64 / e.size.max(1) as f64;
+                    self.whole_use += (used - self.whole_use) / WHOLE_USE_EVICTIONS as f64;
                     self.haunt(old);
                 }
             }
@@ -142,6 +168,7 @@ impl TailCache {
             chunks,
             size,
             read: false,
+            handed: 0,
             whole,
         };
         if let Some(old) = self.objects.insert(key.clone(), entry) {
@@ -166,9 +193,9 @@ impl TailCache {
     }
 
     /// Counts `key` as read from (its bytes were handed out another way).
-    pub fn mark_read(&mut self, key: &str) {
+    pub fn mark_read(&mut self, key: &str, len: usize) {
         if let Some(e) = self.objects.get_mut(key) {
-            self.unread -= e.first_read();
+            self.unread -= e.hand_out(len);
         }
     }
 
@@ -176,7 +203,7 @@ impl TailCache {
     pub fn get_range(&mut self, key: &str, range: Range<u64>) -> Option<Bytes> {
         let entry = self.objects.get_mut(key)?;
         let bytes = slice_chunks(&entry.chunks, range)?;
-        self.unread -= entry.first_read();
+        self.unread -= entry.hand_out(bytes.len());
         Some(bytes)
     }
 }
@@ -268,5 +295,23 @@ mod tests {
         // Cached whole again: no longer a ghost.
         c.insert("x".into(), four());
         assert!(!c.is_ghost("x"));
+    }
+
+    #[test]
+    fn whole_use_falls_when_objects_go_half_read() {
+        let mut c = TailCache::with_ghosts(8, 4);
+        assert_eq!(c.whole_use(), 1.0);
+        for i in 0..64 {
+            c.insert(i.to_string(), vec![Bytes::from_static(b"abcd")]);
+            // A quarter of each object is read before it goes.
+            c.get_range(&i.to_string(), 0..1).unwrap();
+        }
+        assert!(c.whole_use() < 0.3, "{}", c.whole_use());
+        for i in 64..128 {
+            c.insert(i.to_string(), vec![Bytes::from_static(b"abcd")]);
+            c.get_range(&i.to_string(), 0..2).unwrap();
+            c.get_range(&i.to_string(), 2..4).unwrap();
+        }
+        assert!(c.whole_use() > 0.9, "read whole again: {}", c.whole_use());
     }
 }

@@ -174,6 +174,8 @@ pub struct Storage {
     reads: Arc<Mutex<HashMap<String, ObjectRead>>>,
     /// Bytes of read-ahead reads in flight.
     read_ahead_bytes: Arc<AtomicUsize>,
+    /// Bytes of all reads in `reads`.
+    reading_bytes: Arc<AtomicUsize>,
     pub stats: Arc<StorageStats>,
 }
 
@@ -238,6 +240,7 @@ impl Storage {
                 ))),
                 reads: Arc::new(Mutex::new(HashMap::new())),
                 read_ahead_bytes: Arc::new(AtomicUsize::new(0)),
+                reading_bytes: Arc::new(AtomicUsize::new(0)),
                 stats: Arc::new(StorageStats::default()),
             },
             StorageThread {
@@ -341,7 +344,7 @@ impl Storage {
         let part = {
             let mut cache = self.read_cache.lock().expect("read cache lock");
             let mut hit = cache.get_range(&key, range.clone());
-            let part = by_span(&cache, &key, object_size).then(|| part_key(&key, &range));
+            let part = by_span(&cache, &key, object_size, &range).then(|| part_key(&key, &range));
             if let (None, Some(pk)) = (&hit, &part) {
                 hit = cache.get_range(pk, 0..range.end - range.start);
             }
@@ -356,8 +359,11 @@ impl Storage {
         }
         // The read to share: the span's (by part key), or the whole object.
         let shared = match &part {
-            Some(pk) => self.shared_read(pk, &key, Some(range.clone()), false),
-            None if object_size > 0 => self.shared_read(&key, &key, None, false),
+            Some(pk) => {
+                let len = range.end - range.start;
+                self.shared_read(pk, &key, Some(range.clone()), len, false)
+            }
+            None if object_size > 0 => self.shared_read(&key, &key, None, object_size, false),
             None => None,
         };
         if let Some(read) = shared {
@@ -375,7 +381,7 @@ impl Storage {
             self.read_cache
                 .lock()
                 .expect("read cache lock")
-                .mark_read(cached_key);
+                .mark_read(cached_key, (wanted.end - wanted.start) as usize);
             return Ok((
                 bytes.slice(wanted.start as usize..wanted.end as usize),
                 Origin::Stored,
@@ -412,7 +418,7 @@ impl Storage {
             if cache.contains(key) {
                 return;
             }
-            let (cache_key, range) = if by_span(&cache, key, object_size) {
+            let (cache_key, range) = if by_span(&cache, key, object_size, &span) {
                 let pk = part_key(key, &span);
                 if cache.contains(&pk) {
                     return;
@@ -431,7 +437,7 @@ impl Storage {
             }
             (cache_key, range, size)
         };
-        if let Some(read) = self.shared_read(&cache_key, key, range, true) {
+        if let Some(read) = self.shared_read(&cache_key, key, range, size as u64, true) {
             self.stats.prefetches.fetch_add(1, Ordering::Relaxed);
             let in_flight = self.read_ahead_bytes.clone();
             in_flight.fetch_add(size, Ordering::Relaxed);
@@ -452,6 +458,7 @@ impl Storage {
         cache_key: &str,
         key: &str,
         range: Option<Range<u64>>,
+        size: u64,
         ahead: bool,
     ) -> Option<ObjectRead> {
         let mut reads = self.reads.lock().expect("object reads lock");
@@ -462,9 +469,13 @@ impl Storage {
             self.stats.read_joins.fetch_add(1, Ordering::Relaxed);
             return Some(r.clone());
         }
-        if reads.len() >= WHOLE_OBJECT_READS_INFLIGHT_MAX {
+        let size = size as usize;
+        let reading = self.reading_bytes.load(Ordering::Relaxed);
+        if reads.len() >= READS_INFLIGHT_MAX || reading + size > READS_INFLIGHT_BYTES_MAX {
             return None;
         }
+        self.reading_bytes.fetch_add(size, Ordering::Relaxed);
+        let reading = self.reading_bytes.clone();
         let store = self.store.clone();
         let stats = self.stats.clone();
         let read_cache = self.read_cache.clone();
@@ -497,6 +508,7 @@ impl Storage {
                 .lock()
                 .expect("object reads lock")
                 .remove(&cache_key);
+            reading.fetch_sub(size, Ordering::Relaxed);
             result.map_err(Arc::new)
         }
         .boxed()
@@ -624,11 +636,30 @@ impl Storage {
     }
 }
 
-/// Whether reads of object `key` go by span rather than whole: it is too
-/// large to read whole, or a ghost (read whole once and evicted, so its
-/// readers are far apart).
-fn by_span(read_cache: &TailCache, key: &str, object_size: u64) -> bool {
-    object_size > WHOLE_OBJECT_READ_BYTES_MAX || read_cache.is_ghost(key)
+/// Whether a read of `span` of object `key` goes by span rather than
+/// whole: the object is too large to read whole; or the span is large
+/// enough for a GET of its own and either the object is a ghost (read whole
+/// once and evicted, so its readers are far apart) or whole objects lately
+/// went before half their bytes were read (one in
+/// [`WHOLE_USE_SAMPLE_EVERY`] still read whole, to notice when readers keep
+/// together again).
+fn by_span(read_cache: &TailCache, key: &str, object_size: u64, span: &Range<u64>) -> bool {
+    if object_size > WHOLE_OBJECT_READ_BYTES_MAX {
+        return true;
+    }
+    if span.end - span.start < SPAN_READ_BYTES_MIN {
+        return false;
+    }
+    read_cache.is_ghost(key) || (read_cache.whole_use() < WHOLE_USE_MIN && !sampled(key))
+}
+
+/// Whether `key` is one of the objects read whole to measure
+/// [`TailCache::whole_use`] (the same answer for every reader of it).
+fn sampled(key: &str) -> bool {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish().is_multiple_of(WHOLE_USE_SAMPLE_EVERY)
 }
 
 /// The read cache's key for `range` of object `key` read by span.
@@ -643,34 +674,37 @@ mod tests {
 
     #[test]
     fn objects_evicted_after_a_read_are_read_by_span_afterwards() {
+        const KIB: u64 = 1 << 10;
+        const SIZE: u64 = 512 * KIB;
         let store = Arc::new(object_store::memory::InMemory::new());
-        // The read cache holds one 300-byte object.
-        let (storage, _thread) = Storage::start(store, Path::from("t"), 0, 400).unwrap();
+        // The read cache holds one object.
+        let cache = (SIZE + SIZE / 2) as usize;
+        let (storage, _thread) = Storage::start(store, Path::from("t"), 0, cache).unwrap();
         let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let body = |k: u8| Bytes::from((0..300u16).map(|i| k ^ i as u8).collect::<Vec<_>>());
+        let body = |k: u8| Bytes::from((0..SIZE).map(|i| k ^ (i % 251) as u8).collect::<Vec<_>>());
+        let span = |n: u64| n * 128 * KIB..(n + 1) * 128 * KIB;
         futures::executor::block_on(async {
             for k in [1u8, 2] {
                 storage.put(k.to_string(), vec![body(k)]).await.unwrap();
             }
-            let read = |key: &str, r: Range<u64>| storage.get_range(key.into(), r, 300);
-            assert_eq!(read("1", 0..10).await.unwrap().0, body(1).slice(0..10));
-            assert_eq!(read("2", 0..10).await.unwrap().0, body(2).slice(0..10));
-            assert_eq!(count(&storage.stats.get_bytes), 600, "both read whole");
+            let read = |key: &str, r: Range<u64>| storage.get_range(key.into(), r, SIZE);
+            let slice = |k: u8, r: Range<u64>| body(k).slice(r.start as usize..r.end as usize);
+            assert_eq!(read("1", span(0)).await.unwrap().0, slice(1, span(0)));
+            assert_eq!(read("2", span(0)).await.unwrap().0, slice(2, span(0)));
+            assert_eq!(count(&storage.stats.get_bytes), 2 * SIZE, "both read whole");
             // "1" was read and evicted: its readers are far apart, so a
             // later read of it fetches the span alone, and caches it.
-            assert_eq!(
-                read("1", 100..150).await.unwrap().0,
-                body(1).slice(100..150)
-            );
+            assert_eq!(read("1", span(1)).await.unwrap().0, slice(1, span(1)));
             assert_eq!(count(&storage.stats.span_gets), 1);
-            assert_eq!(count(&storage.stats.get_bytes), 650);
+            assert_eq!(count(&storage.stats.get_bytes), 2 * SIZE + 128 * KIB);
+            assert_eq!(read("1", span(1)).await.unwrap().0, slice(1, span(1)));
             assert_eq!(
-                read("1", 100..150).await.unwrap().0,
-                body(1).slice(100..150)
+                count(&storage.stats.get_bytes),
+                2 * SIZE + 128 * KIB,
+                "cached"
             );
-            assert_eq!(count(&storage.stats.get_bytes), 650, "the span was cached");
             // Read-ahead of a ghost reads the span, not the object.
-            storage.prefetch("1", 300, 200..260);
+            storage.prefetch("1", SIZE, span(2));
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
             while count(&storage.stats.span_gets) < 2
                 || storage.read_ahead_bytes.load(Ordering::Relaxed) > 0
@@ -681,17 +715,18 @@ mod tests {
                 );
                 std::thread::sleep(Duration::from_millis(5));
             }
-            assert_eq!(count(&storage.stats.get_bytes), 710);
+            assert_eq!(count(&storage.stats.get_bytes), 2 * SIZE + 256 * KIB);
             let hits = count(&storage.stats.read_cache_hits);
-            assert_eq!(
-                read("1", 200..260).await.unwrap().0,
-                body(1).slice(200..260)
-            );
+            assert_eq!(read("1", span(2)).await.unwrap().0, slice(1, span(2)));
             assert_eq!(count(&storage.stats.read_cache_hits), hits + 1);
-            assert_eq!(count(&storage.stats.get_bytes), 710);
+            // A span too small for a GET of its own: the object is read
+            // whole again.
+            assert_eq!(read("1", 10..20).await.unwrap().0, slice(1, 10..20));
+            assert_eq!(count(&storage.stats.span_gets), 2);
+            assert_eq!(count(&storage.stats.get_bytes), 3 * SIZE + 256 * KIB);
             // A range past the end is still refused.
             assert!(matches!(
-                read("1", 290..310).await,
+                read("2", SIZE - 10..SIZE + 10).await,
                 Err(StorageError::ShortObject { .. })
             ));
         });

@@ -8,8 +8,23 @@ pub const WHOLE_OBJECT_READ_BYTES_MAX: u64 = 16 << 20;
 /// Names of objects the read cache evicted after a read that it remembers
 /// (its ghosts, read by span afterwards; about 100 bytes each).
 pub const READ_CACHE_GHOSTS_MAX: usize = 4096;
-/// Whole-object reads in flight at once; past it, misses use ranged GETs.
-pub const WHOLE_OBJECT_READS_INFLIGHT_MAX: usize = 32;
+/// Spans shorter than this are never read by themselves (unless their
+/// object is too large to read whole): many small GETs would cost more than
+/// reading their object whole again.
+pub const SPAN_READ_BYTES_MIN: u64 = 128 << 10;
+/// While whole objects leave the read cache with less than this share of
+/// their bytes read ([`TailCache::whole_use`](crate::TailCache::whole_use)),
+/// objects are read by span...
+pub const WHOLE_USE_MIN: f64 = 0.9;
+/// ...except one in this many, read whole to keep measuring.
+pub const WHOLE_USE_SAMPLE_EVERY: u64 = 8;
+/// Reads into the read cache in flight at once (whole objects or spans),
+/// and their bytes: past either, a miss uses a ranged GET of its own and
+/// read-ahead waits. Bytes, not a count alone, so that reads by span (a few
+/// hundred KiB each) keep as much in flight as whole objects do: with 30 ms
+/// per GET, 32 span reads carried under 300 MiB/s.
+pub const READS_INFLIGHT_MAX: usize = 256;
+pub const READS_INFLIGHT_BYTES_MAX: usize = 128 << 20;
 /// Object deletions in flight at once (retention and orphan collection).
 pub const DELETES_INFLIGHT_MAX: usize = 2;
 /// An object is written in pieces of at most this many bytes, through one
