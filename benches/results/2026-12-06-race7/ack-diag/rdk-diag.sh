@@ -1,0 +1,41 @@
+#!/bin/bash
+# fresh agent, librdkafka produce at RATE for SECS, window-stage histograms and disk stats around it
+set -e
+RATE=${1:-20000}; SECS=${2:-20}
+D=/tmp/rdkd; rm -rf $D; mkdir -p $D/data $D/out
+${BIN:-/work/main/target/release/rutomq} serve --data-dir $D/data --listen 127.0.0.1:19192 --http 127.0.0.1:19193 > $D/agent.log 2>&1 &
+AP=$!; trap 'kill $AP 2>/dev/null; wait $AP 2>/dev/null; rm -rf $D/data' EXIT
+for i in $(seq 60); do curl -sf http://127.0.0.1:19193/health/ready >/dev/null && break; sleep 1; done
+curl -s http://127.0.0.1:19193/metrics | grep -E "^rutomq_window_stage_seconds" > $D/m0
+grep -E " vda " /proc/diskstats > $D/d0
+( for i in $(seq $((SECS+3))); do date +%s.%N | cut -c1-14 >> $D/disk.txt; grep -E " vda " /proc/diskstats >> $D/disk.txt; sleep 1; done ) &
+/work/main/benches/rdkafka-perf.sh --out-dir $D/out --name diag --create produce 127.0.0.1:19192 diag-$RATE $RATE $SECS > $D/out/diag.json 2>$D/out/stderr.txt
+curl -s http://127.0.0.1:19193/metrics | grep -E "^rutomq_window_stage_seconds" > $D/m1
+python3 - $D <<'PY'
+import json,sys,gzip,glob,re
+D=sys.argv[1]
+d=json.load(open(f"{D}/out/diag.json"))
+print({k:d[k] for k in d if 'latency' in k or k in('achieved_msgs_per_sec',)})
+def parse(f):
+    out={}
+    for l in open(f):
+        m=re.match(r'(\S+)\{(.*)\} (\S+)',l)
+        if m: out[(m.group(1),m.group(2))]=float(m.group(3))
+    return out
+a,b=parse(f"{D}/m0"),parse(f"{D}/m1")
+stages={}
+for (n,lab),v in b.items():
+    if n.endswith('_bucket'):
+        st=re.search(r'stage="([^"]+)"',lab).group(1); le=re.search(r'le="([^"]+)"',lab).group(1)
+        stages.setdefault(st,[]).append((float('inf') if le=='+Inf' else float(le), v-a.get((n,lab),0)))
+for st,bk in stages.items():
+    bk.sort(); tot=bk[-1][1]
+    q=lambda p: next(le for le,c in bk if c>=p*tot)
+    print(st, 'n',int(tot),'p50<=',q(.5),'p99<=',q(.99),'p99.9<=',q(.999))
+PY
+for f in $D/out/*.latency-us.gz; do python3 -c "
+import gzip,sys
+v=[int(x) for x in gzip.open('$f','rt').read().split() if x.isdigit()]
+n=len(v); c=n//$((SECS+1))
+print('p99 per second ms', [round(sorted(v[i:i+c])[int(.99*c)]/1000,1) for i in range(0,n-c+1,c)])
+"; done
