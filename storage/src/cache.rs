@@ -31,15 +31,10 @@ struct Entry {
 }
 
 impl Entry {
-    /// Counts `len` bytes of it handed out; its size when it was unread
-    /// until now, else 0.
+    /// Counts `len` bytes of it handed out and marks it read; its size when
+    /// it was unread until now, else 0.
     fn hand_out(&mut self, len: usize) -> usize {
         self.handed = (self.handed + len).min(self.size);
-        self.first_read()
-    }
-
-    /// Marks it read; its size when it was unread until now, else 0.
-    fn first_read(&mut self) -> usize {
         if std::mem::replace(&mut self.read, true) {
             0
         } else {

@@ -91,12 +91,13 @@ pub struct StorageStats {
     pub cache_hits: AtomicU64,
     /// Reads served by the read cache (objects read whole before).
     pub read_cache_hits: AtomicU64,
-    /// Reads that joined a whole-object GET already in flight.
+    /// Reads that joined a GET already in flight (of a whole object or a
+    /// span).
     pub read_joins: AtomicU64,
     /// Whole-object (or span) reads started ahead of a consumer.
     pub prefetches: AtomicU64,
-    /// GETs of one span (of an object too large to read whole, or of a
-    /// ghost: one evicted from the read cache after it was read).
+    /// GETs of one span: of an object too large to read whole, or read by
+    /// span while whole reads would be wasted (`by_span`).
     pub span_gets: AtomicU64,
     /// Read-ahead not started because the read cache's budget for it was
     /// used up (see [`READ_AHEAD_CACHE_SHARE_DEN`]).
@@ -341,38 +342,36 @@ impl Storage {
             self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok((b, Origin::Written));
         }
-        let part = {
+        let plan = {
             let mut cache = self.read_cache.lock().expect("read cache lock");
             let mut hit = cache.get_range(&key, range.clone());
-            let part = by_span(&cache, &key, object_size, &range).then(|| part_key(&key, &range));
-            if let (None, Some(pk)) = (&hit, &part) {
-                hit = cache.get_range(pk, 0..range.end - range.start);
+            let plan = hit
+                .is_none()
+                .then(|| read_plan(&cache, &key, object_size, &range));
+            if let Some(ReadPlan {
+                cache_key,
+                range: Some(span),
+                ..
+            }) = &plan
+            {
+                hit = cache.get_range(cache_key, 0..span.end - span.start);
             }
             if let Some(b) = hit {
                 self.stats.read_cache_hits.fetch_add(1, Ordering::Relaxed);
                 return Ok((b, Origin::Stored));
             }
-            part
+            plan.expect("planned on a miss")
         };
         if range.end > object_size && object_size > 0 {
             return Err(short(object_size, key));
         }
-        // The read to share: the span's (by part key), or the whole object.
-        let shared = match &part {
-            Some(pk) => {
-                let len = range.end - range.start;
-                self.shared_read(pk, &key, Some(range.clone()), len, false)
-            }
-            None if object_size > 0 => self.shared_read(&key, &key, None, object_size, false),
-            None => None,
-        };
-        if let Some(read) = shared {
+        if let Some(read) = self.shared_read(&key, &plan, false) {
             let bytes = self
                 .on_runtime(async move { read.await.map_err(StorageError::Shared) })
                 .await?;
-            let cached_key = part.as_deref().unwrap_or(&key);
-            let wanted = match &part {
-                Some(_) => 0..range.end - range.start,
+            // A part starts at the span; a whole object at byte 0.
+            let wanted = match &plan.range {
+                Some(span) => 0..span.end - span.start,
                 None => range.clone(),
             };
             if (bytes.len() as u64) < wanted.end {
@@ -381,7 +380,7 @@ impl Storage {
             self.read_cache
                 .lock()
                 .expect("read cache lock")
-                .mark_read(cached_key, (wanted.end - wanted.start) as usize);
+                .mark_read(&plan.cache_key, (wanted.end - wanted.start) as usize);
             return Ok((
                 bytes.slice(wanted.start as usize..wanted.end as usize),
                 Origin::Stored,
@@ -413,32 +412,27 @@ impl Storage {
         if object_size == 0 || self.cache.lock().expect("tail cache lock").contains(key) {
             return;
         }
-        let (cache_key, range, size) = {
+        let plan = {
             let cache = self.read_cache.lock().expect("read cache lock");
             if cache.contains(key) {
                 return;
             }
-            let (cache_key, range) = if by_span(&cache, key, object_size, &span) {
-                let pk = part_key(key, &span);
-                if cache.contains(&pk) {
-                    return;
-                }
-                (pk, Some(span))
-            } else {
-                (key.to_owned(), None)
-            };
-            let size = range.as_ref().map_or(object_size, |r| r.end - r.start) as usize;
+            let plan = read_plan(&cache, key, object_size, &span);
+            if plan.range.is_some() && cache.contains(&plan.cache_key) {
+                return;
+            }
             let ahead = cache.unread_bytes() + self.read_ahead_bytes.load(Ordering::Relaxed);
-            if ahead + size > cache.bytes_max() / READ_AHEAD_CACHE_SHARE_DEN {
+            if ahead + plan.size as usize > cache.bytes_max() / READ_AHEAD_CACHE_SHARE_DEN {
                 self.stats
                     .prefetches_refused
                     .fetch_add(1, Ordering::Relaxed);
                 return;
             }
-            (cache_key, range, size)
+            plan
         };
-        if let Some(read) = self.shared_read(&cache_key, key, range, size as u64, true) {
+        if let Some(read) = self.shared_read(key, &plan, true) {
             self.stats.prefetches.fetch_add(1, Ordering::Relaxed);
+            let size = plan.size as usize;
             let in_flight = self.read_ahead_bytes.clone();
             in_flight.fetch_add(size, Ordering::Relaxed);
             self.rt.spawn(async move {
@@ -448,28 +442,23 @@ impl Storage {
         }
     }
 
-    /// The read of object `key` into the read cache under `cache_key`:
-    /// the whole object (`range` None) or that range of it (a part).
-    /// Joins the one in flight, or starts one (None when too many are in
-    /// flight already). Read-ahead (`ahead`) never joins: None when the
-    /// read is in flight.
-    fn shared_read(
-        &self,
-        cache_key: &str,
-        key: &str,
-        range: Option<Range<u64>>,
-        size: u64,
-        ahead: bool,
-    ) -> Option<ObjectRead> {
+    /// The read `plan` of object `key` into the read cache: joins the one
+    /// in flight, or starts one (None when too many are in flight already,
+    /// or there is nothing to read: a whole object of unknown size).
+    /// Read-ahead (`ahead`) never joins: None when the read is in flight.
+    fn shared_read(&self, key: &str, plan: &ReadPlan, ahead: bool) -> Option<ObjectRead> {
+        if plan.size == 0 {
+            return None;
+        }
         let mut reads = self.reads.lock().expect("object reads lock");
-        if let Some(r) = reads.get(cache_key) {
+        if let Some(r) = reads.get(&plan.cache_key) {
             if ahead {
                 return None;
             }
             self.stats.read_joins.fetch_add(1, Ordering::Relaxed);
             return Some(r.clone());
         }
-        let size = size as usize;
+        let size = plan.size as usize;
         let reading = self.reading_bytes.load(Ordering::Relaxed);
         if reads.len() >= READS_INFLIGHT_MAX || reading + size > READS_INFLIGHT_BYTES_MAX {
             return None;
@@ -481,9 +470,8 @@ impl Storage {
         let read_cache = self.read_cache.clone();
         let all_reads = self.reads.clone();
         let path = Path::from(key);
-        let owned = cache_key.to_owned();
+        let (cache_key, range) = (plan.cache_key.clone(), plan.range.clone());
         let read = async move {
-            let cache_key = owned;
             let result = match &range {
                 Some(r) => store.get_range(&path, r.clone()).await,
                 None => match store.get(&path).await {
@@ -513,7 +501,7 @@ impl Storage {
         }
         .boxed()
         .shared();
-        reads.insert(cache_key.to_owned(), read.clone());
+        reads.insert(plan.cache_key.clone(), read.clone());
         Some(read)
     }
 
@@ -636,13 +624,40 @@ impl Storage {
     }
 }
 
+/// What to read into the read cache for `span` of object `key`.
+struct ReadPlan {
+    /// The object's key, or the part key of the span.
+    cache_key: String,
+    /// The span, when it is read alone (a part); None: the whole object.
+    range: Option<Range<u64>>,
+    /// Bytes it reads (0: a whole object of unknown size, not read).
+    size: u64,
+}
+
+/// The span alone when [`by_span`] says so, else the whole object.
+fn read_plan(cache: &TailCache, key: &str, object_size: u64, span: &Range<u64>) -> ReadPlan {
+    if by_span(cache, key, object_size, span) {
+        ReadPlan {
+            cache_key: part_key(key, span),
+            range: Some(span.clone()),
+            size: span.end - span.start,
+        }
+    } else {
+        ReadPlan {
+            cache_key: key.to_owned(),
+            range: None,
+            size: object_size,
+        }
+    }
+}
+
 /// Whether a read of `span` of object `key` goes by span rather than
 /// whole: the object is too large to read whole; or the span is large
 /// enough for a GET of its own and either the object is a ghost (read whole
 /// once and evicted, so its readers are far apart) or whole objects lately
-/// went before half their bytes were read (one in
-/// [`WHOLE_USE_SAMPLE_EVERY`] still read whole, to notice when readers keep
-/// together again).
+/// left the cache with less than [`WHOLE_USE_MIN`] of their bytes read (one
+/// in [`WHOLE_USE_SAMPLE_EVERY`] still read whole, to notice when readers
+/// keep together again).
 fn by_span(read_cache: &TailCache, key: &str, object_size: u64, span: &Range<u64>) -> bool {
     if object_size > WHOLE_OBJECT_READ_BYTES_MAX {
         return true;
