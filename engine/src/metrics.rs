@@ -14,6 +14,8 @@ pub struct ShardMetrics {
     /// Produce requests by how long they took from admission to answer.
     produce_latency: [AtomicU64; PRODUCE_LATENCY_BUCKETS_MS.len() + 1],
     produce_latency_us_sum: AtomicU64,
+    /// Every answered request, by API key.
+    pub request_times: RequestTimes,
     pub produce_batches: AtomicU64,
     pub produce_bytes: AtomicU64,
     pub produce_batches_rejected: AtomicU64,
@@ -80,18 +82,51 @@ impl StageHistogram {
         self.sum_us.fetch_add(us, Ordering::Relaxed);
     }
 
+    /// Its counts now, to render or to add to another's.
+    pub fn snapshot(&self) -> StageCounts {
+        StageCounts {
+            buckets: std::array::from_fn(|i| self.buckets[i].load(Ordering::Relaxed)),
+            sum_us: self.sum_us.load(Ordering::Relaxed),
+        }
+    }
+
     /// Prometheus lines of this histogram as series `name{label="value"}`.
+    pub fn render(&self, out: &mut String, name: &str, label: (&str, &str)) {
+        self.snapshot().render(out, name, label);
+    }
+}
+
+/// The counts of a [`StageHistogram`] (or of several, added).
+#[derive(Default, Clone, Copy, Debug)]
+pub struct StageCounts {
+    buckets: [u64; STAGE_BUCKETS_US.len() + 1],
+    sum_us: u64,
+}
+
+impl StageCounts {
+    pub fn add(&mut self, other: &StageCounts) {
+        for (a, b) in self.buckets.iter_mut().zip(other.buckets) {
+            *a += b;
+        }
+        self.sum_us += other.sum_us;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// Prometheus lines as series `name{label="value"}`.
     pub fn render(&self, out: &mut String, name: &str, (label, value): (&str, &str)) {
         let mut cumulative = 0;
         for (i, b) in STAGE_BUCKETS_US.iter().enumerate() {
-            cumulative += self.buckets[i].load(Ordering::Relaxed);
+            cumulative += self.buckets[i];
             let _ = writeln!(
                 out,
                 "{name}_bucket{{{label}=\"{value}\",le=\"{}\"}} {cumulative}",
                 *b as f64 / 1e6
             );
         }
-        cumulative += self.buckets[STAGE_BUCKETS_US.len()].load(Ordering::Relaxed);
+        cumulative += self.buckets[STAGE_BUCKETS_US.len()];
         let _ = writeln!(
             out,
             "{name}_bucket{{{label}=\"{value}\",le=\"+Inf\"}} {cumulative}"
@@ -99,9 +134,35 @@ impl StageHistogram {
         let _ = writeln!(
             out,
             "{name}_sum{{{label}=\"{value}\"}} {}",
-            self.sum_us.load(Ordering::Relaxed) as f64 / 1e6
+            self.sum_us as f64 / 1e6
         );
         let _ = writeln!(out, "{name}_count{{{label}=\"{value}\"}} {cumulative}");
+    }
+}
+
+/// Request times by API key, from a request's last byte received to its
+/// response's last byte written (Kafka's RequestMetrics TotalTimeMs): one
+/// histogram per key below [`REQUEST_API_KEYS`].
+pub struct RequestTimes(Box<[StageHistogram]>);
+
+/// API keys with a request-time histogram (Kafka's keys are below 100).
+pub const REQUEST_API_KEYS: usize = 128;
+
+impl Default for RequestTimes {
+    fn default() -> Self {
+        RequestTimes(
+            (0..REQUEST_API_KEYS)
+                .map(|_| StageHistogram::default())
+                .collect(),
+        )
+    }
+}
+
+impl RequestTimes {
+    pub fn observe(&self, api_key: i16, took: std::time::Duration) {
+        if let Some(h) = usize::try_from(api_key).ok().and_then(|k| self.0.get(k)) {
+            h.observe(took);
+        }
     }
 }
 
@@ -132,6 +193,7 @@ pub fn render(out: &mut String, shards: &[std::sync::Arc<ShardMetrics>]) {
         sum(&|s| s.produce_latency_us_sum.load(r)) as f64 / 1e6
     );
     let _ = writeln!(out, "{name}_count {cumulative}");
+    render_request_times(out, shards);
     for (metric, help, f) in [
         (
             "rutomq_produce_batches_total",
@@ -217,10 +279,58 @@ pub fn render(out: &mut String, shards: &[std::sync::Arc<ShardMetrics>]) {
     }
 }
 
+/// `rutomq_request_seconds{api="..."}` of every API some request used.
+fn render_request_times(out: &mut String, shards: &[std::sync::Arc<ShardMetrics>]) {
+    let name = "rutomq_request_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Requests by API, last byte received to response written (waiting behind the connection's earlier responses included).\n# TYPE {name} histogram"
+    );
+    for key in 0..REQUEST_API_KEYS {
+        let mut counts = StageCounts::default();
+        for s in shards {
+            counts.add(&s.request_times.0[key].snapshot());
+        }
+        if counts.count() == 0 {
+            continue;
+        }
+        let api = i16::try_from(key)
+            .ok()
+            .and_then(|k| kafka_protocol::messages::ApiKey::try_from(k).ok())
+            .map_or_else(|| key.to_string(), |k| format!("{k:?}"));
+        counts.render(out, name, ("api", &api));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn request_times_add_up_over_shards_by_api() {
+        let (a, b) = (
+            std::sync::Arc::new(ShardMetrics::default()),
+            std::sync::Arc::new(ShardMetrics::default()),
+        );
+        a.request_times.observe(0, Duration::from_micros(700));
+        b.request_times.observe(0, Duration::from_millis(40));
+        b.request_times.observe(3, Duration::from_micros(100));
+        // Keys no histogram covers are left out, not a panic.
+        b.request_times.observe(-1, Duration::from_millis(1));
+        b.request_times.observe(i16::MAX, Duration::from_millis(1));
+        let mut out = String::new();
+        render(&mut out, &[a, b]);
+        for line in [
+            "rutomq_request_seconds_bucket{api=\"Produce\",le=\"0.001\"} 1\n",
+            "rutomq_request_seconds_bucket{api=\"Produce\",le=\"0.05\"} 2\n",
+            "rutomq_request_seconds_count{api=\"Produce\"} 2\n",
+            "rutomq_request_seconds_count{api=\"Metadata\"} 1\n",
+        ] {
+            assert!(out.contains(line), "{line} missing from {out}");
+        }
+        assert!(!out.contains("api=\"Fetch\""), "{out}");
+    }
 
     #[test]
     fn histogram_is_cumulative() {

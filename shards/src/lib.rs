@@ -36,7 +36,8 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::task::Poll;
+use std::time::{Duration, Instant};
 
 /// A muted connection's wait is slept in steps of at most this, so a
 /// shard stopping is seen.
@@ -112,6 +113,13 @@ pub trait Service: 'static {
     fn frame_bytes_max(&self, _conn: &Self::Conn) -> usize {
         usize::MAX
     }
+
+    /// A response was written: the request with API key `api_key` took
+    /// `took` from its last byte received to its response's last byte
+    /// handed to the socket (waiting behind the connection's earlier
+    /// responses included, as a client sees it). Not called for requests
+    /// without a response (acks=0) or when the write failed.
+    fn answered(&self, _api_key: i16, _took: Duration) {}
 
     /// Handles one request frame of connection `conn`.
     fn call(
@@ -369,8 +377,8 @@ async fn run_shard<S: Service>(
     }
     state.stopping.set(true);
     // Let requests already admitted finish: produce waits for durability.
-    let deadline = std::time::Instant::now() + grace;
-    while state.inflight.get() > 0 && std::time::Instant::now() < deadline {
+    let deadline = Instant::now() + grace;
+    while state.inflight.get() > 0 && Instant::now() < deadline {
         glommio::timer::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -541,9 +549,13 @@ async fn open_connection<S: Service>(stream: TcpStream, index: usize, s: &Accept
     serve_connection(reader, writer, conn, s).await;
 }
 
+/// A request whose response the writer sends in turn: its memory permit,
+/// its response (now or later), its API key and when it was received.
 type Pending = (
     glommio::sync::StaticPermit,
     Either<Option<Bytes>, glommio::task::JoinHandle<Option<Bytes>>>,
+    i16,
+    Instant,
 );
 
 async fn serve_connection<S, R, W>(mut reader: R, mut writer: W, conn: S::Conn, s: &AcceptShared<S>)
@@ -559,20 +571,37 @@ where
     let frame_io_timeout = config.frame_io_timeout;
     let queued = Rc::new(Cell::new(0usize));
     let writer_queued = queued.clone();
+    let writer_service = service.clone();
     let writer_task = glommio::spawn_local(async move {
-        while let Some((permit, reply)) = rx.next().await {
+        while let Some((permit, reply, api_key, received)) = rx.next().await {
             writer_queued.set(writer_queued.get() - 1);
             let frame = match reply {
                 Either::Left(frame) => frame,
-                Either::Right(handle) => handle.await.flatten(),
+                Either::Right(mut handle) => match futures::poll!(&mut handle) {
+                    Poll::Ready(frame) => frame.flatten(),
+                    Poll::Pending => {
+                        // What is written stays in the TLS write buffer
+                        // until a flush: never hold it behind a response
+                        // still being worked on (a produce waiting for its
+                        // window, a long-poll fetch).
+                        let _ = writer.flush().await;
+                        handle.await.flatten()
+                    }
+                },
             };
             let ok = match frame {
                 // A peer that stops reading is cut off instead of holding
                 // its responses' memory forever.
-                Some(frame) => matches!(
-                    within(frame_io_timeout, writer.write_all(&frame)).await,
-                    Some(Ok(()))
-                ),
+                Some(frame) => {
+                    let ok = matches!(
+                        within(frame_io_timeout, writer.write_all(&frame)).await,
+                        Some(Ok(()))
+                    );
+                    if ok {
+                        writer_service.answered(api_key, received.elapsed());
+                    }
+                    ok
+                }
                 None => true,
             };
             drop(permit);
@@ -581,7 +610,7 @@ where
                 // The peer is gone; drain so the in-flight count settles.
                 // Requests still running (produce waiting for durability)
                 // keep their memory permits until they finish.
-                while let Some((permit, reply)) = rx.next().await {
+                while let Some((permit, reply, _, _)) = rx.next().await {
                     if let Either::Right(handle) = reply {
                         let _ = handle.await;
                     }
@@ -640,6 +669,12 @@ where
                 break;
             }
         }
+        let received = Instant::now();
+        // (-1 for a frame too short to name one: the service closes it.)
+        let api_key = match buf.as_ref() {
+            [a, b, ..] => i16::from_be_bytes([*a, *b]),
+            _ => -1,
+        };
         stats.requests.fetch_add(1, Ordering::Relaxed);
         state.inflight.set(state.inflight.get() + 1);
         let mut last = false;
@@ -664,7 +699,7 @@ where
             }
         };
         queued.set(queued.get() + 1);
-        if tx.send((permit, reply)).await.is_err() || last {
+        if tx.send((permit, reply, api_key, received)).await.is_err() || last {
             break;
         }
     }

@@ -142,6 +142,27 @@ def test_librdkafka_and_kafka_python_over_ssl_and_sasl_ssl(tls_agent):
     kc.close()
     assert metric(a, "rutomq_tls_handshakes_total") >= 8
 
+    # A response is not held in the TLS write buffer behind a later one
+    # still being worked on: ApiVersions, then a Fetch long-polling the end
+    # of a partition, sent together; ApiVersions is answered at once.
+    ctx = ssl.create_default_context(cafile=c.ca)
+    with socket.create_connection(("127.0.0.1", a.ssl_port), timeout=30) as s, \
+            ctx.wrap_socket(s, server_hostname="127.0.0.1") as t:
+        conn = kwire.KafkaConn.wrap(t, timeout=30)
+        _, end, _ = kwire.fetch_v4(conn, topic, 1, 0)
+        wait_ms = 8000
+        fetch = (kwire.i32(-1) + kwire.i32(wait_ms) + kwire.i32(1) + kwire.i32(1 << 20) + kwire.i8(0)
+                 + kwire.i32(1) + kwire.string(topic) + kwire.i32(1)
+                 + kwire.i32(1) + kwire.i64(end) + kwire.i32(1 << 20))
+        started = time.monotonic()
+        conn.send(kwire.api_versions_request(3, 100) + kwire.frame(kwire.request_header(1, 4, 101) + fetch))
+        assert kwire.parse_api_versions_response(conn.recv_frame(), 3).correlation_id == 100
+        answered = time.monotonic() - started
+        assert kwire.Reader(conn.recv_frame()).i32() == 101
+        polled = time.monotonic() - started
+        assert polled >= wait_ms / 2000, f"the Fetch did not long-poll ({polled:.1f} s)"
+        assert answered < wait_ms / 2000, f"ApiVersions' answer waited {answered:.1f} s for the Fetch"
+
 
 def test_bad_tls_connections_are_refused_and_leave_nothing_open(tls_agent):
     a, c = tls_agent, tls_agent.certs

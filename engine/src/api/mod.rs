@@ -592,6 +592,10 @@ impl rutomq_shards::Service for Service {
         (ms > 0).then(|| Duration::from_millis(ms))
     }
 
+    fn answered(&self, api_key: i16, took: Duration) {
+        self.shard.metrics.request_times.observe(api_key, took);
+    }
+
     fn frame_bytes_max(&self, conn: &Rc<Connection>) -> usize {
         if conn.auth.borrow().is_authenticated() {
             usize::MAX
