@@ -748,6 +748,40 @@ mod tests {
     }
 
     #[test]
+    fn reads_in_flight_stay_within_their_byte_bound() {
+        // Nine whole-object reads of 16 MiB at once: eight fit in
+        // READS_INFLIGHT_BYTES_MAX (128 MiB) and go through the read cache;
+        // the ninth reads its range alone instead of a ninth object.
+        const SIZE: u64 = WHOLE_OBJECT_READ_BYTES_MAX;
+        const OBJECTS: u64 = READS_INFLIGHT_BYTES_MAX as u64 / SIZE + 1;
+        let latency = InjectedLatency {
+            base: Duration::from_millis(300),
+            jitter: Duration::ZERO,
+        };
+        let store = with_injected_latency(Arc::new(object_store::memory::InMemory::new()), latency);
+        let (storage, _thread) =
+            Storage::start(store, Path::from("t"), 0, 2 * READS_INFLIGHT_BYTES_MAX).unwrap();
+        let body = Bytes::from(vec![5u8; SIZE as usize]);
+        futures::executor::block_on(async {
+            let puts = (0..OBJECTS).map(|k| storage.put(k.to_string(), vec![body.clone()]));
+            for put in futures::future::join_all(puts).await {
+                put.unwrap();
+            }
+            // All nine start (and claim their bytes) before any GET ends.
+            let reads = (0..OBJECTS).map(|k| storage.get_range(k.to_string(), 0..4096, SIZE));
+            for r in futures::future::join_all(reads).await {
+                assert_eq!(r.unwrap().0, body.slice(0..4096));
+            }
+        });
+        assert_eq!(
+            storage.stats.get_bytes.load(Ordering::Relaxed),
+            (OBJECTS - 1) * SIZE + 4096,
+            "eight objects whole, the ninth's range alone"
+        );
+        assert_eq!(storage.reading_bytes.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
     fn read_ahead_stays_within_its_share_of_the_read_cache() {
         let store = Arc::new(object_store::memory::InMemory::new());
         // No tail cache (puts are not cached); a 1000-byte read cache, so
