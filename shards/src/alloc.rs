@@ -35,6 +35,14 @@ pub fn tune() {
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
 }
 
+/// Whether transparent huge pages are off for this process
+/// (`MIMALLOC_ALLOW_THP=0` turns them off at start, through `prctl`).
+pub fn transparent_huge_pages_disabled() -> bool {
+    // SAFETY: PR_GET_THP_DISABLE takes no pointer and only reads a flag of
+    // this process.
+    unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) == 1 }
+}
+
 pub struct GuardedAlloc;
 
 fn reserve_only(layout: &Layout) -> bool {
@@ -116,6 +124,17 @@ unsafe impl GlobalAlloc for GuardedAlloc {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn transparent_huge_pages_state_is_read_back() {
+        // SAFETY: integer arguments only; turns THP off for this test
+        // process, which changes no test's outcome.
+        assert_eq!(
+            unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) },
+            0
+        );
+        assert!(super::transparent_huge_pages_disabled());
+    }
+
     #[test]
     fn hostile_capacity_is_reserved_not_committed() {
         // 64 GiB of capacity, as a decoder would ask for from a forged count.
