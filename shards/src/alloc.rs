@@ -28,11 +28,44 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// consume load); a second of reuse keeps RSS at the recent peak.
 pub const PURGE_DELAY_MS: std::os::raw::c_long = 1000;
 
+/// mimalloc's `mi_option_arena_purge_mult` (same index in v2 and v3).
+const MI_OPTION_ARENA_PURGE_MULT: libmimalloc_sys::mi_option_t = 24;
+/// Whole arena ranges freed are returned to the OS only after
+/// `PURGE_DELAY_MS` × this (1,000 s; mimalloc's default is 10 ×): memory
+/// faulted in ahead ([`prefault`]) stays for the agent to reuse through
+/// idle minutes. RSS stays at the recent peak, which the agent's limits
+/// bound.
+pub const ARENA_PURGE_MULT: std::os::raw::c_long = 1000;
+
 /// Sets the allocator's options; call first thing in `main`.
 pub fn tune() {
     // SAFETY: mi_option_set only stores an integer option; it is
     // thread-safe and valid at any time.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS) };
+    unsafe {
+        libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, PURGE_DELAY_MS);
+        libmimalloc_sys::mi_option_set(MI_OPTION_ARENA_PURGE_MULT, ARENA_PURGE_MULT);
+    }
+}
+
+/// Faults `bytes` of heap memory in now and frees it, for later
+/// allocations (any thread's) to reuse without faulting while serving.
+/// In 64 KiB pieces: mimalloc hands very large blocks back to the OS when
+/// they are freed, which would undo it.
+pub fn prefault(bytes: usize) {
+    const PIECE: usize = 64 << 10;
+    let pieces: Vec<Vec<u8>> = (0..bytes / PIECE)
+        .map(|_| {
+            let mut piece = vec![0u8; PIECE];
+            // A write per page (not of 0: the compiler may know fresh
+            // memory is zero and skip it).
+            for b in piece.iter_mut().step_by(PAGE_BYTES) {
+                *b = 1;
+            }
+            std::hint::black_box(&mut piece);
+            piece
+        })
+        .collect();
+    drop(pieces);
 }
 
 /// Whether transparent huge pages are off for this process
