@@ -18,14 +18,6 @@ fn main() {
         .filter(|d| tracing_subscriber::EnvFilter::try_new(d).is_ok())
         .unwrap_or_else(|| default_level.to_owned());
     init_logs(&directives, cli.logs.log_format == "json");
-    if matches!(cli.command, Some(Command::Serve(_)) | None) {
-        // The trade measured in benches/results/2026-12-06-ack-tail.md.
-        if rutomq_shards::alloc::transparent_huge_pages_disabled() {
-            tracing::info!("transparent huge pages off: lower ack tail while memory grows, lower max produce rate");
-        } else {
-            tracing::info!("transparent huge pages on: higher max produce rate; MIMALLOC_ALLOW_THP=0 trades it for a lower ack tail while memory grows");
-        }
-    }
     let result = match cli.command {
         Some(Command::Migrate { postgres_url }) => migrate(&postgres_url),
         Some(Command::Serve(args)) => rutomq::serve::serve(*args),

@@ -49,8 +49,10 @@ pub fn tune() {
 
 /// Faults `bytes` of heap memory in now and frees it, for later
 /// allocations (any thread's) to reuse without faulting while serving.
-/// In 64 KiB pieces: mimalloc hands very large blocks back to the OS when
-/// they are freed, which would undo it.
+/// In 64 KiB pieces, the size measured to work; 1 MiB blocks freed the
+/// same way did not spare the shards their faults (mimalloc presumably
+/// returns blocks that large to the OS on free;
+/// benches/results/2026-12-06-ack-tail.md).
 pub fn prefault(bytes: usize) {
     const PIECE: usize = 64 << 10;
     let pieces: Vec<Vec<u8>> = (0..bytes / PIECE)

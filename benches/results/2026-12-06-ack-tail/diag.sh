@@ -17,31 +17,15 @@ head -1 /proc/stat > $D/s0; awk '{print $10}' /proc/$AP/stat > $D/f0
 head -1 /proc/stat > $D/s1; echo "minflt during run: $(( $(awk '{print $10}' /proc/$AP/stat) - $(cat $D/f0) ))"
 curl -s http://127.0.0.1:19193/metrics | grep -E "^rutomq_(window_stage_seconds|produce_latency_seconds|request_seconds)" > $D/m1
 python3 - $D <<'PY'
-import json,sys,re
+import json,sys
 D=sys.argv[1]
 d=json.load(open(f"{D}/out/diag.json"))
 print({k:d[k] for k in d if 'latency' in k or k in('achieved_msgs_per_sec',)})
 s0=[int(x) for x in open(f"{D}/s0").read().split()[1:]]; s1=[int(x) for x in open(f"{D}/s1").read().split()[1:]]
 dd=[b-a for a,b in zip(s0,s1)]; tot=sum(dd)
 print('cpu% user,nice,sys,idle,iowait,irq,softirq,steal', [round(100*x/tot,1) for x in dd[:8]])
-def parse(f):
-    out={}
-    for l in open(f):
-        m=re.match(r'(\S+?)\{(.*)\} (\S+)',l)
-        if m: out[(m.group(1),m.group(2))]=float(m.group(3))
-    return out
-a,b=parse(f"{D}/m0"),parse(f"{D}/m1")
-stages={}
-for (n,lab),v in b.items():
-    if n.endswith('_bucket'):
-        st=re.search(r"(?:stage|api)=\"([^\"]+)\"",lab); st=st.group(1) if st else "PRODUCE_REQ"
-        le=re.search(r'le="([^"]+)"',lab).group(1)
-        stages.setdefault(st,[]).append((float('inf') if le=='+Inf' else float(le), v-a.get((n,lab),0)))
-for st,bk in stages.items():
-    bk.sort(); tot=bk[-1][1]
-    q=lambda p: next(le for le,c in bk if c>=p*tot)
-    print(st, 'n',int(tot),'p50<=',q(.5),'p90<=',q(.9),'p99<=',q(.99),'p99.9<=',q(.999))
 PY
+python3 "$(dirname "$0")/hist.py" $D quantiles
 for f in $D/out/*.latency-us.gz; do python3 -c "
 import gzip,sys
 v=[int(x) for x in gzip.open('$f','rt').read().split() if x.isdigit()]
