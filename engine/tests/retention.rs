@@ -2,7 +2,8 @@
 //! log starts move as retention.ms and retention.bytes say, the retained
 //! size follows, every agent hears of it, retired spans are dropped and
 //! their objects deleted once no partition needs them, and so are the
-//! transaction markers below the log start, a bounded number per round.
+//! transaction markers below the log start, a bounded number per round; a
+//! deleted topic's spans go with it.
 
 mod common;
 
@@ -12,7 +13,7 @@ use bytes::Bytes;
 use common::{commit, object_of, wait_heard, with_meta, Kind, Pg};
 use rutomq::gc::{self, GcConfig};
 use rutomq::topics::TopicDefaults;
-use rutomq_meta::{LogStartOutcome, Meta};
+use rutomq_meta::{BatchOutcome, LogStartOutcome, Meta};
 use uuid::Uuid;
 
 fn now_ms() -> i64 {
@@ -372,5 +373,123 @@ fn log_start_moves_never_deadlock_with_window_commits() {
             moves > 10,
             "only {moves} log start moves ran alongside the commits"
         );
+    });
+}
+
+/// Spans carry no foreign keys (schema 14): deleting a topic drops its spans
+/// in a statement of its own, another topic's spans in the same object stay,
+/// and the objects only it used are left to the collector's backstop.
+#[test]
+fn deleting_a_topic_drops_its_spans_and_leaves_shared_objects() {
+    with_meta("del-topic", |pg| async move {
+        let meta = &pg.meta;
+        let gone = topic(meta, "gone", 2, &[]).await;
+        let kept = topic(meta, "kept", 1, &[]).await;
+        commit(
+            meta,
+            object_of(
+                "objects/1/both.rtq",
+                &[(gone, 0, 5, 100, now_ms()), (kept, 0, 5, 100, now_ms())],
+            ),
+        )
+        .await
+        .unwrap();
+        commit(
+            meta,
+            object_of("objects/1/only.rtq", &[(gone, 1, 5, 100, now_ms())]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            (span_count(&pg, gone).await, span_count(&pg, kept).await),
+            (2, 1)
+        );
+
+        assert_eq!(meta.delete_topic("gone".into()).await.unwrap(), Some(gone));
+        assert_eq!(
+            (span_count(&pg, gone).await, span_count(&pg, kept).await),
+            (0, 1)
+        );
+        assert_eq!(meta.delete_topic("gone".into()).await.unwrap(), None);
+        // Only the object no span references any more is marked.
+        assert_eq!(
+            meta.mark_unreferenced_objects(Duration::ZERO, Duration::ZERO)
+                .await
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            meta.objects_to_delete(100).await.unwrap(),
+            ["objects/1/only.rtq"]
+        );
+        // A window commit to the deleted topic writes no span.
+        let late = commit(
+            meta,
+            object_of("objects/1/late.rtq", &[(gone, 0, 5, 100, now_ms())]),
+        )
+        .await;
+        assert!(
+            matches!(
+                late.as_deref(),
+                Ok([batches]) if matches!(batches[..], [BatchOutcome::UnknownTopicOrPartition])
+            ),
+            "a commit to a deleted topic: {late:?}"
+        );
+        assert_eq!(span_count(&pg, gone).await, 0);
+    });
+}
+
+/// The race the dropped `spans → partitions` cascade used to close: a
+/// transaction writing spans of a partition while its topic is deleted.
+/// Whether it holds the partition (a window commit) or the compaction row (a
+/// compaction swap), the deletion waits for it and then drops what it wrote.
+#[test]
+fn a_topic_deletion_waits_for_span_writers_and_drops_their_spans() {
+    with_meta("del-race", |pg| async move {
+        let meta = &pg.meta;
+        for (i, lock) in [
+            "SELECT 1 FROM partitions WHERE topic_id = $1 AND partition = 0 FOR NO KEY UPDATE",
+            "SELECT 1 FROM compaction WHERE topic_id = $1 AND partition = 0 FOR UPDATE",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let name = format!("racing-{i}");
+            let t = topic(meta, &name, 1, &[]).await;
+            meta.claim_compaction(t, 0, 1, Duration::from_secs(60))
+                .await
+                .unwrap()
+                .expect("claimed");
+            let mut writer = rutomq_meta::connect(&pg.url).await.unwrap();
+            let tx = writer.transaction().await.unwrap();
+            assert_eq!(tx.query(lock, &[&t]).await.unwrap().len(), 1, "{lock}");
+            let key = format!("objects/1/racing-{i}.rtq");
+            tx.execute(
+                "INSERT INTO objects (object_key, size_bytes, agent_id) VALUES ($1, 100, 1)",
+                &[&key],
+            )
+            .await
+            .unwrap();
+            tx.execute(
+                "INSERT INTO spans (topic_id, partition, base_offset, last_offset, object_key,
+                                    byte_start, byte_len, batch_count, max_timestamp)
+                 VALUES ($1, 0, 0, 4, $2, 0, 100, 1, 0)",
+                &[&t, &key],
+            )
+            .await
+            .unwrap();
+            let deletion = {
+                let meta = meta.clone();
+                tokio::spawn(async move { meta.delete_topic(name).await })
+            };
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            assert!(
+                !deletion.is_finished(),
+                "the deletion did not wait for {lock}"
+            );
+            tx.commit().await.unwrap();
+            assert_eq!(deletion.await.unwrap().unwrap(), Some(t));
+            assert_eq!(span_count(&pg, t).await, 0, "spans left behind ({lock})");
+        }
     });
 }

@@ -358,6 +358,7 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaErro
         (11, include_str!("../sql/0011_delegation_tokens.sql")),
         (12, include_str!("../sql/0012_share_groups.sql")),
         (13, include_str!("../sql/0013_streams_groups.sql")),
+        (14, include_str!("../sql/0014_spans_unchecked.sql")),
     ];
     client
         .batch_execute(
@@ -590,10 +591,15 @@ impl Meta {
     /// existed. Its objects are left for the orphan collector.
     pub async fn delete_topic(&self, name: String) -> Result<Option<Uuid>, MetaError> {
         self.run_ctx(move |ctx| async move {
-            let c = ctx.ddl.lock().await;
-            Ok(c.query_opt(sql::DELETE_TOPIC, &[&name])
-                .await?
-                .map(|r| r.get(0)))
+            let mut c = ctx.ddl.lock().await;
+            let tx = c.transaction().await?;
+            let Some(row) = tx.query_opt(sql::DELETE_TOPIC, &[&name]).await? else {
+                return Ok(None);
+            };
+            let topic_id: Uuid = row.get(0);
+            tx.execute(sql::DELETE_TOPIC_SPANS, &[&topic_id]).await?;
+            tx.commit().await?;
+            Ok(Some(topic_id))
         })
         .await
     }

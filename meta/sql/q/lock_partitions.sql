@@ -1,7 +1,9 @@
 -- The window commit's partition locks. NO KEY UPDATE: exclusive among
--- commits (and against deletion), yet not against the key-share lock a
--- foreign key check takes, so a compaction pass inserting spans of the
--- partition neither waits for commits nor holds them up.
+-- commits and against deletion (a topic's deletion waits for the commit, so
+-- delete_topic_spans.sql sees its spans), yet not against the key-share
+-- locks foreign-key checks of the partition's other rows take (producer
+-- state, transactions). A compaction swap takes none of them: it neither
+-- waits for commits nor holds them up.
 SELECT p.topic_id, p.partition, p.next_offset, p.log_start_offset, p.lso_pin, p.abort_seq
 FROM partitions p
 JOIN unnest($1::uuid[], $2::int[]) AS u(topic_id, partition)
