@@ -33,7 +33,7 @@
 # (rutomq_window_stage_seconds{stage="commit"}, an upper bucket bound).
 # --kafka runs the same shapes against Apache Kafka (KRaft, one node,
 # benches/kafka/start-kafka.sh, --kafka-version 4.4.0), a fresh broker per
-# shape, after rutomq's.
+# shape, after rutomq's; --kafka-only runs Kafka's alone.
 #
 # The producers, and why: rutomq-bench's connections each send ONE
 # pre-built Produce request over and over, holding one record batch per
@@ -196,6 +196,7 @@ while [[ $# -gt 0 ]]; do
         --shapes) need_arg "$@"; SHAPES_ARG="$2"; shift 2 ;;
         --request-records) need_arg "$@"; REQUEST_RECORDS="$2"; shift 2 ;;
         --kafka) KAFKA=1; shift ;;
+        --kafka-only) KAFKA=2; shift ;;
         --kafka-version) need_arg "$@"; KAFKA_BROKER_VERSION="$2"; shift 2 ;;
         --agents) need_arg "$@"; AGENTS_ARG="$2"; shift 2 ;;
         --partitions) need_arg "$@"; AGENT_PARTITIONS="$2"; shift 2 ;;
@@ -790,6 +791,7 @@ settle() {
 }
 if [[ "$MODE" == partitions ]]; then
     SYSTEMS=(rutomq)
+    ((KAFKA == 2)) && SYSTEMS=()
     if ((KAFKA)); then
         KAFKA_VERSION="$KAFKA_BROKER_VERSION" "$here/kafka/start-kafka.sh" --fetch >&2
         SYSTEMS+=(kafka)

@@ -6,12 +6,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
-    CreateTopicsRequest, ListOffsetsRequest, MetadataRequest, RequestHeader,
-    SaslAuthenticateRequest, SaslHandshakeRequest, TopicName,
+    CreatePartitionsRequest, CreateTopicsRequest, ListOffsetsRequest, MetadataRequest,
+    RequestHeader, SaslAuthenticateRequest, SaslHandshakeRequest, TopicName,
 };
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -58,6 +59,15 @@ pub const FETCH_VERSION: i16 = 12;
 const LIST_OFFSETS_VERSION: i16 = 7;
 const METADATA_VERSION: i16 = 12;
 const CREATE_TOPICS_VERSION: i16 = 5;
+const CREATE_PARTITIONS_VERSION: i16 = 3;
+
+/// Partitions created per admin request. Apache Kafka (KRaft) refuses an
+/// operation of more than 10,000 metadata records (POLICY_VIOLATION,
+/// "excessively large batch operation"): a topic of 10,000 partitions takes
+/// 10,001. Larger topics are created at this size and grown in steps, as a
+/// Kafka operator would with `kafka-topics --alter --partitions`; every
+/// broker gets the same requests.
+const PARTITIONS_PER_REQUEST_MAX: i32 = 5_000;
 
 pub async fn connect(addr: &str) -> Result<(Reader, Writer)> {
     let s = TcpStream::connect(addr)
@@ -203,6 +213,7 @@ pub async fn create_topics(
     partitions: i32,
     configs: &[(String, String)],
 ) -> Result<()> {
+    let first = partitions.min(PARTITIONS_PER_REQUEST_MAX);
     let req = CreateTopicsRequest::default()
         .with_timeout_ms(30_000)
         .with_topics(
@@ -211,7 +222,7 @@ pub async fn create_topics(
                 .map(|t| {
                     CreatableTopic::default()
                         .with_name(topic_name(t))
-                        .with_num_partitions(partitions)
+                        .with_num_partitions(first)
                         .with_replication_factor(1)
                         .with_configs(
                             configs
@@ -238,7 +249,46 @@ pub async fn create_topics(
             );
         }
     }
+    let mut count = first;
+    while count < partitions {
+        count = partitions.min(count + PARTITIONS_PER_REQUEST_MAX);
+        grow_topics(addr, topics, count).await?;
+    }
     wait_for_leaders(addr, topics, partitions).await
+}
+
+/// Raises every topic in `topics` to `count` partitions (CreatePartitions);
+/// a topic already that large is left as it is.
+async fn grow_topics(addr: &str, topics: &[String], count: i32) -> Result<()> {
+    let req = CreatePartitionsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(
+            topics
+                .iter()
+                .map(|t| {
+                    CreatePartitionsTopic::default()
+                        .with_name(topic_name(t))
+                        .with_count(count)
+                        // null: Kafka refuses an empty list as an
+                        // assignment of no partitions
+                        .with_assignments(None)
+                })
+                .collect(),
+        );
+    let resp = call(addr, CREATE_PARTITIONS_VERSION, &req).await?;
+    for r in resp.results {
+        // 37: INVALID_PARTITIONS, the topic already has `count` or more
+        // (a topic that existed before the run).
+        if r.error_code != 0 && r.error_code != 37 {
+            bail!(
+                "grow topic {} to {count} partitions: error {} {}",
+                r.name.0,
+                r.error_code,
+                r.error_message.as_deref().unwrap_or("")
+            );
+        }
+    }
+    Ok(())
 }
 
 async fn wait_for_leaders(addr: &str, topics: &[String], partitions: i32) -> Result<()> {

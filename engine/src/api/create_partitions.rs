@@ -48,9 +48,11 @@ pub async fn handle(
             Ok(Some(topic)) => Some(topic.partitions),
             _ => None,
         };
-        if let Some(assignments) = t.assignments.as_ref().filter(|a| !a.is_empty()) {
+        if let Some(assignments) = &t.assignments {
             // A manual assignment places nothing (any agent serves any
-            // partition) but is checked as Kafka checks one.
+            // partition) but is checked as Kafka checks one; an empty list
+            // is one (Kafka 4.4.0 refuses it: "... but only 0 assignment(s)
+            // were specified"), only null means none.
             let agents = shard.agent.live_agent_ids();
             if let Err(msg) = check_assignments(current, t.count, assignments, &agents) {
                 tracing::info!(topic = %name, reason = %msg, "CreatePartitions refused a replica assignment");
@@ -161,6 +163,10 @@ mod tests {
         assert_eq!(
             check_assignments(Some(2), 4, &lists(&[&[1]]), &agents).unwrap_err(),
             "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified."
+        );
+        assert_eq!(
+            check_assignments(Some(2), 4, &[], &agents).unwrap_err(),
+            "Attempted to add 2 additional partition(s), but only 0 assignment(s) were specified."
         );
         let err = check_assignments(Some(2), 4, &lists(&[&[1], &[3]]), &agents).unwrap_err();
         assert!(err.contains("partition 3 is assigned broker 3"), "{err}");
