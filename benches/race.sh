@@ -53,6 +53,17 @@
 #                    beginning, the records (b) read -> consume MiB/s, msgs/s.
 #                    The program spins one core while it paces (see
 #                    rdkafka-perf.sh), on this 2-core machine too.
+#   f. e2e           (unless --no-e2e) end-to-end latency, producer send to
+#                    consumer receipt: rutomq-bench e2e at the half rate of
+#                    (c), 8 producer connections of 64-record batches, 2
+#                    consumer connections long-polling (fetch max wait 100
+#                    ms) at the tail, topic race-e2e -> e2e p50 / p99 / p99.9;
+#                    then fan-out: per --fanout N (default 1,8,32), N
+#                    readers of every partition (N consumer groups without
+#                    offset commits) at 50,000 records/s in 16-record
+#                    batches, topic race-fan-N -> consumed records/s and
+#                    e2e p50 / p99 (a known weakness of object-store brokers:
+#                    every group at the tail asks for the same new data).
 #
 # The systems:
 #   kafka         Apache Kafka --kafka-version (default 4.4.0), one KRaft node
@@ -132,6 +143,9 @@ Options:
                        (default 2000,5000,20000,100000)
   --rdkafka-duration SECS  measured seconds of each librdkafka produce run
                        (default: --duration)
+  --no-e2e             skip the end-to-end and fan-out runs (f)
+  --fanout LIST        consumer groups of the fan-out runs, comma-separated
+                       (default 1,8,32)
   -h, --help           this text
 
 Environment: DURATION (as --duration); the start-kafka.sh and perf-tools.sh
@@ -161,6 +175,8 @@ KAFKA_BROKER_VERSION=4.4.0
 RDKAFKA=1
 RDK_RATES_ARG="2000,5000,20000,100000"
 RDK_DURATION=""
+E2E=1
+FANOUT_ARG="1,8,32"
 DURATION="${DURATION:-30}"
 WARMUP=5
 PRODUCERS=32
@@ -202,6 +218,8 @@ while [[ $# -gt 0 ]]; do
         --no-rdkafka) RDKAFKA=0; shift ;;
         --rdkafka-rates) need_arg "$@"; RDK_RATES_ARG="$2"; shift 2 ;;
         --rdkafka-duration) need_arg "$@"; RDK_DURATION="$2"; shift 2 ;;
+        --no-e2e) E2E=0; shift ;;
+        --fanout) need_arg "$@"; FANOUT_ARG="$2"; shift 2 ;;
         -h|--help) usage; exit 0 ;;
         *) usage >&2; die "unknown argument: $1" ;;
     esac
@@ -228,6 +246,12 @@ for r in "${rdk_wanted[@]}"; do
     RDK_RATES+=("$r")
 done
 ((${#RDK_RATES[@]} > 0)) || die "--rdkafka-rates is empty"
+FANOUTS=()
+IFS=',' read -r -a fan_wanted <<<"$FANOUT_ARG"
+for n in "${fan_wanted[@]}"; do
+    { is_uint "$n" && ((n > 0)); } || die "--fanout: not a positive integer: '$n'"
+    FANOUTS+=("$n")
+done
 
 # Selected systems, always in the canonical order (Kafka's max rate is
 # needed before the half-rate runs of the others): kafka, the kafka-VERSION
@@ -474,11 +498,21 @@ def figures(m):
     cold = load(m["consume-cold"]) if "consume-cold" in m else None
     phalf = load(m["produce-half"]) if "produce-half" in m else None
     pown = load(m["produce-own-half"]) if "produce-own-half" in m else None
+    e2e = load(m["e2e-half"]) if "e2e-half" in m else None
+    fans = {k[len("fanout-"):]: load(m[k]) for k in m if k.startswith("fanout-")}
     errors = 0
-    for d in (pmax, cons, cold, phalf, pown):
-        if d and d.get("errors"):
-            errors += int(d["errors"])
+    for d in (pmax, cons, cold, phalf, pown, e2e, *fans.values()):
+        if d:
+            errors += int(d.get("errors") or 0) + int(d.get("produce_errors") or 0)
     f["errors"] = errors
+    if e2e:
+        f["e2e_records_s"] = e2e.get("records_per_sec")
+        for q in ("p50", "p99", "p999"):
+            f[f"e2e_{q}_ms"] = dig(e2e, "latency_ms", q)
+    for n, d in fans.items():
+        f[f"fan_{n}_records_s"] = d.get("records_per_sec")
+        for q in ("p50", "p99", "p999"):
+            f[f"fan_{n}_{q}_ms"] = dig(d, "latency_ms", q)
     if pmax:
         f["produce_mib_s"] = pmax.get("mib_per_sec")
         f["produce_records_s"] = pmax.get("records_per_sec")
@@ -584,6 +618,18 @@ ROWS = [
     ("client errors (all runs)", "errors", "{:d}", False),
 ]
 
+def e2e_rows(fanouts):
+    """The end-to-end rows: at the half rate, then per fan-out."""
+    rows = [("e2e at the half rate: consumed records/s", "e2e_records_s", "{:,.0f}", True),
+            ("e2e p50 ms at the half rate", "e2e_p50_ms", "{:.0f}", True),
+            ("e2e p99 ms at the half rate", "e2e_p99_ms", "{:.0f}", True),
+            ("e2e p99.9 ms at the half rate", "e2e_p999_ms", "{:.0f}", True)]
+    for n in fanouts:
+        rows += [(f"fan-out {n} group(s) at 50,000/s: consumed records/s", f"fan_{n}_records_s", "{:,.0f}", True),
+                 (f"fan-out {n}: e2e p50 ms", f"fan_{n}_p50_ms", "{:.0f}", True),
+                 (f"fan-out {n}: e2e p99 ms", f"fan_{n}_p99_ms", "{:.0f}", True)]
+    return rows
+
 def rdk_rows(rates):
     """The librdkafka rows, per produce rate, then the consume."""
     rows = []
@@ -647,6 +693,8 @@ def summarize(manifest, out_json, out_md, status="complete"):
              else s for s in systems}
     rdk_rates = g.get("rdk_rates", "").split() if g.get("rdkafka") == "1" else []
     rows_def = ROWS + rdk_rows(rdk_rates) if rdk_rates else ROWS
+    if g.get("e2e") == "1":
+        rows_def = rows_def + e2e_rows(g.get("fanouts", "").split())
     tab, ratios = table(figs, systems, heads, rows_def)
     confirm = None
     if any("confirm_mbs" in per.get(s, {}) for s in ("kafka", "rutomq")):
@@ -681,7 +729,7 @@ def summarize(manifest, out_json, out_md, status="complete"):
         "systems": {s: {"figures": figs[s],
                         "files": {k: os.path.basename(per[s][k]) for k in per[s]
                                   if k in ("produce-max", "consume", "consume-cold", "produce-half", "produce-own-half", "rdk-warmup", "rdk-consume")
-                                  or k.startswith("rdk-produce-")},
+                                  or k.startswith(("rdk-produce-", "fanout-")) or k == "e2e-half"},
                         "rdk_failed_runs": per[s].get("rdk_failed", []),
                         "broker_pids": per[s].get("pids"),
                         "commands": per[s].get("cmd", [])} for s in figs},
@@ -738,6 +786,13 @@ def summarize(manifest, out_json, out_md, status="complete"):
                   "of race-max from the beginning, all 8 partitions, no group, timed by the program from the "
                   "first message received; MiB/s of payload bytes. "
                   f"Program: {g.get('rdk_program', '?')}.", ""]
+    if g.get("e2e") == "1":
+        lines += ["e2e rows: rutomq-bench e2e on each broker after its other runs, a new 8-partition topic each: "
+                  "8 producer connections (acks=-1) and 2 consumer connections reading every partition at the tail "
+                  "(fetch max wait 100 ms); latency = the record's timestamp (stamped in ms as its request is sent) to its "
+                  "receipt by a consumer, over the measured seconds. At the half rate: 64-record batches. Fan-out N: "
+                  "50,000 records/s in 16-record batches, each partition read by N independent readers (N consumer "
+                  "groups without offset commits); consumed records/s counts every reader's copy.", ""]
     if conf_txt:
         lines += ["## Confirm (Kafka's own client)", "", conf_txt]
     lines += ["## Setup", "",
@@ -1040,6 +1095,23 @@ run_system() {
         sleep 3
         rdk_runs "$sys" "$total"
     fi
+
+    # f. end to end at the half rate, then fan-out at the tail
+    if ((E2E)); then
+        local e2e=(--bootstrap "$BOOTSTRAP" --partitions 8 --record-size 1024 --acks -1
+                   --producers 8 --consumers 2 --fetch-max-wait-ms 100 --create)
+        for pid in "${BROKER_PIDS[@]}"; do e2e+=(--broker-pid "$pid"); done
+        e2e+=("${METRICS_ARGS[@]}")
+        sleep 3
+        bench "$sys" e2e-half e2e "${e2e[@]}" --topic race-e2e --batch-records 64 \
+            --rate "$HALF_RATE" --duration "$DURATION" --warmup "$WARMUP"
+        local n
+        for n in "${FANOUTS[@]}"; do
+            sleep 3
+            bench "$sys" "fanout-$n" e2e "${e2e[@]}" --topic "race-fan-$n" --batch-records 16 \
+                --rate 50000 --fanout "$n" --duration "$DURATION" --warmup "$WARMUP"
+        done
+    fi
     note_load "$sys end"
     case "$sys" in
         kafka*) stop_kafka ;;
@@ -1097,6 +1169,8 @@ note - kafka_version "$KAFKA_BROKER_VERSION"
 note - rdkafka "$RDKAFKA"
 note - rdk_rates "${RDK_RATES[*]}"
 note - rdk_duration "$RDK_DURATION"
+note - e2e "$E2E"
+note - fanouts "${FANOUTS[*]}"
 
 log "race $UTC: systems ${SYSTEMS[*]}, ${DURATION} s per produce run, work dir $WORK, results $RESULTS_DIR"
 for sys in "${SYSTEMS[@]}"; do
