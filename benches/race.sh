@@ -53,7 +53,8 @@
 #                    beginning, the records (b) read -> consume MiB/s, msgs/s.
 #                    The program spins one core while it paces (see
 #                    rdkafka-perf.sh), on this 2-core machine too.
-#   f. e2e           (unless --no-e2e) end-to-end latency, producer send to
+#   f. e2e           (unless --no-e2e) on a fresh broker (the data of a-e
+#                    deleted first), end-to-end latency, producer send to
 #                    consumer receipt: rutomq-bench e2e at the half rate of
 #                    (c), 8 producer connections of 64-record batches, 2
 #                    consumer connections long-polling (fetch max wait 100
@@ -787,7 +788,7 @@ def summarize(manifest, out_json, out_md, status="complete"):
                   "first message received; MiB/s of payload bytes. "
                   f"Program: {g.get('rdk_program', '?')}.", ""]
     if g.get("e2e") == "1":
-        lines += ["e2e rows: rutomq-bench e2e on each broker after its other runs, a new 8-partition topic each: "
+        lines += ["e2e rows: rutomq-bench e2e on a fresh broker of each system after its other runs (their data deleted), a new 8-partition topic each: "
                   "8 producer connections (acks=-1) and 2 consumer connections reading every partition at the tail "
                   "(fetch max wait 100 ms); latency = the record's timestamp (stamped in ms as its request is sent) to its "
                   "receipt by a consumer, over the measured seconds. At the half rate: 64-record batches. Fan-out N: "
@@ -882,6 +883,9 @@ bench() {
 BOOTSTRAP=""
 BROKER_PIDS=()
 METRICS_ARGS=()
+# Suffix of a system's broker data dir and log: "" for runs a-e, "-e2e" for
+# the fresh broker of run f.
+BROKER_SUB=""
 
 # start_kafka SYSDIR VERSION
 start_kafka() {
@@ -889,7 +893,7 @@ start_kafka() {
     local sys
     sys="$(basename "$sysdir")"
     read -r port cport <<<"$(free_ports 2)"
-    KAFKA_DIR="$sysdir/broker"
+    KAFKA_DIR="$sysdir/broker$BROKER_SUB"
     DATA_DIRS+=("$KAFKA_DIR/data")
     log "$sys: starting Apache Kafka $kv on 127.0.0.1:$port (controller $cport), data $KAFKA_DIR"
     KAFKA_VERSION="$kv" KAFKA_CONTROLLER_PORT="$cport" "$here/kafka/start-kafka.sh" "$port" "$KAFKA_DIR" >&2
@@ -907,7 +911,7 @@ start_rutomq() {
     local sysdir="$1"; shift
     local port hport
     read -r port hport <<<"$(free_ports 2)"
-    RUTOMQ_DATA="$sysdir/data"
+    RUTOMQ_DATA="$sysdir/data$BROKER_SUB"
     mkdir -p "$RUTOMQ_DATA"
     DATA_DIRS+=("$RUTOMQ_DATA")
     # As root, the embedded PostgreSQL runs as `postgres`, which must reach
@@ -919,14 +923,14 @@ start_rutomq() {
     local cmd=("$RUTOMQ_BIN" serve --data-dir "$RUTOMQ_DATA" --listen "127.0.0.1:$port" --http "127.0.0.1:$hport" "$@")
     log "$(basename "$sysdir"): $(quote_cmd "${cmd[@]}")"
     note "$(basename "$sysdir")" cmd "$(quote_cmd "${cmd[@]}")"
-    "${cmd[@]}" >"$sysdir/rutomq.log" 2>&1 </dev/null &
+    "${cmd[@]}" >"$sysdir/rutomq$BROKER_SUB.log" 2>&1 </dev/null &
     RUTOMQ_PID=$!
     local deadline=$((SECONDS + 120)) code
     while true; do
-        alive "$RUTOMQ_PID" || { tail -n 40 "$sysdir/rutomq.log" >&2; die "rutomq exited during start-up (log $sysdir/rutomq.log)"; }
+        alive "$RUTOMQ_PID" || { tail -n 40 "$sysdir/rutomq$BROKER_SUB.log" >&2; die "rutomq exited during start-up (log $sysdir/rutomq$BROKER_SUB.log)"; }
         code="$(curl -s -o /dev/null -m 2 -w '%{http_code}' "http://127.0.0.1:$hport/health/ready" || true)"
         [[ "$code" == 200 ]] && break
-        ((SECONDS < deadline)) || { tail -n 40 "$sysdir/rutomq.log" >&2; die "rutomq not ready after 120 s"; }
+        ((SECONDS < deadline)) || { tail -n 40 "$sysdir/rutomq$BROKER_SUB.log" >&2; die "rutomq not ready after 120 s"; }
         sleep 0.2
     done
     local pg
@@ -1016,6 +1020,22 @@ if [[ -n "$HALF_RATE" ]]; then
     note - half_rate_source "$HALF_SOURCE"
 fi
 
+start_system() {
+    case "$1" in
+        kafka*) start_kafka "$2" "$(kafka_version_of "$1")" ;;
+        rutomq) start_rutomq "$2" ;;
+        rutomq-s3lat) start_rutomq "$2" --inject-object-latency-ms "$S3_LATENCY_MS" \
+                          --inject-object-jitter-ms "$S3_JITTER_MS" ;;
+    esac
+}
+
+stop_system() {
+    case "$1" in
+        kafka*) stop_kafka ;;
+        *) stop_rutomq ;;
+    esac
+}
+
 run_system() {
     local sys="$1" sysdir="$WORK/$1"
     [[ ! -e "$sysdir" ]] || die "$sysdir exists; each system needs a fresh work folder"
@@ -1024,12 +1044,7 @@ run_system() {
     log "===== $sys ====="
     note_load "$sys start"
     sync   # write out the previous system's dirty pages before this one starts
-    case "$sys" in
-        kafka*) start_kafka "$sysdir" "$(kafka_version_of "$sys")" ;;
-        rutomq) start_rutomq "$sysdir" ;;
-        rutomq-s3lat) start_rutomq "$sysdir" --inject-object-latency-ms "$S3_LATENCY_MS" \
-                          --inject-object-jitter-ms "$S3_JITTER_MS" ;;
-    esac
+    start_system "$sys" "$sysdir"
     note "$sys" broker_pid "${BROKER_PIDS[0]}"
     note "$sys" pids "${BROKER_PIDS[*]}"
     local common=(--bootstrap "$BOOTSTRAP" --partitions 8 --record-size 1024 --acks -1
@@ -1096,8 +1111,16 @@ run_system() {
         rdk_runs "$sys" "$total"
     fi
 
-    # f. end to end at the half rate, then fan-out at the tail
+    # f. end to end at the half rate, then fan-out at the tail, on a fresh
+    # broker: runs a-e wrote ~55 GB at rutomq's rates, and the development
+    # VM's disk does not hold much more (race8's first try ran out of space)
     if ((E2E)); then
+        stop_system "$sys"
+        delete_data
+        BROKER_SUB=-e2e
+        start_system "$sys" "$sysdir"
+        BROKER_SUB=""
+        note "$sys" e2e_pids "${BROKER_PIDS[*]}"
         local e2e=(--bootstrap "$BOOTSTRAP" --partitions 8 --record-size 1024 --acks -1
                    --producers 8 --consumers 2 --fetch-max-wait-ms 100 --create)
         for pid in "${BROKER_PIDS[@]}"; do e2e+=(--broker-pid "$pid"); done
@@ -1113,10 +1136,7 @@ run_system() {
         done
     fi
     note_load "$sys end"
-    case "$sys" in
-        kafka*) stop_kafka ;;
-        *) stop_rutomq ;;
-    esac
+    stop_system "$sys"
     delete_data
     if [[ "$sys" != "${SYSTEMS[-1]}" ]] && ((!KEEP && SETTLE > 0)); then
         log "data deleted; settling ${SETTLE} s before the next system (--settle)"
