@@ -377,7 +377,7 @@ fn log_start_moves_never_deadlock_with_window_commits() {
 }
 
 /// Spans carry no foreign keys (schema 14): deleting a topic drops its spans
-/// in a statement of its own, another topic's spans in the same object stay,
+/// (the partitions' trigger), another topic's spans in the same object stay,
 /// and the objects only it used are left to the collector's backstop.
 #[test]
 fn deleting_a_topic_drops_its_spans_and_leaves_shared_objects() {
@@ -442,7 +442,8 @@ fn deleting_a_topic_drops_its_spans_and_leaves_shared_objects() {
 /// The race the dropped `spans → partitions` cascade used to close: a
 /// transaction writing spans of a partition while its topic is deleted.
 /// Whether it holds the partition (a window commit) or the compaction row (a
-/// compaction swap), the deletion waits for it and then drops what it wrote.
+/// compaction swap), the deletion waits for it and then drops what it wrote
+/// (the trigger's statement sees what committed while it waited).
 #[test]
 fn a_topic_deletion_waits_for_span_writers_and_drops_their_spans() {
     with_meta("del-race", |pg| async move {

@@ -591,15 +591,10 @@ impl Meta {
     /// existed. Its objects are left for the orphan collector.
     pub async fn delete_topic(&self, name: String) -> Result<Option<Uuid>, MetaError> {
         self.run_ctx(move |ctx| async move {
-            let mut c = ctx.ddl.lock().await;
-            let tx = c.transaction().await?;
-            let Some(row) = tx.query_opt(sql::DELETE_TOPIC, &[&name]).await? else {
-                return Ok(None);
-            };
-            let topic_id: Uuid = row.get(0);
-            tx.execute(sql::DELETE_TOPIC_SPANS, &[&topic_id]).await?;
-            tx.commit().await?;
-            Ok(Some(topic_id))
+            let c = ctx.ddl.lock().await;
+            Ok(c.query_opt(sql::DELETE_TOPIC, &[&name])
+                .await?
+                .map(|r| r.get(0)))
         })
         .await
     }

@@ -1,6 +1,6 @@
 -- The window commit's partition locks. NO KEY UPDATE: exclusive among
 -- commits and against deletion (a topic's deletion waits for the commit, so
--- delete_topic_spans.sql sees its spans), yet not against the key-share
+-- the spans trigger of schema 14 sees its spans), yet not against the key-share
 -- locks foreign-key checks of the partition's other rows take (producer
 -- state, transactions). A compaction swap takes none of them: it neither
 -- waits for commits nor holds them up.
