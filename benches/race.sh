@@ -60,8 +60,8 @@
 #                    consumer connections long-polling (fetch max wait 100
 #                    ms) at the tail, topic race-e2e -> e2e p50 / p99 / p99.9;
 #                    then fan-out: per --fanout N (default 1,8,32), N
-#                    readers of every partition (N consumer groups without
-#                    offset commits) at 50,000 records/s in 16-record
+#                    readers of every partition (plain fetchers, no group:
+#                    what N consumer groups fetch) at 50,000 records/s in 16-record
 #                    batches, topic race-fan-N -> consumed records/s and
 #                    e2e p50 / p99 (a known weakness of object-store brokers:
 #                    every group at the tail asks for the same new data).
@@ -145,7 +145,8 @@ Options:
   --rdkafka-duration SECS  measured seconds of each librdkafka produce run
                        (default: --duration)
   --no-e2e             skip the end-to-end and fan-out runs (f)
-  --fanout LIST        consumer groups of the fan-out runs, comma-separated
+  --fanout LIST        readers per partition (as consumer groups) of the
+                       fan-out runs, comma-separated
                        (default 1,8,32)
   -h, --help           this text
 
@@ -251,7 +252,7 @@ FANOUTS=()
 IFS=',' read -r -a fan_wanted <<<"$FANOUT_ARG"
 for n in "${fan_wanted[@]}"; do
     { is_uint "$n" && ((n > 0)); } || die "--fanout: not a positive integer: '$n'"
-    FANOUTS+=("$n")
+    [[ " ${FANOUTS[*]} " == *" $n "* ]] || FANOUTS+=("$n")
 done
 
 # Selected systems, always in the canonical order (Kafka's max rate is
@@ -792,8 +793,8 @@ def summarize(manifest, out_json, out_md, status="complete"):
                   "8 producer connections (acks=-1) and 2 consumer connections reading every partition at the tail "
                   "(fetch max wait 100 ms); latency = the record's timestamp (stamped in ms as its request is sent) to its "
                   "receipt by a consumer, over the measured seconds. At the half rate: 64-record batches. Fan-out N: "
-                  "50,000 records/s in 16-record batches, each partition read by N independent readers (N consumer "
-                  "groups without offset commits); consumed records/s counts every reader's copy.", ""]
+                  "50,000 records/s in 16-record batches, each partition read by N independent readers (plain fetchers "
+                  "without a group, 2 connections each: what N consumer groups fetch); consumed records/s counts every reader's copy.", ""]
     if conf_txt:
         lines += ["## Confirm (Kafka's own client)", "", conf_txt]
     lines += ["## Setup", "",
@@ -1117,6 +1118,7 @@ run_system() {
     if ((E2E)); then
         stop_system "$sys"
         delete_data
+        sync
         BROKER_SUB=-e2e
         start_system "$sys" "$sysdir"
         BROKER_SUB=""

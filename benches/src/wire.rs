@@ -61,12 +61,13 @@ const METADATA_VERSION: i16 = 12;
 const CREATE_TOPICS_VERSION: i16 = 5;
 const CREATE_PARTITIONS_VERSION: i16 = 3;
 
-/// Partitions created per admin request. Apache Kafka (KRaft) refuses an
-/// operation of more than 10,000 metadata records (POLICY_VIOLATION,
-/// "excessively large batch operation"): a topic of 10,000 partitions takes
-/// 10,001. Larger topics are created at this size and grown in steps, as a
-/// Kafka operator would with `kafka-topics --alter --partitions`; every
-/// broker gets the same requests.
+/// Partitions created per admin request at most. Apache Kafka (KRaft)
+/// refuses an operation of more than 10,000 metadata records
+/// (POLICY_VIOLATION, "excessively large batch operation"): a topic of
+/// 10,000 partitions takes 10,001. Larger topics are created at this size
+/// and grown in steps, as a Kafka operator would with `kafka-topics --alter
+/// --partitions`, and many topics go in groups; every broker gets the same
+/// requests.
 const PARTITIONS_PER_REQUEST_MAX: i32 = 5_000;
 
 pub async fn connect(addr: &str) -> Result<(Reader, Writer)> {
@@ -206,7 +207,9 @@ pub fn topic_name(s: &str) -> TopicName {
 }
 
 /// Creates the topics (an existing one is fine) and waits until every
-/// partition has a leader.
+/// partition has a leader. No request asks for more than
+/// [`PARTITIONS_PER_REQUEST_MAX`] partitions: topics go in groups, and a
+/// topic larger than that is created at that size and grown in steps.
 pub async fn create_topics(
     addr: &str,
     topics: &[String],
@@ -214,6 +217,33 @@ pub async fn create_topics(
     configs: &[(String, String)],
 ) -> Result<()> {
     let first = partitions.min(PARTITIONS_PER_REQUEST_MAX);
+    let per_request = (PARTITIONS_PER_REQUEST_MAX / first).max(1) as usize;
+    let mut created = Vec::new();
+    for group in topics.chunks(per_request) {
+        created.extend(create_some(addr, group, first, configs).await?);
+    }
+    // Only topics this run created are grown: an existing one keeps its
+    // count (wait_for_leaders says so if it is not `partitions`).
+    let mut count = first;
+    while count < partitions {
+        let next = partitions.min(count + PARTITIONS_PER_REQUEST_MAX);
+        let per_request = (PARTITIONS_PER_REQUEST_MAX / (next - count)).max(1) as usize;
+        for group in created.chunks(per_request) {
+            grow_topics(addr, group, next).await?;
+        }
+        count = next;
+    }
+    wait_for_leaders(addr, topics, partitions).await
+}
+
+/// One CreateTopics request; returns the topics it created (not those that
+/// existed).
+async fn create_some(
+    addr: &str,
+    topics: &[String],
+    partitions: i32,
+    configs: &[(String, String)],
+) -> Result<Vec<String>> {
     let req = CreateTopicsRequest::default()
         .with_timeout_ms(30_000)
         .with_topics(
@@ -222,7 +252,7 @@ pub async fn create_topics(
                 .map(|t| {
                     CreatableTopic::default()
                         .with_name(topic_name(t))
-                        .with_num_partitions(first)
+                        .with_num_partitions(partitions)
                         .with_replication_factor(1)
                         .with_configs(
                             configs
@@ -238,27 +268,22 @@ pub async fn create_topics(
                 .collect(),
         );
     let resp = call(addr, CREATE_TOPICS_VERSION, &req).await?;
+    let mut created = Vec::new();
     for t in resp.topics {
-        // 36: TOPIC_ALREADY_EXISTS.
-        if t.error_code != 0 && t.error_code != 36 {
-            bail!(
-                "create topic {}: error {} {}",
+        match t.error_code {
+            0 => created.push(t.name.0.to_string()),
+            36 => {} // TOPIC_ALREADY_EXISTS
+            code => bail!(
+                "create topic {}: error {code} {}",
                 t.name.0,
-                t.error_code,
                 t.error_message.as_deref().unwrap_or("")
-            );
+            ),
         }
     }
-    let mut count = first;
-    while count < partitions {
-        count = partitions.min(count + PARTITIONS_PER_REQUEST_MAX);
-        grow_topics(addr, topics, count).await?;
-    }
-    wait_for_leaders(addr, topics, partitions).await
+    Ok(created)
 }
 
-/// Raises every topic in `topics` to `count` partitions (CreatePartitions);
-/// a topic already that large is left as it is.
+/// Raises every topic in `topics` to `count` partitions (CreatePartitions).
 async fn grow_topics(addr: &str, topics: &[String], count: i32) -> Result<()> {
     let req = CreatePartitionsRequest::default()
         .with_timeout_ms(30_000)
@@ -277,9 +302,7 @@ async fn grow_topics(addr: &str, topics: &[String], count: i32) -> Result<()> {
         );
     let resp = call(addr, CREATE_PARTITIONS_VERSION, &req).await?;
     for r in resp.results {
-        // 37: INVALID_PARTITIONS, the topic already has `count` or more
-        // (a topic that existed before the run).
-        if r.error_code != 0 && r.error_code != 37 {
+        if r.error_code != 0 {
             bail!(
                 "grow topic {} to {count} partitions: error {} {}",
                 r.name.0,

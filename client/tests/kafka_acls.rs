@@ -726,7 +726,8 @@ async fn observe(c: &Connection, n: &Names) -> Vec<String> {
             .with_topics(vec![
                 create_partitions_request::CreatePartitionsTopic::default()
                     .with_name(topic(&n.open))
-                    .with_count(4),
+                    .with_count(4)
+                    .with_assignments(None),
             ]),
         3,
     )

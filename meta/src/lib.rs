@@ -367,6 +367,36 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaErro
                  applied_at timestamptz NOT NULL DEFAULT now())",
         )
         .await?;
+    // A migration altering tables the running agents use can deadlock with
+    // their transactions or wait past the lock timeout (a rolling upgrade
+    // under load); PostgreSQL then aborts it, and it is tried again.
+    let mut attempt = 1;
+    loop {
+        match migrate_once(client, MIGRATIONS).await {
+            Err(MetaError::Postgres(e)) if attempt < MIGRATE_ATTEMPTS && lock_conflict(&e) => {
+                tracing::warn!(attempt, error = %pg_detail(&e), "migration aborted by a lock conflict; trying again");
+                tokio::time::sleep(MIGRATE_RETRY_PAUSE).await;
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// A deadlock or a lock wait past the session's lock timeout.
+fn lock_conflict(e: &tokio_postgres::Error) -> bool {
+    use tokio_postgres::error::SqlState;
+    matches!(
+        e.code(),
+        Some(c) if *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::LOCK_NOT_AVAILABLE
+    )
+}
+
+/// Applies, in one transaction, the migrations in `migrations` not applied yet.
+async fn migrate_once(
+    client: &mut tokio_postgres::Client,
+    migrations: &[(i32, &str)],
+) -> Result<(), MetaError> {
     let tx = client.transaction().await?;
     // One migrator at a time across agents.
     tx.batch_execute("SELECT pg_advisory_xact_lock(724617001)")
@@ -377,7 +407,7 @@ pub async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), MetaErro
         .iter()
         .map(|r| r.get(0))
         .collect();
-    for (version, text) in MIGRATIONS {
+    for (version, text) in migrations {
         if applied.contains(version) {
             continue;
         }

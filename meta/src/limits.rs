@@ -12,6 +12,10 @@ pub const GROUP_COMMIT_WINDOWS_MAX: usize = 64;
 pub const QUERY_QUEUE_MAX: usize = 4096;
 /// Connecting to PostgreSQL gives up after this.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Tries of the schema migrations when PostgreSQL aborts them for a lock
+/// conflict with running agents, and the pause between two.
+pub const MIGRATE_ATTEMPTS: u32 = 5;
+pub const MIGRATE_RETRY_PAUSE: Duration = Duration::from_secs(1);
 /// Spans returned by one fetch lookup at most.
 pub const FETCH_SPANS_MAX: i64 = 256;
 /// Notifications received but not yet handed to the listener callback;
