@@ -260,7 +260,10 @@ pub struct ServeArgs {
     /// (--tail-cache-bytes + --read-cache-bytes + shards ×
     /// --shard-memory-bytes). Faulting memory in while serving stalls the
     /// shards (each first touch clears a 2 MiB huge page): ack p99 at
-    /// 20,000 records/s 44 ms against 11-25 ms with it. 0: off (RSS then
+    /// 20,000 records/s 44 ms against 11-25 ms with it. With a local
+    /// directory the read cache's share is the store's pool of read blocks
+    /// instead (--read-cache-bytes + 128 MiB of reads in flight), faulted in
+    /// by the store on top of a value set here. 0: off, for both (RSS then
     /// grows with use instead of starting there).
     #[arg(long, env = "RUTOMQ_PREFAULT_BYTES")]
     pub prefault_bytes: Option<usize>,
@@ -678,13 +681,25 @@ impl ServeArgs {
             })
     }
 
-    /// Memory faulted in at start (`--prefault-bytes`) for `shards` shards.
-    pub fn prefault_bytes(&self, shards: usize) -> usize {
+    /// Memory faulted in at start (`--prefault-bytes`) for `shards` shards;
+    /// with a `file_store`, the read cache's share is its pool of read
+    /// blocks instead ([`Self::read_blocks_bytes`], faulted in by the store:
+    /// whole-object reads did not reuse memory faulted in here,
+    /// benches/results/2026-12-06-read-blocks.md).
+    pub fn prefault_bytes(&self, shards: usize, file_store: bool) -> usize {
         self.prefault_bytes.unwrap_or_else(|| {
+            let read_cache = if file_store { 0 } else { self.read_cache_bytes };
             self.tail_cache_bytes
-                .saturating_add(self.read_cache_bytes)
+                .saturating_add(read_cache)
                 .saturating_add(self.shard_memory_bytes.saturating_mul(shards))
         })
+    }
+
+    /// The file store's pool of read blocks: the read cache and the reads in
+    /// flight at their bounds.
+    pub fn read_blocks_bytes(&self) -> usize {
+        self.read_cache_bytes
+            .saturating_add(rutomq_storage::READS_INFLIGHT_BYTES_MAX)
     }
 
     /// The read-ahead depth in fetches (`--read-ahead-fetches`).
@@ -864,10 +879,18 @@ mod tests {
             "--shard-memory-bytes",
             "30",
         ]);
-        assert_eq!(a.prefault_bytes(4), 1000 + 200 + 4 * 30);
-        assert_eq!(serve_args(&["--prefault-bytes", "0"]).prefault_bytes(4), 0);
+        assert_eq!(a.prefault_bytes(4, false), 1000 + 200 + 4 * 30);
         assert_eq!(
-            serve_args(&["--prefault-bytes", "77"]).prefault_bytes(2),
+            a.prefault_bytes(4, true),
+            1000 + 4 * 30,
+            "reads have their blocks"
+        );
+        assert_eq!(
+            serve_args(&["--prefault-bytes", "0"]).prefault_bytes(4, true),
+            0
+        );
+        assert_eq!(
+            serve_args(&["--prefault-bytes", "77"]).prefault_bytes(2, false),
             77
         );
     }

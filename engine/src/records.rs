@@ -643,32 +643,45 @@ pub fn batch_head(batch: &[u8]) -> Option<BatchHead> {
 /// object store: validated at produce time, checked again on this side of
 /// the boundary; bytes still in this agent's memory need no second check).
 pub fn walk_batches(
-    mut bytes: Bytes,
+    bytes: Bytes,
     verify_crc: bool,
 ) -> impl Iterator<Item = Result<StoredBatch, Invalid>> {
+    walk_batch_chunks(vec![bytes], verify_crc)
+}
+
+/// [`walk_batches`] over bytes held in consecutive chunks (read blocks): a
+/// batch within one chunk is a slice of it, one that straddles two is
+/// copied into a buffer of its own.
+pub fn walk_batch_chunks(
+    chunks: Vec<Bytes>,
+    verify_crc: bool,
+) -> impl Iterator<Item = Result<StoredBatch, Invalid>> {
+    let mut rest = Chunks::new(chunks);
     std::iter::from_fn(move || {
-        if bytes.is_empty() {
+        if rest.len == 0 {
             return None;
         }
-        if bytes.len() < BATCH_HEADER_BYTES {
-            bytes.clear();
+        if rest.len < BATCH_HEADER_BYTES {
+            rest.clear();
             return Some(Err(invalid(
                 ErrorCode::CorruptMessage,
                 "stored batch truncated",
             )));
         }
-        let total = i32_at(&bytes, 8) as i64 + 12;
-        if total < BATCH_HEADER_BYTES as i64 || total as usize > bytes.len() {
-            bytes.clear();
+        let mut head = [0u8; 12];
+        rest.peek(&mut head);
+        let total = i32_at(&head, 8) as i64 + 12;
+        if total < BATCH_HEADER_BYTES as i64 || total as usize > rest.len {
+            rest.clear();
             return Some(Err(invalid(
                 ErrorCode::CorruptMessage,
                 "stored batch length invalid",
             )));
         }
-        let b = bytes.split_to(total as usize);
+        let b = rest.take(total as usize);
         let crc = u32::from_be_bytes(b[17..21].try_into().expect("4 bytes"));
         if verify_crc && crc32c::crc32c(&b[21..]) != crc {
-            bytes.clear();
+            rest.clear();
             return Some(Err(invalid(
                 ErrorCode::CorruptMessage,
                 "stored batch CRC mismatch",
@@ -680,6 +693,73 @@ pub fn walk_batches(
             bytes: b,
         }))
     })
+}
+
+/// Bytes in consecutive chunks, consumed from the front.
+struct Chunks {
+    chunks: std::collections::VecDeque<Bytes>,
+    /// Bytes left, in all chunks.
+    len: usize,
+}
+
+impl Chunks {
+    fn new(chunks: Vec<Bytes>) -> Chunks {
+        let chunks: std::collections::VecDeque<Bytes> =
+            chunks.into_iter().filter(|c| !c.is_empty()).collect();
+        let len = chunks.iter().map(Bytes::len).sum();
+        Chunks { chunks, len }
+    }
+
+    fn clear(&mut self) {
+        self.chunks.clear();
+        self.len = 0;
+    }
+
+    /// Copies the first `out.len()` bytes (at most `len` of them) into
+    /// `out`.
+    fn peek(&self, out: &mut [u8]) {
+        if let Some(front) = self.chunks.front().filter(|f| f.len() >= out.len()) {
+            out.copy_from_slice(&front[..out.len()]);
+            return;
+        }
+        let mut at = 0;
+        for c in &self.chunks {
+            let n = (out.len() - at).min(c.len());
+            out[at..at + n].copy_from_slice(&c[..n]);
+            at += n;
+            if at == out.len() {
+                break;
+            }
+        }
+    }
+
+    /// The first `n` bytes (at most `len`): a slice of the first chunk when
+    /// it holds them all, else a copy.
+    fn take(&mut self, n: usize) -> Bytes {
+        self.len -= n;
+        let Some(front) = self.chunks.front_mut() else {
+            return Bytes::new();
+        };
+        if front.len() >= n {
+            let b = front.split_to(n);
+            if front.is_empty() {
+                self.chunks.pop_front();
+            }
+            return b;
+        }
+        let mut out = bytes::BytesMut::with_capacity(n);
+        while out.len() < n {
+            let Some(front) = self.chunks.front_mut() else {
+                break;
+            };
+            let k = (n - out.len()).min(front.len());
+            out.extend_from_slice(&front.split_to(k));
+            if front.is_empty() {
+                self.chunks.pop_front();
+            }
+        }
+        out.freeze()
+    }
 }
 
 /// A transaction marker: the control batch that ends a transaction in one
@@ -1152,6 +1232,59 @@ pub mod tests {
             validate_produce_records(&out, 1 << 20, RecordRules::default()).is_ok(),
             "CRC still holds"
         );
+    }
+
+    /// Batches in chunks split anywhere walk as in one buffer: a batch
+    /// within a chunk is a slice of it (the same memory), one across chunks
+    /// a copy; damage is reported as for one buffer.
+    #[test]
+    fn walk_batch_chunks_slices_within_chunks_and_copies_across() {
+        let mut all = Vec::new();
+        for n in [2, 3, 1, 4] {
+            all.extend(batch(n, n));
+        }
+        let all = Bytes::from(all);
+        let whole: Vec<_> = walk_batches(all.clone(), true)
+            .collect::<Result<_, _>>()
+            .unwrap();
+        for cuts in [
+            vec![],
+            vec![5],
+            vec![whole[0].bytes.len()],
+            vec![7, 100, 101, 150],
+        ] {
+            let mut chunks = Vec::new();
+            let mut at = 0;
+            for &c in cuts.iter().chain([all.len()].iter()) {
+                chunks.push(all.slice(at..c.min(all.len())));
+                at = c.min(all.len());
+            }
+            let walked: Vec<_> = walk_batch_chunks(chunks.clone(), true)
+                .collect::<Result<_, _>>()
+                .unwrap();
+            assert_eq!(walked.len(), whole.len(), "cuts {cuts:?}");
+            let mut start = 0;
+            for (w, b) in walked.iter().zip(&whole) {
+                assert_eq!(w.bytes, b.bytes, "cuts {cuts:?}");
+                assert_eq!(w.last_offset_delta, b.last_offset_delta);
+                let end = start + b.bytes.len();
+                let within = cuts.iter().all(|&c| c <= start || c >= end);
+                let same = w.bytes.as_ptr() == all[start..].as_ptr();
+                assert_eq!(
+                    same, within,
+                    "cuts {cuts:?}: batch at {start} sliced iff within a chunk"
+                );
+                start = end;
+            }
+        }
+        // Cut short, or a length running past the end: refused as for one
+        // buffer.
+        let short = vec![all.slice(..30), all.slice(30..60)];
+        assert!(walk_batch_chunks(short, true).any(|b| b.is_err()));
+        let mut bad = all.to_vec();
+        bad[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
+        let bad = Bytes::from(bad);
+        assert!(walk_batch_chunks(vec![bad.slice(..9), bad.slice(9..)], true).any(|b| b.is_err()));
     }
 
     #[test]

@@ -54,7 +54,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     // The memory trade measured in benches/results/2026-12-06-ack-tail.md:
     // huge pages (unless MIMALLOC_ALLOW_THP=0) for the max rate, faulted in
     // now rather than while serving.
-    let prefault = args.prefault_bytes(shards_n);
+    let prefault = args.prefault_bytes(shards_n, object_store_url.starts_with("file://"));
     let started = std::time::Instant::now();
     rutomq_shards::alloc::prefault(prefault);
     tracing::info!(
@@ -431,6 +431,10 @@ fn start_storage(args: &ServeArgs, url: &str) -> Result<(Storage, StorageThread)
             access_key_id: args.s3_access_key_id.clone(),
             secret_access_key: args.s3_secret_access_key.clone(),
             allow_http: args.s3_allow_http,
+        },
+        rutomq_storage::ReadBlocksOptions {
+            bytes: args.read_blocks_bytes(),
+            fault_in: args.prefault_bytes != Some(0),
         },
     )?;
     let store = if args.inject_object_latency_ms > 0 || args.inject_object_jitter_ms > 0 {

@@ -284,7 +284,9 @@ fn markers_below_the_log_start_are_dropped_a_bounded_number_per_round() {
 fn a_collector_round_deletes_retired_objects() {
     with_meta("gc-round", |pg| async move {
         let meta = &pg.meta;
-        let (store, prefix) = rutomq_storage::open_store("memory://", &Default::default()).unwrap();
+        let (store, prefix) =
+            rutomq_storage::open_store("memory://", &Default::default(), Default::default())
+                .unwrap();
         let (storage, _thread) =
             rutomq_storage::Storage::start(store, prefix, 1 << 20, 1 << 20).unwrap();
         let t = topic(meta, "round", 1, &[("retention.bytes", "0")]).await;

@@ -1,5 +1,5 @@
 //! Bounded FIFO cache of whole objects, holding the very `Bytes` chunks that
-//! were uploaded or read (no copy): the tail cache (objects this agent
+//! were uploaded or read (no copy; a range is handed out as slices of them): the tail cache (objects this agent
 //! uploaded last, read by tail consumers on the same agent) and the read
 //! cache (objects read back whole, shared by every partition in them). It
 //! counts the bytes of objects nobody has read from yet, so that read-ahead
@@ -15,7 +15,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ops::Range;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 struct Entry {
     chunks: Vec<Bytes>,
@@ -134,8 +134,8 @@ impl TailCache {
     }
 
     /// Caches part of an object (a span of a ghost) under its own `key`.
-    pub fn insert_part(&mut self, key: String, bytes: Bytes) {
-        self.insert_entry(key, vec![bytes], false);
+    pub fn insert_part(&mut self, key: String, chunks: Vec<Bytes>) {
+        self.insert_entry(key, chunks, false);
     }
 
     fn insert_entry(&mut self, key: String, chunks: Vec<Bytes>, whole: bool) {
@@ -194,44 +194,45 @@ impl TailCache {
         }
     }
 
-    /// The bytes of `range`, zero-copy when it lies within one chunk.
-    pub fn get_range(&mut self, key: &str, range: Range<u64>) -> Option<Bytes> {
+    /// The bytes of `range`, as slices of the chunks it lies in.
+    pub fn get_range(&mut self, key: &str, range: Range<u64>) -> Option<Vec<Bytes>> {
         let entry = self.objects.get_mut(key)?;
-        let bytes = slice_chunks(&entry.chunks, range)?;
-        self.unread -= entry.hand_out(bytes.len());
-        Some(bytes)
+        let slices = slice_chunks(&entry.chunks, range)?;
+        self.unread -= entry.hand_out(slices.iter().map(Bytes::len).sum());
+        Some(slices)
     }
 }
 
-/// `range` of the concatenation of `chunks`, zero-copy within one chunk.
-fn slice_chunks(chunks: &[Bytes], range: Range<u64>) -> Option<Bytes> {
+/// `range` of the concatenation of `chunks`, as slices of the chunks it
+/// lies in (no copy); None past the end.
+pub(crate) fn slice_chunks(chunks: &[Bytes], range: Range<u64>) -> Option<Vec<Bytes>> {
     let (start, end) = (range.start as usize, range.end as usize);
+    if start > end {
+        return None;
+    }
     let mut offset = 0usize;
-    let mut out: Option<BytesMut> = None;
+    let mut out = Vec::new();
     for c in chunks {
         let (c_start, c_end) = (offset, offset + c.len());
         offset = c_end;
-        if c_end <= start {
+        if c_end <= start || c_start >= end {
+            if c_start >= end {
+                break;
+            }
             continue;
         }
-        if c_start >= end {
-            break;
-        }
-        let from = start.max(c_start) - c_start;
-        let to = end.min(c_end) - c_start;
-        if out.is_none() && c_start <= start && end <= c_end {
-            return Some(c.slice(from..to));
-        }
-        out.get_or_insert_with(|| BytesMut::with_capacity(end - start))
-            .extend_from_slice(&c[from..to]);
+        out.push(c.slice(start.max(c_start) - c_start..end.min(c_end) - c_start));
     }
-    let out = out?;
-    (out.len() == end - start).then(|| out.freeze())
+    (offset >= end).then_some(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn joined(chunks: Vec<Bytes>) -> Vec<u8> {
+        chunks.concat()
+    }
 
     #[test]
     fn ranges_across_chunks_and_eviction() {
@@ -240,8 +241,15 @@ mod tests {
             "a".into(),
             vec![Bytes::from_static(b"0123"), Bytes::from_static(b"4567")],
         );
-        assert_eq!(c.get_range("a", 1..3).unwrap(), Bytes::from_static(b"12"));
-        assert_eq!(c.get_range("a", 2..6).unwrap(), Bytes::from_static(b"2345"));
+        assert_eq!(
+            c.get_range("a", 1..3).unwrap(),
+            vec![Bytes::from_static(b"12")]
+        );
+        let across = c.get_range("a", 2..6).unwrap();
+        assert_eq!(across.len(), 2, "a slice of each chunk, not a copy");
+        assert_eq!(joined(across), b"2345");
+        assert_eq!(joined(c.get_range("a", 0..8).unwrap()), b"01234567");
+        assert_eq!(c.get_range("a", 4..4).unwrap(), Vec::<Bytes>::new());
         assert!(c.get_range("a", 6..9).is_none(), "past the end is a miss");
         c.insert("b".into(), vec![Bytes::from_static(b"abcd")]);
         assert!(
@@ -280,7 +288,7 @@ mod tests {
         // Parts never become ghosts.
         c.get_range("x", 0..1).unwrap();
         c.get_range("y", 0..1).unwrap();
-        c.insert_part("read@0".into(), Bytes::from_static(b"ab"));
+        c.insert_part("read@0".into(), vec![Bytes::from_static(b"ab")]);
         c.get_range("read@0", 0..2).unwrap();
         c.insert("z".into(), four());
         c.insert("w".into(), four());

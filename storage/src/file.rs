@@ -32,8 +32,9 @@ use std::path::{Path as FsPath, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::limits::{
-    CREATE_ATTEMPTS_MAX, READ_BUFFERS_KEPT_BYTES_MAX, READ_BUFFERS_KEPT_MAX,
-    READ_BUFFER_POOLED_MIN_BYTES, READ_BUFFER_SLACK_DEN, WRITE_BUFFERS_MAX, WRITE_BUFFER_BYTES,
+    CREATE_ATTEMPTS_MAX, READ_BLOCKS_KEPT_BYTES_DEFAULT, READ_BLOCK_BYTES,
+    READ_BUFFERS_KEPT_BYTES_MAX, READ_BUFFERS_KEPT_MAX, READ_BUFFER_POOLED_MIN_BYTES,
+    READ_BUFFER_SLACK_DEN, WRITE_BUFFERS_MAX, WRITE_BUFFER_BYTES,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -54,7 +55,7 @@ pub const DIRECT_ALIGN: usize = 4096;
 #[derive(Debug)]
 pub struct FileStore {
     writer: Arc<Writer>,
-    read_buffers: Arc<ReadBuffers>,
+    read_pool: Arc<ReadPool>,
     inner: LocalFileSystem,
 }
 
@@ -107,9 +108,21 @@ impl FileStore {
                 durable_dir: Mutex::new(None),
                 dir_syncs,
             }),
-            read_buffers: Arc::default(),
+            read_pool: Arc::new(ReadPool::new(READ_BLOCKS_KEPT_BYTES_DEFAULT)),
             inner,
         })
+    }
+
+    /// The same store, keeping up to `bytes` of free read blocks (the read
+    /// cache and the reads in flight at their bounds), with `fault_in` all
+    /// of them made and faulted in now.
+    pub fn with_read_blocks(mut self, bytes: usize, fault_in: bool) -> FileStore {
+        self.read_pool = Arc::new(if fault_in && self.direct() {
+            ReadPool::faulted_in(bytes)
+        } else {
+            ReadPool::new(bytes)
+        });
+        self
     }
 
     /// Whether new objects are written with `O_DIRECT`.
@@ -132,24 +145,70 @@ impl FileStore {
     }
 }
 
-/// Free read buffers. A read hands its buffer out inside the `Bytes` it
-/// returns ([`PooledRead`]); the buffer comes back here when the last slice
-/// of it is dropped (the read cache evicts it and the responses holding its
-/// records are sent), and the next read of about its size reuses it: its
-/// old contents are overwritten by the read, and only what was read is
-/// handed out.
-#[derive(Debug, Default)]
-struct ReadBuffers {
-    free: Mutex<Vec<Vec<u8>>>,
+/// Buffers for `O_DIRECT` reads, lent out inside the `Bytes` chunks a read
+/// returns ([`PooledRead`]) and back here when their last slice drops (the
+/// read cache evicts them and the responses holding their records are
+/// sent). A read is cut at multiples of [`READ_BLOCK_BYTES`] from its
+/// aligned start: each whole block comes from `blocks`; a last piece
+/// shorter than a block from `buffers` when it is at least
+/// [`READ_BUFFER_POOLED_MIN_BYTES`], else it is a buffer of its own.
+///
+/// Why whole blocks, faulted in at start: with a buffer per read of the
+/// read's size, whole-object reads came from the allocator fresh whenever
+/// no free buffer was close enough in size, and on the development VM
+/// (Firecracker) the first touch of fresh memory costs ~3 ms per 2 MiB huge
+/// page: the kernel's clear_page was 30 % of the agent's CPU in the first
+/// consume after a produce. One block size fits every whole-object read, so
+/// blocks faulted in once serve them all.
+#[derive(Debug)]
+struct ReadPool {
+    /// Free blocks, at most `blocks_kept_max`.
+    blocks: Mutex<Vec<Vec<u8>>>,
+    blocks_kept_max: usize,
+    /// Free buffers of other sizes (see [`ReadPool::take`]).
+    buffers: Mutex<Vec<Vec<u8>>>,
 }
 
-impl ReadBuffers {
-    /// A buffer of at least `len` bytes: for a large read the smallest free
-    /// one at most 1/[`READ_BUFFER_SLACK_DEN`] longer, else a new one of
+impl ReadPool {
+    /// A pool keeping at most `blocks_bytes` of free blocks, none made yet.
+    fn new(blocks_bytes: usize) -> ReadPool {
+        ReadPool {
+            blocks: Mutex::new(Vec::new()),
+            blocks_kept_max: blocks_bytes / READ_BLOCK_BYTES,
+            buffers: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The same, with all of its blocks made and faulted in now.
+    fn faulted_in(blocks_bytes: usize) -> ReadPool {
+        let pool = ReadPool::new(blocks_bytes);
+        let blocks = (0..pool.blocks_kept_max)
+            .map(|_| {
+                let mut b = vec![0u8; READ_BLOCK_BYTES + DIRECT_ALIGN];
+                // A write per page (not of 0: fresh memory is known zero,
+                // and the write could be skipped).
+                for x in b.iter_mut().step_by(DIRECT_ALIGN) {
+                    *x = 1;
+                }
+                std::hint::black_box(&mut b);
+                b
+            })
+            .collect();
+        *pool.blocks.lock().expect("read blocks lock") = blocks;
+        pool
+    }
+
+    /// A buffer of at least `len` bytes: a block when `len` is one (a free
+    /// one, or a new one); for another large read the smallest free buffer
+    /// at most 1/[`READ_BUFFER_SLACK_DEN`] longer; else a new one of
     /// exactly `len`.
     fn take(&self, len: usize) -> Vec<u8> {
-        if len >= READ_BUFFER_POOLED_MIN_BYTES {
-            let mut free = self.free.lock().expect("read buffers lock");
+        if len == READ_BLOCK_BYTES + DIRECT_ALIGN {
+            if let Some(b) = self.blocks.lock().expect("read blocks lock").pop() {
+                return b;
+            }
+        } else if len >= READ_BUFFER_POOLED_MIN_BYTES {
+            let mut free = self.buffers.lock().expect("read buffers lock");
             let fit = free
                 .iter()
                 .enumerate()
@@ -164,10 +223,17 @@ impl ReadBuffers {
     }
 
     fn give(&self, buf: Vec<u8>) {
+        if buf.len() == READ_BLOCK_BYTES + DIRECT_ALIGN {
+            let mut free = self.blocks.lock().expect("read blocks lock");
+            if free.len() < self.blocks_kept_max {
+                free.push(buf);
+            }
+            return;
+        }
         if buf.len() < READ_BUFFER_POOLED_MIN_BYTES {
             return;
         }
-        let mut free = self.free.lock().expect("read buffers lock");
+        let mut free = self.buffers.lock().expect("read buffers lock");
         let kept: usize = free.iter().map(Vec::len).sum();
         if free.len() < READ_BUFFERS_KEPT_MAX && kept + buf.len() <= READ_BUFFERS_KEPT_BYTES_MAX {
             free.push(buf);
@@ -179,7 +245,7 @@ impl ReadBuffers {
 /// drop.
 struct PooledRead {
     buf: Vec<u8>,
-    pool: Arc<ReadBuffers>,
+    pool: Arc<ReadPool>,
 }
 
 impl AsRef<[u8]> for PooledRead {
@@ -557,16 +623,21 @@ fn etag(file: &File) -> Option<String> {
     FileMeta::of(file).ok().map(|m| m.e_tag)
 }
 
+/// What [`read_direct`] read: the chunks, the range they hold, the file's
+/// metadata.
+type DirectRead = (Vec<Bytes>, Range<u64>, FileMeta);
+
 /// Reads `range` (its end clamped to the file's size) of `path` with
-/// `O_DIRECT` into a fresh aligned buffer and hands out the wanted part of
-/// it without a copy: the bytes skip the page cache, which the store's own
-/// read cache replaces. `Ok(None)`: a range this path does not answer
-/// (starting past the end, or `O_DIRECT` refused).
+/// `O_DIRECT` and hands out the wanted part without a copy, as chunks: one
+/// per read block it spans from its aligned start, the last piece in a
+/// buffer of its own size ([`ReadPool`]). The bytes skip the page cache,
+/// which the store's own read cache replaces. `Ok(None)`: a range this path
+/// does not answer (starting past the end, or `O_DIRECT` refused).
 fn read_direct(
     path: &FsPath,
     range: Range<u64>,
-    pool: Arc<ReadBuffers>,
-) -> io::Result<Option<(Bytes, Range<u64>, FileMeta)>> {
+    pool: Arc<ReadPool>,
+) -> io::Result<Option<DirectRead>> {
     let file = match OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECT)
@@ -578,36 +649,72 @@ fn read_direct(
     };
     let meta = FileMeta::of(&file)?;
     let end = range.end.min(meta.size);
-    if range.start >= end && meta.size > 0 {
+    // Nothing at or past the end, but for the empty read of an empty file.
+    if range.start >= end && (meta.size > 0 || range.start > 0) {
         return Ok(None);
     }
     let align = DIRECT_ALIGN as u64;
     let from = range.start / align * align;
     let to = end.div_ceil(align) * align;
-    let mut buf = pool.take((to - from) as usize + DIRECT_ALIGN);
-    let at = aligned_start(&buf);
-    let want = (end - from) as usize;
-    let mut got = 0usize;
-    while got < want {
-        // Reads stay aligned: each full read returns whole blocks, and only
-        // the read that meets the end of the file comes back short.
-        let n = file.read_at(
-            &mut buf[at + got..at + (to - from) as usize],
-            from + got as u64,
+    let block = READ_BLOCK_BYTES as u64;
+    let mut chunks = Vec::with_capacity((to - from).div_ceil(block).max(1) as usize);
+    let mut piece_from = from;
+    loop {
+        let piece_to = (piece_from + block).min(to);
+        let mut buf = pool.take((piece_to - piece_from) as usize + DIRECT_ALIGN);
+        let at = aligned_start(&buf);
+        let want = end.min(piece_to) - piece_from;
+        read_aligned(
+            &file,
+            path,
+            &mut buf[at..at + (piece_to - piece_from) as usize],
+            piece_from,
+            want,
+            end,
         )?;
+        // Only the first piece starts before the range (by less than the
+        // alignment).
+        let skip = at + range.start.saturating_sub(piece_from) as usize;
+        chunks.push(
+            Bytes::from_owner(PooledRead {
+                buf,
+                pool: pool.clone(),
+            })
+            .slice(skip..at + want as usize),
+        );
+        piece_from = piece_to;
+        if piece_from >= end {
+            break;
+        }
+    }
+    Ok(Some((chunks, range.start..end, meta)))
+}
+
+/// Reads into `buf` (aligned, a multiple of the alignment long) from
+/// offset `at` of `file` until at least `want` bytes are in. Reads stay
+/// aligned: each full read returns whole blocks, and only the read that
+/// meets the end of the file comes back short.
+fn read_aligned(
+    file: &File,
+    path: &FsPath,
+    buf: &mut [u8],
+    at: u64,
+    want: u64,
+    end: u64,
+) -> io::Result<()> {
+    let mut got = 0usize;
+    while (got as u64) < want {
+        let n = file.read_at(&mut buf[got..], at + got as u64)?;
         if n == 0 {
             // The file shrank under us: objects never do.
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                format!("{} ended at {} of {end}", path.display(), from + got as u64),
+                format!("{} ended at {} of {end}", path.display(), at + got as u64),
             ));
         }
         got += n;
     }
-    let skip = at + (range.start - from) as usize;
-    let bytes = Bytes::from_owner(PooledRead { buf, pool })
-        .slice(skip..skip + (end - range.start) as usize);
-    Ok(Some((bytes, range.start..end, meta)))
+    Ok(())
 }
 
 #[async_trait]
@@ -676,12 +783,12 @@ impl ObjectStore for FileStore {
         };
         let read = {
             let file = path.clone();
-            let pool = self.read_buffers.clone();
+            let pool = self.read_pool.clone();
             tokio::task::spawn_blocking(move || read_direct(&file, range, pool))
                 .await
                 .map_err(|e| generic(io::Error::other(e), &path))?
         };
-        let (bytes, range, meta) = match read {
+        let (chunks, range, meta) = match read {
             Ok(Some(r)) => r,
             // Past the end, or O_DIRECT refused: LocalFileSystem answers
             // (with its own error for a bad range).
@@ -703,7 +810,9 @@ impl ObjectStore for FileStore {
         };
         options.check_preconditions(&meta)?;
         Ok(GetResult {
-            payload: GetResultPayload::Stream(futures::stream::once(async { Ok(bytes) }).boxed()),
+            payload: GetResultPayload::Stream(
+                futures::stream::iter(chunks.into_iter().map(Ok)).boxed(),
+            ),
             meta,
             range,
             attributes: Default::default(),
@@ -762,7 +871,7 @@ mod tests {
     /// its bound.
     #[test]
     fn read_buffers_are_reused_within_bounds() {
-        let pool = Arc::new(ReadBuffers::default());
+        let pool = Arc::new(ReadPool::new(0));
         let len = 2 * READ_BUFFER_POOLED_MIN_BYTES;
         let buf = pool.take(len);
         assert_eq!(buf.len(), len);
@@ -774,11 +883,11 @@ mod tests {
         let slice = bytes.slice(10..20);
         drop(bytes);
         assert!(
-            pool.free.lock().unwrap().is_empty(),
+            pool.buffers.lock().unwrap().is_empty(),
             "a slice still holds it"
         );
         drop(slice);
-        assert_eq!(pool.free.lock().unwrap().len(), 1);
+        assert_eq!(pool.buffers.lock().unwrap().len(), 1);
         let again = pool.take(len - len / (2 * READ_BUFFER_SLACK_DEN));
         assert_eq!(again.as_ptr(), addr, "reused for a slightly shorter read");
         pool.give(again);
@@ -789,14 +898,126 @@ mod tests {
         );
         pool.give(vec![0; 100]);
         assert_eq!(
-            pool.free.lock().unwrap().len(),
+            pool.buffers.lock().unwrap().len(),
             1,
             "small ones are not kept"
         );
         for _ in 0..READ_BUFFERS_KEPT_MAX + 5 {
             pool.give(vec![0; READ_BUFFER_POOLED_MIN_BYTES]);
         }
-        assert_eq!(pool.free.lock().unwrap().len(), READ_BUFFERS_KEPT_MAX);
+        assert_eq!(pool.buffers.lock().unwrap().len(), READ_BUFFERS_KEPT_MAX);
+        pool.give(vec![0; READ_BLOCK_BYTES + DIRECT_ALIGN]);
+        assert!(
+            pool.blocks.lock().unwrap().is_empty(),
+            "a pool for no blocks keeps none"
+        );
+    }
+
+    /// Large reads come back as one chunk per pooled block (no copy), the
+    /// last piece in a buffer of its own size; blocks made at start go back
+    /// to the pool when their last slice drops and the pool keeps its
+    /// bound.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn large_reads_come_back_in_pooled_blocks() {
+        let d = temp_in(&std::env::temp_dir().to_string_lossy()).unwrap();
+        let store = FileStore::new(&d)
+            .unwrap()
+            .with_read_blocks(4 * READ_BLOCK_BYTES, true);
+        if !store.direct() {
+            eprintln!("no O_DIRECT under {}: skipped", d.display());
+            return;
+        }
+        assert_eq!(
+            store.read_pool.blocks.lock().unwrap().len(),
+            4,
+            "made at start"
+        );
+        let n = 3 * READ_BLOCK_BYTES + READ_BLOCK_BYTES / 4;
+        let (p, want) = payload(&[n]);
+        let key = Path::from("objects/1/blocks.rtq");
+        store.put(&key, p).await.unwrap();
+        let get = |range: Range<u64>| {
+            let store = &store;
+            let key = &key;
+            async move {
+                let r = store
+                    .get_opts(key, GetOptions::new().with_range(Some(range)))
+                    .await
+                    .unwrap();
+                futures::TryStreamExt::try_collect::<Vec<Bytes>>(r.into_stream())
+                    .await
+                    .unwrap()
+            }
+        };
+        let whole = get(0..n as u64).await;
+        let lens: Vec<usize> = whole.iter().map(Bytes::len).collect();
+        assert_eq!(
+            lens,
+            [
+                READ_BLOCK_BYTES,
+                READ_BLOCK_BYTES,
+                READ_BLOCK_BYTES,
+                READ_BLOCK_BYTES / 4
+            ],
+            "three blocks and a last piece of its own"
+        );
+        assert!(whole.concat() == want);
+        assert_eq!(
+            store.read_pool.blocks.lock().unwrap().len(),
+            1,
+            "three lent"
+        );
+        assert!(store.read_pool.buffers.lock().unwrap().is_empty());
+        // An unaligned range: its first block starts before it (at 4096),
+        // its last 4 KiB come in a buffer of their own.
+        let (s, e) = (5000usize, READ_BLOCK_BYTES + 8000);
+        let part = get(s as u64..e as u64).await;
+        assert!(part.concat() == want[s..e]);
+        let lens: Vec<usize> = part.iter().map(Bytes::len).collect();
+        assert_eq!(
+            lens,
+            [
+                READ_BLOCK_BYTES - (s - DIRECT_ALIGN),
+                e - READ_BLOCK_BYTES - DIRECT_ALIGN
+            ]
+        );
+        assert_eq!(store.read_pool.blocks.lock().unwrap().len(), 0);
+        let held = part[0].slice(10..20);
+        drop((whole, part));
+        assert_eq!(
+            store.read_pool.blocks.lock().unwrap().len(),
+            3,
+            "back when their last slice drops; a slice still holds one"
+        );
+        drop(held);
+        assert_eq!(
+            store.read_pool.blocks.lock().unwrap().len(),
+            4,
+            "kept: the bound"
+        );
+        store
+            .read_pool
+            .give(vec![0; READ_BLOCK_BYTES + DIRECT_ALIGN]);
+        assert_eq!(
+            store.read_pool.blocks.lock().unwrap().len(),
+            4,
+            "no more than the bound"
+        );
+        // The last piece of the whole read (a quarter block) was kept, and a
+        // read of about its size reuses it.
+        assert_eq!(store.read_pool.buffers.lock().unwrap().len(), 1);
+        let again = get(0..(READ_BLOCK_BYTES / 4 - 1000) as u64).await;
+        assert!(again.concat() == want[..READ_BLOCK_BYTES / 4 - 1000]);
+        assert!(store.read_pool.buffers.lock().unwrap().is_empty(), "reused");
+        // An empty object: its empty read answers, a read past its end is
+        // refused (by LocalFileSystem).
+        let empty = Path::from("objects/1/empty.rtq");
+        store.put(&empty, PutPayload::new()).await.unwrap();
+        assert!(store.get_range(&empty, 0..0).await.unwrap().is_empty());
+        for r in [10..20, 5000..6000] {
+            assert!(store.get_range(&empty, r).await.is_err());
+        }
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     fn payload(sizes: &[usize]) -> (PutPayload, Vec<u8>) {

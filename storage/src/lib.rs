@@ -19,8 +19,11 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use futures::channel::oneshot;
 use futures::future::{BoxFuture, FutureExt, Shared};
+use futures::TryStreamExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use object_store::{
+    GetOptions, GetRange, GetResult, GetResultPayload, ObjectStore, ObjectStoreExt, PutPayload,
+};
 
 pub use cache::TailCache;
 pub use file::FileStore;
@@ -66,13 +69,59 @@ pub struct S3Options {
     pub allow_http: bool,
 }
 
+/// The file store's pool of read blocks (see [`READ_BLOCK_BYTES`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ReadBlocksOptions {
+    /// Free blocks kept, in bytes (0: [`READ_BLOCKS_KEPT_BYTES_DEFAULT`],
+    /// none faulted in).
+    pub bytes: usize,
+    /// Make and fault in all of them at start (not on a filesystem that
+    /// refuses `O_DIRECT`: its reads use no blocks).
+    pub fault_in: bool,
+}
+
 /// Read-ahead may fill at most 1/N of the read cache: objects read ahead
 /// and not read from yet, plus read-ahead in flight. Without the bound,
 /// read-ahead of large spans evicted objects that consumers had not reached
 /// yet, and each object was read 3-4 times.
 pub const READ_AHEAD_CACHE_SHARE_DEN: usize = 2;
 
-type ObjectRead = Shared<BoxFuture<'static, Result<Bytes, Arc<object_store::Error>>>>;
+/// A read into the read cache, shared by its readers: the object's (or
+/// span's) bytes as the chunks the store answered with.
+type ObjectRead = Shared<BoxFuture<'static, Result<Vec<Bytes>, Arc<object_store::Error>>>>;
+
+/// Collects the body of a GET of about `size` bytes: its chunks kept as
+/// they are while each (but the last) is most of a read block (the file
+/// store's, lent without a copy); from the first that is not (an HTTP body
+/// in small frames), joined into one buffer as they come, as
+/// `GetResult::bytes` would. A file answered whole (`LocalFileSystem`,
+/// without `O_DIRECT`) is read in one piece.
+async fn gather(r: GetResult, size: usize) -> object_store::Result<Vec<Bytes>> {
+    if !matches!(r.payload, GetResultPayload::Stream(_)) {
+        return Ok(vec![r.bytes().await?]);
+    }
+    let mut body = r.into_stream();
+    let mut kept: Vec<Bytes> = Vec::new();
+    let mut joined: Option<bytes::BytesMut> = None;
+    while let Some(c) = body.try_next().await? {
+        if let Some(j) = &mut joined {
+            j.extend_from_slice(&c);
+        } else if kept.last().is_some_and(|l| l.len() < READ_BLOCK_BYTES / 2) {
+            let mut j = bytes::BytesMut::with_capacity(size.max(c.len()));
+            for k in kept.drain(..) {
+                j.extend_from_slice(&k);
+            }
+            j.extend_from_slice(&c);
+            joined = Some(j);
+        } else {
+            kept.push(c);
+        }
+    }
+    Ok(match joined {
+        Some(j) => vec![j.freeze()],
+        None => kept,
+    })
+}
 
 /// Objects of one agent are grouped in a "directory" per this many ms of
 /// creation time. On a file store that keeps directories small and puts
@@ -111,7 +160,12 @@ pub struct StorageStats {
 
 /// Opens the store named by `url`: `file:///abs/dir`, `memory://`, or
 /// `s3://bucket[/prefix]`. Returns the store and the key prefix inside it.
-pub fn open_store(url: &str, s3: &S3Options) -> Result<(Arc<dyn ObjectStore>, Path), StorageError> {
+/// A file store keeps the read blocks `blocks` asks for.
+pub fn open_store(
+    url: &str,
+    s3: &S3Options,
+    blocks: ReadBlocksOptions,
+) -> Result<(Arc<dyn ObjectStore>, Path), StorageError> {
     let bad = |why: &str| StorageError::BadUrl(url.to_owned(), why.to_owned());
     if let Some(rest) = url.strip_prefix("file://") {
         if !rest.starts_with('/') {
@@ -122,7 +176,10 @@ pub fn open_store(url: &str, s3: &S3Options) -> Result<(Arc<dyn ObjectStore>, Pa
         std::fs::create_dir_all(rest).map_err(|e| bad(&format!("cannot create directory: {e}")))?;
         // The object and its directory are synced before the PUT returns:
         // a produce is acknowledged only once its object is durable.
-        let store = FileStore::new(std::path::Path::new(rest))?;
+        let mut store = FileStore::new(std::path::Path::new(rest))?;
+        if blocks.bytes > 0 {
+            store = store.with_read_blocks(blocks.bytes, blocks.fault_in);
+        }
         Ok((Arc::new(store), Path::default()))
     } else if url == "memory://" || url == "memory:///" {
         Ok((
@@ -319,13 +376,15 @@ impl Storage {
     /// from the tail cache or the read cache when it is there; otherwise a
     /// small object is read whole (one GET shared by all its readers) and
     /// cached. A large object, or a ghost (see [`TailCache`]), is read by
-    /// span: the range alone, shared with its read-ahead and cached.
+    /// span: the range alone, shared with its read-ahead and cached. The
+    /// bytes come as the chunks they are held in (slices, not copies: a
+    /// range across two read blocks is two chunks).
     pub async fn get_range(
         &self,
         key: String,
         range: Range<u64>,
         object_size: u64,
-    ) -> Result<(Bytes, Origin), StorageError> {
+    ) -> Result<(Vec<Bytes>, Origin), StorageError> {
         let (start, end) = (range.start, range.end);
         let short = move |len: u64, key: String| StorageError::ShortObject {
             key,
@@ -366,7 +425,7 @@ impl Storage {
             return Err(short(object_size, key));
         }
         if let Some(read) = self.shared_read(&key, &plan, false) {
-            let bytes = self
+            let chunks = self
                 .on_runtime(async move { read.await.map_err(StorageError::Shared) })
                 .await?;
             // A part starts at the span; a whole object at byte 0.
@@ -374,17 +433,15 @@ impl Storage {
                 Some(span) => 0..span.end - span.start,
                 None => range.clone(),
             };
-            if (bytes.len() as u64) < wanted.end {
-                return Err(short(bytes.len() as u64, key));
-            }
+            let Some(bytes) = cache::slice_chunks(&chunks, wanted.clone()) else {
+                let len = chunks.iter().map(|c| c.len() as u64).sum();
+                return Err(short(len, key));
+            };
             self.read_cache
                 .lock()
                 .expect("read cache lock")
                 .mark_read(&plan.cache_key, (wanted.end - wanted.start) as usize);
-            return Ok((
-                bytes.slice(wanted.start as usize..wanted.end as usize),
-                Origin::Stored,
-            ));
+            return Ok((bytes, Origin::Stored));
         }
         let store = self.store.clone();
         let stats = self.stats.clone();
@@ -398,7 +455,7 @@ impl Storage {
             stats
                 .get_bytes
                 .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-            Ok((bytes, Origin::Stored))
+            Ok((vec![bytes], Origin::Stored))
         })
         .await
     }
@@ -472,24 +529,24 @@ impl Storage {
         let path = Path::from(key);
         let (cache_key, range) = (plan.cache_key.clone(), plan.range.clone());
         let read = async move {
-            let result = match &range {
-                Some(r) => store.get_range(&path, r.clone()).await,
-                None => match store.get(&path).await {
-                    Ok(r) => r.bytes().await,
-                    Err(e) => Err(e),
-                },
+            let options = GetOptions {
+                range: range.clone().map(GetRange::Bounded),
+                ..Default::default()
             };
-            if let Ok(bytes) = &result {
+            let result = match store.get_opts(&path, options).await {
+                Ok(r) => gather(r, size).await,
+                Err(e) => Err(e),
+            };
+            if let Ok(chunks) = &result {
+                let len: usize = chunks.iter().map(Bytes::len).sum();
                 stats.gets.fetch_add(1, Ordering::Relaxed);
-                stats
-                    .get_bytes
-                    .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+                stats.get_bytes.fetch_add(len as u64, Ordering::Relaxed);
                 let mut cache = read_cache.lock().expect("read cache lock");
                 if range.is_some() {
                     stats.span_gets.fetch_add(1, Ordering::Relaxed);
-                    cache.insert_part(cache_key.clone(), bytes.clone());
+                    cache.insert_part(cache_key.clone(), chunks.clone());
                 } else {
-                    cache.insert(cache_key.clone(), vec![bytes.clone()]);
+                    cache.insert(cache_key.clone(), chunks.clone());
                 }
             }
             all_reads
@@ -704,15 +761,27 @@ mod tests {
             }
             let read = |key: &str, r: Range<u64>| storage.get_range(key.into(), r, SIZE);
             let slice = |k: u8, r: Range<u64>| body(k).slice(r.start as usize..r.end as usize);
-            assert_eq!(read("1", span(0)).await.unwrap().0, slice(1, span(0)));
-            assert_eq!(read("2", span(0)).await.unwrap().0, slice(2, span(0)));
+            assert_eq!(
+                read("1", span(0)).await.unwrap().0.concat(),
+                slice(1, span(0))
+            );
+            assert_eq!(
+                read("2", span(0)).await.unwrap().0.concat(),
+                slice(2, span(0))
+            );
             assert_eq!(count(&storage.stats.get_bytes), 2 * SIZE, "both read whole");
             // "1" was read and evicted: its readers are far apart, so a
             // later read of it fetches the span alone, and caches it.
-            assert_eq!(read("1", span(1)).await.unwrap().0, slice(1, span(1)));
+            assert_eq!(
+                read("1", span(1)).await.unwrap().0.concat(),
+                slice(1, span(1))
+            );
             assert_eq!(count(&storage.stats.span_gets), 1);
             assert_eq!(count(&storage.stats.get_bytes), 2 * SIZE + 128 * KIB);
-            assert_eq!(read("1", span(1)).await.unwrap().0, slice(1, span(1)));
+            assert_eq!(
+                read("1", span(1)).await.unwrap().0.concat(),
+                slice(1, span(1))
+            );
             assert_eq!(
                 count(&storage.stats.get_bytes),
                 2 * SIZE + 128 * KIB,
@@ -732,11 +801,17 @@ mod tests {
             }
             assert_eq!(count(&storage.stats.get_bytes), 2 * SIZE + 256 * KIB);
             let hits = count(&storage.stats.read_cache_hits);
-            assert_eq!(read("1", span(2)).await.unwrap().0, slice(1, span(2)));
+            assert_eq!(
+                read("1", span(2)).await.unwrap().0.concat(),
+                slice(1, span(2))
+            );
             assert_eq!(count(&storage.stats.read_cache_hits), hits + 1);
             // A span too small for a GET of its own: the object is read
             // whole again.
-            assert_eq!(read("1", 10..20).await.unwrap().0, slice(1, 10..20));
+            assert_eq!(
+                read("1", 10..20).await.unwrap().0.concat(),
+                slice(1, 10..20)
+            );
             assert_eq!(count(&storage.stats.span_gets), 2);
             assert_eq!(count(&storage.stats.get_bytes), 3 * SIZE + 256 * KIB);
             // A range past the end is still refused.
@@ -744,6 +819,50 @@ mod tests {
                 read("2", SIZE - 10..SIZE + 10).await,
                 Err(StorageError::ShortObject { .. })
             ));
+        });
+    }
+
+    /// A GET's chunks are kept when they are read blocks (all but the last
+    /// at least half a block), joined when they are small frames.
+    #[test]
+    fn gather_keeps_blocks_and_joins_small_frames() {
+        let result = |chunks: Vec<Bytes>| {
+            let len: u64 = chunks.iter().map(|c| c.len() as u64).sum();
+            GetResult {
+                payload: GetResultPayload::Stream(futures::StreamExt::boxed(
+                    futures::stream::iter(chunks.into_iter().map(Ok::<_, object_store::Error>)),
+                )),
+                meta: object_store::ObjectMeta {
+                    location: Path::from("o"),
+                    last_modified: chrono::Utc::now(),
+                    size: len,
+                    e_tag: None,
+                    version: None,
+                },
+                range: 0..len,
+                attributes: Default::default(),
+                extensions: Default::default(),
+            }
+        };
+        let block = Bytes::from(vec![1u8; READ_BLOCK_BYTES]);
+        let tail = Bytes::from(vec![2u8; 100]);
+        futures::executor::block_on(async {
+            let kept = gather(result(vec![block.clone(), block.clone(), tail.clone()]), 0)
+                .await
+                .unwrap();
+            assert_eq!(kept.len(), 3);
+            assert_eq!(kept[0].as_ptr(), block.as_ptr(), "not copied");
+            let frames: Vec<Bytes> = (0..5u8).map(|i| Bytes::from(vec![i; 8192])).collect();
+            let joined = gather(result(frames.clone()), 5 * 8192).await.unwrap();
+            assert_eq!(joined.len(), 1);
+            assert_eq!(joined[0], frames.concat());
+            let mixed = gather(result(vec![block.clone(), tail.clone(), block.clone()]), 0)
+                .await
+                .unwrap();
+            assert_eq!(
+                mixed,
+                vec![Bytes::from([&block[..], &tail[..], &block[..]].concat())]
+            );
         });
     }
 
@@ -770,7 +889,7 @@ mod tests {
             // All nine start (and claim their bytes) before any GET ends.
             let reads = (0..OBJECTS).map(|k| storage.get_range(k.to_string(), 0..4096, SIZE));
             for r in futures::future::join_all(reads).await {
-                assert_eq!(r.unwrap().0, body.slice(0..4096));
+                assert_eq!(r.unwrap().0.concat(), body.slice(0..4096));
             }
         });
         assert_eq!(
@@ -805,7 +924,7 @@ mod tests {
             );
             // A consumer reads "a": no longer ahead, so there is room again.
             let (got, _) = storage.get_range("a".into(), 0..10, 300).await.unwrap();
-            assert_eq!(got, Bytes::from(vec![7u8; 10]));
+            assert_eq!(got.concat(), vec![7u8; 10]);
             let deadline = std::time::Instant::now() + Duration::from_secs(10);
             while storage.read_ahead_bytes.load(Ordering::Relaxed) > 0 {
                 assert!(

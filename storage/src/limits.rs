@@ -40,9 +40,22 @@ pub const WRITE_BUFFERS_MAX: usize = 8;
 /// Tries to create a file this many times more when its directory is
 /// missing.
 pub const CREATE_ATTEMPTS_MAX: u32 = 3;
-/// Free read buffers kept for reuse by the file store, in bytes: reading an
-/// object into a reused buffer skips zeroing and faulting in a fresh one
-/// (8 % of the agent's CPU when consumers read from the beginning).
+/// Reads of the file store are cut at multiples of this from their aligned
+/// start: each whole block a buffer from a pool (the agent's is faulted in
+/// at start), the last piece a buffer of its own size; one chunk of the
+/// answer per piece.
+/// A batch that straddles two pieces is copied out when it is read back.
+/// 4 MiB: with 1 MiB blocks a quarter of the 256 KiB batches of a bench
+/// producer straddled, and copying them cost the agent as much CPU as the
+/// response copy of every byte.
+pub const READ_BLOCK_BYTES: usize = 4 << 20;
+/// Free read blocks a file store keeps unless told otherwise (the agent
+/// sizes its pool to the read cache and the reads in flight).
+pub const READ_BLOCKS_KEPT_BYTES_DEFAULT: usize = 64 << 20;
+/// Free read buffers (last pieces, shorter than a block) kept for reuse by
+/// the file store, in bytes: reading into a reused buffer skips zeroing and
+/// faulting in a fresh one (8 % of the agent's CPU when consumers read from
+/// the beginning).
 pub const READ_BUFFERS_KEPT_BYTES_MAX: usize = 64 << 20;
 /// Free read buffers kept at most.
 pub const READ_BUFFERS_KEPT_MAX: usize = 64;

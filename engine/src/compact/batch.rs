@@ -389,6 +389,7 @@ pub mod tests {
                 }
             }
             crate::compact::fuzz_stored_batch(&b);
+            crate::compact::fuzz_stored_chunks(&b);
         }
     }
 

@@ -31,7 +31,7 @@ use crate::limits::{
     READ_AHEAD_SPANS_PER_FETCH,
 };
 use crate::records::{
-    put_with_base_offset, txn_marker_batch, walk_batches, StoredBatch, TxnMarker,
+    put_with_base_offset, txn_marker_batch, walk_batch_chunks, StoredBatch, TxnMarker,
 };
 
 /// A batch read back, with its assigned base offset.
@@ -421,7 +421,7 @@ pub async fn read_span(
             },
         }]);
     }
-    let (bytes, origin) = storage
+    let (chunks, origin) = storage
         .get_range(
             span.object_key.clone(),
             span.byte_start..span.byte_start + span.byte_len as u64,
@@ -434,8 +434,8 @@ pub async fn read_span(
         })?;
     let mut out = Vec::with_capacity(span.batch_count.max(0) as usize);
     let mut next = span.base_offset;
-    for b in walk_batches(
-        bytes,
+    for b in walk_batch_chunks(
+        chunks,
         verify_crc && origin == rutomq_storage::Origin::Stored,
     ) {
         let b = b.map_err(|invalid| {
