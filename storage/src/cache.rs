@@ -1,9 +1,10 @@
 //! Bounded FIFO cache of whole objects, holding the very `Bytes` chunks that
-//! were uploaded or read (no copy; a range is handed out as slices of them): the tail cache (objects this agent
-//! uploaded last, read by tail consumers on the same agent) and the read
-//! cache (objects read back whole, shared by every partition in them). It
-//! counts the bytes of objects nobody has read from yet, so that read-ahead
-//! can stay within a share of it.
+//! were uploaded or read (no copy; a range is handed out as slices of
+//! them): the tail cache (objects this agent uploaded last, read by tail
+//! consumers on the same agent) and the read cache (objects read back
+//! whole, shared by every partition in them). It counts the bytes of
+//! objects nobody has read from yet, so that read-ahead can stay within a
+//! share of it.
 //!
 //! The read cache also remembers the names of objects it evicted after
 //! someone read from them (its ghosts): a read of a ghost means its readers
@@ -215,10 +216,10 @@ pub(crate) fn slice_chunks(chunks: &[Bytes], range: Range<u64>) -> Option<Vec<By
     for c in chunks {
         let (c_start, c_end) = (offset, offset + c.len());
         offset = c_end;
-        if c_end <= start || c_start >= end {
-            if c_start >= end {
-                break;
-            }
+        if c_start >= end {
+            break;
+        }
+        if c_end <= start {
             continue;
         }
         out.push(c.slice(start.max(c_start) - c_start..end.min(c_end) - c_start));
@@ -229,10 +230,6 @@ pub(crate) fn slice_chunks(chunks: &[Bytes], range: Range<u64>) -> Option<Vec<By
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn joined(chunks: Vec<Bytes>) -> Vec<u8> {
-        chunks.concat()
-    }
 
     #[test]
     fn ranges_across_chunks_and_eviction() {
@@ -247,8 +244,8 @@ mod tests {
         );
         let across = c.get_range("a", 2..6).unwrap();
         assert_eq!(across.len(), 2, "a slice of each chunk, not a copy");
-        assert_eq!(joined(across), b"2345");
-        assert_eq!(joined(c.get_range("a", 0..8).unwrap()), b"01234567");
+        assert_eq!(across.concat(), b"2345");
+        assert_eq!(c.get_range("a", 0..8).unwrap().concat(), b"01234567");
         assert_eq!(c.get_range("a", 4..4).unwrap(), Vec::<Bytes>::new());
         assert!(c.get_range("a", 6..9).is_none(), "past the end is a miss");
         c.insert("b".into(), vec![Bytes::from_static(b"abcd")]);

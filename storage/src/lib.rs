@@ -90,6 +90,21 @@ pub const READ_AHEAD_CACHE_SHARE_DEN: usize = 2;
 /// span's) bytes as the chunks the store answered with.
 type ObjectRead = Shared<BoxFuture<'static, Result<Vec<Bytes>, Arc<object_store::Error>>>>;
 
+/// GETs `range` of `path` (None: the whole object) as chunks (see
+/// [`gather`]; the file store's read blocks come without a copy).
+async fn get_chunks(
+    store: &dyn ObjectStore,
+    path: &Path,
+    range: Option<Range<u64>>,
+    size: usize,
+) -> object_store::Result<Vec<Bytes>> {
+    let options = GetOptions {
+        range: range.map(GetRange::Bounded),
+        ..Default::default()
+    };
+    gather(store.get_opts(path, options).await?, size).await
+}
+
 /// Collects the body of a GET of about `size` bytes: its chunks kept as
 /// they are while each (but the last) is most of a read block (the file
 /// store's, lent without a copy); from the first that is not (an HTTP body
@@ -443,19 +458,21 @@ impl Storage {
                 .mark_read(&plan.cache_key, (wanted.end - wanted.start) as usize);
             return Ok((bytes, Origin::Stored));
         }
+        // Too many reads in flight to share one: a ranged GET of its own,
+        // not cached.
         let store = self.store.clone();
         let stats = self.stats.clone();
         self.on_runtime(async move {
             let path = Path::from(key.as_str());
-            let bytes = store.get_range(&path, range.clone()).await?;
-            if bytes.len() as u64 != range.end - range.start {
-                return Err(short(bytes.len() as u64, key));
+            let len = (range.end - range.start) as usize;
+            let chunks = get_chunks(store.as_ref(), &path, Some(range), len).await?;
+            let got: usize = chunks.iter().map(Bytes::len).sum();
+            if got != len {
+                return Err(short(got as u64, key));
             }
             stats.gets.fetch_add(1, Ordering::Relaxed);
-            stats
-                .get_bytes
-                .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-            Ok((vec![bytes], Origin::Stored))
+            stats.get_bytes.fetch_add(got as u64, Ordering::Relaxed);
+            Ok((chunks, Origin::Stored))
         })
         .await
     }
@@ -529,14 +546,7 @@ impl Storage {
         let path = Path::from(key);
         let (cache_key, range) = (plan.cache_key.clone(), plan.range.clone());
         let read = async move {
-            let options = GetOptions {
-                range: range.clone().map(GetRange::Bounded),
-                ..Default::default()
-            };
-            let result = match store.get_opts(&path, options).await {
-                Ok(r) => gather(r, size).await,
-                Err(e) => Err(e),
-            };
+            let result = get_chunks(store.as_ref(), &path, range.clone(), size).await;
             if let Ok(chunks) = &result {
                 let len: usize = chunks.iter().map(Bytes::len).sum();
                 stats.gets.fetch_add(1, Ordering::Relaxed);
