@@ -131,6 +131,13 @@ pub const PRODUCERS_DESCRIBED_MAX: i64 = 10_000;
 pub const FETCH_BYTES_INFLIGHT_MAX: usize = 256 << 20;
 /// Largest response assembled, whatever the client asks.
 pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 << 20;
+/// Batches of at least this many bytes go into a Fetch response as they
+/// are (pieces of the frame, written to the socket from the buffers they
+/// were read into); smaller ones are copied into the frame. Until its
+/// response is written, a batch sent in place keeps the read buffer it lies
+/// in alive (at most a `READ_BLOCK_BYTES` block of the file store, or one
+/// ranged read), and its fetch's grant of the shard's fetch bytes is held.
+pub const FETCH_BATCH_IN_PLACE_BYTES_MIN: usize = 8 << 10;
 /// Longest long poll honoured.
 pub const FETCH_WAIT_MS_MAX: i32 = 60_000;
 /// Spans asked of PostgreSQL per partition read; what is not needed now is

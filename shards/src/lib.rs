@@ -19,7 +19,10 @@
 //!
 //! Requests on one connection are admitted in order ([`Service::call`] is
 //! awaited before the next frame is read), then complete concurrently, and
-//! responses are written in request order, as Kafka requires.
+//! responses are written in request order, as Kafka requires. A response
+//! is a [`ResponseFrame`]: one buffer or pieces (a Fetch's large batches in
+//! the buffers they were read into), written to a plain TCP socket many
+//! pieces per `sendmsg` ([`response`]).
 //!
 //! TLS: a listener with a [`tls::TlsServer`] runs the handshake (rustls,
 //! bounded by [`ShardConfig::tls_handshake_timeout`]) before the connection
@@ -28,11 +31,15 @@
 
 pub mod alloc;
 pub mod pool;
+pub mod response;
 pub mod tls;
+
+pub use response::ResponseFrame;
 
 use std::cell::Cell;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, RawFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -55,12 +62,12 @@ use glommio::{LocalExecutorBuilder, Placement};
 /// What a request turns into once it has been admitted in connection order.
 pub enum Reply {
     /// The response is known now (`None`: the request gets no response).
-    Now(Option<Bytes>),
+    Now(Option<ResponseFrame>),
     /// The response comes later (durable produce, long-poll fetch).
-    Later(LocalBoxFuture<'static, Option<Bytes>>),
+    Later(LocalBoxFuture<'static, Option<ResponseFrame>>),
     /// The connection's last response (a failed authentication): nothing
     /// more is read; once this is written the connection closes.
-    Last(LocalBoxFuture<'static, Option<Bytes>>),
+    Last(LocalBoxFuture<'static, Option<ResponseFrame>>),
 }
 
 /// Why a connection is closed instead of answered.
@@ -491,8 +498,10 @@ async fn open_connection<S: Service>(stream: TcpStream, index: usize, s: &Accept
         let Ok(conn) = s.service.open(index, peer, None) else {
             return;
         };
+        // Written to directly too (pieces of a response, many per call).
+        let sock = stream.as_raw_fd();
         let (reader, writer) = stream.buffered().split();
-        serve_connection(reader, writer, conn, s).await;
+        serve_connection(reader, writer, Some(sock), conn, s).await;
         return;
     };
     // rustls reads records in small pieces and writes one record per call:
@@ -546,20 +555,27 @@ async fn open_connection<S: Service>(stream: TcpStream, index: usize, s: &Accept
         }
     };
     let (reader, writer) = stream.split();
-    serve_connection(reader, writer, conn, s).await;
+    serve_connection(reader, writer, None, conn, s).await;
 }
 
 /// A request whose response the writer sends in turn: its memory permit,
 /// its response (now or later), its API key and when it was received.
 type Pending = (
     glommio::sync::StaticPermit,
-    Either<Option<Bytes>, glommio::task::JoinHandle<Option<Bytes>>>,
+    Either<Option<ResponseFrame>, glommio::task::JoinHandle<Option<ResponseFrame>>>,
     i16,
     Instant,
 );
 
-async fn serve_connection<S, R, W>(mut reader: R, mut writer: W, conn: S::Conn, s: &AcceptShared<S>)
-where
+/// Serves one connection: `sock` is its socket when `writer` writes to it
+/// directly (plain TCP), for responses in pieces.
+async fn serve_connection<S, R, W>(
+    mut reader: R,
+    mut writer: W,
+    sock: Option<RawFd>,
+    conn: S::Conn,
+    s: &AcceptShared<S>,
+) where
     S: Service,
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + 'static,
@@ -594,7 +610,11 @@ where
                 // its responses' memory forever.
                 Some(frame) => {
                     let ok = matches!(
-                        within(frame_io_timeout, writer.write_all(&frame)).await,
+                        within(
+                            frame_io_timeout,
+                            response::write_frame(&mut writer, sock, &frame)
+                        )
+                        .await,
                         Some(Ok(()))
                     );
                     if ok {
@@ -719,7 +739,7 @@ async fn within<F: Future>(limit: Duration, fut: F) -> Option<F::Output> {
 }
 
 /// Boxes a future for [`Reply::Later`].
-pub fn later<F: Future<Output = Option<Bytes>> + 'static>(fut: F) -> Reply {
+pub fn later<F: Future<Output = Option<ResponseFrame>> + 'static>(fut: F) -> Reply {
     Reply::Later(fut.boxed_local())
 }
 

@@ -108,7 +108,7 @@ use futures::future::LocalBoxFuture;
 use futures::FutureExt;
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::{Encodable, HeaderVersion, Request};
-use rutomq_shards::{Close, Reply};
+use rutomq_shards::{Close, Reply, ResponseFrame};
 
 pub use codec::{encode, encode_request, DECODER_PANICS};
 pub use fuzz::fuzz_frame;
@@ -353,7 +353,7 @@ impl<R: Encodable + HeaderVersion + throttle::Throttled> IntoReply for R {
     fn into_reply(mut self, ctx: &ReplyCtx) -> Result<Reply, Close> {
         self.set_throttle_time_ms(ctx.throttle_ms);
         match encode(ctx.correlation_id, ctx.version, &self) {
-            Some(frame) => Ok(Reply::Now(Some(frame))),
+            Some(frame) => Ok(Reply::Now(Some(frame.into()))),
             // Never skip a response silently: the client would pair the
             // next response with this request.
             None => Err(Close("response could not be encoded")),
@@ -366,7 +366,7 @@ impl<R: Encodable + HeaderVersion + throttle::Throttled> IntoReply for R {
 /// request meanwhile. Its handler sets its own throttle time (from the
 /// request's `throttle_ms` when it encodes); the shard time its future
 /// takes counts against the request quota of later requests.
-pub struct Later(pub LocalBoxFuture<'static, Option<Bytes>>);
+pub struct Later(pub LocalBoxFuture<'static, Option<ResponseFrame>>);
 
 impl IntoReply for Later {
     fn into_reply(self, ctx: &ReplyCtx) -> Result<Reply, Close> {
@@ -707,9 +707,9 @@ async fn dispatch(shard: Rc<Shard>, conn: Rc<Connection>, frame: Bytes) -> Resul
             // Kafka, the connection's next request waits behind it.
             handle(&shard, req, body).await
         }
-        Parsed::UnsupportedApiVersions { correlation_id } => {
-            Ok(Reply::Now(api_versions::unsupported(correlation_id)))
-        }
+        Parsed::UnsupportedApiVersions { correlation_id } => Ok(Reply::Now(
+            api_versions::unsupported(correlation_id).map(ResponseFrame::from),
+        )),
     }
 }
 

@@ -13,6 +13,7 @@ use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse};
+use rutomq_shards::ResponseFrame;
 
 use super::access::allowed;
 use super::{encode, str_bytes, throttle, Api, Later, Req};
@@ -311,7 +312,10 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ProduceRequest) -> Later
                 .with_throttle_time_ms(throttle_ms.response_ms())
         })
     }
-    .map(move |resp| resp.and_then(|r| encode(correlation_id, version, &r)));
+    .map(move |resp| {
+        resp.and_then(|r| encode(correlation_id, version, &r))
+            .map(ResponseFrame::from)
+    });
     Later(answer.boxed_local())
 }
 

@@ -23,11 +23,9 @@ pub fn answer(req: &Req, body: Bytes) -> Result<Reply, Close> {
             if acks == 0 {
                 return Ok(Reply::Now(None));
             }
-            Ok(Reply::Now(Some(produce_error(
-                req.header.correlation_id,
-                req.version,
-                &topics,
-            ))))
+            Ok(Reply::Now(Some(
+                produce_error(req.header.correlation_id, req.version, &topics).into(),
+            )))
         }
         _ => Err(Close("a retired version of an API that has none")),
     }

@@ -62,7 +62,7 @@ pub fn raw_token(shard: &Shard, conn: &Connection, token: &Bytes) -> Reply {
             let mut out = BytesMut::with_capacity(4 + b.len());
             out.put_i32(b.len() as i32);
             out.put_slice(&b);
-            Reply::Now(Some(out.freeze()))
+            Reply::Now(Some(out.freeze().into()))
         }
         TokenOutcome::Failed { .. } => Reply::Last(
             async {

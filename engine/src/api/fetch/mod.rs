@@ -66,11 +66,12 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, mut body: FetchRequest) -> Lat
     Later(
         async move {
             let (reply, grants) = respond(&shard, version, body, wanted).await;
+            // The records' fetch memory is held until the frame is written
+            // (its large batches are pieces of it, not copies).
             let mut frame = reply
                 .with_throttle_time_ms(throttle_ms.response_ms())
-                .encode(correlation_id, version);
-            // The records' fetch memory is held until they are in the frame.
-            drop(grants);
+                .encode(correlation_id, version)
+                .map(|f| f.holding(grants));
             // The fetch quota counts the response's bytes; a response that
             // goes over it (or one of a request throttled otherwise) is
             // answered empty, and its bytes are taken back (Kafka's way).

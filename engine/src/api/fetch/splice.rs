@@ -1,13 +1,17 @@
 //! The Fetch response encoder: the response is encoded by kafka-protocol
-//! with a small marker in place of each record set, then copied once with
-//! the record sets (base offsets patched) written where their markers and
-//! length prefixes were. Record bytes are copied once, straight into the
-//! frame, and never decoded.
+//! with a small marker in place of each record set, then assembled with the
+//! record sets (base offsets patched) where their markers and length
+//! prefixes were. Large batches are pieces of the frame in the buffers they
+//! were read into (the socket's copy is their only one); small ones are
+//! copied once, with the rest of the frame. Record bytes are never decoded.
 
 use bytes::{BufMut, BytesMut};
 use kafka_protocol::messages::fetch_response::FetchableTopicResponse;
 use kafka_protocol::messages::FetchResponse;
 
+use rutomq_shards::ResponseFrame;
+
+use crate::limits::FETCH_BATCH_IN_PLACE_BYTES_MIN;
 use crate::read::Records;
 
 const MARKER_BYTES: usize = 16;
@@ -59,12 +63,15 @@ impl FetchReply {
     }
 
     /// The response frame: encoded with a small marker in place of each
-    /// record set, then copied once with the record sets (base offsets
-    /// patched) written where their markers and length prefixes were.
-    pub fn encode(&self, correlation_id: i32, version: i16) -> Option<bytes::Bytes> {
+    /// record set, then assembled with the record sets (base offsets
+    /// patched) where their markers and length prefixes were. Batches of
+    /// at least [`FETCH_BATCH_IN_PLACE_BYTES_MIN`] are pieces of the frame
+    /// as they are (after their new base offset), not copied; the rest of
+    /// the frame is copied once into one buffer.
+    pub fn encode(&self, correlation_id: i32, version: i16) -> Option<ResponseFrame> {
         let frame = crate::api::encode(correlation_id, version, &self.resp)?;
         if self.records.is_empty() {
-            return Some(frame);
+            return Some(frame.into());
         }
         // Records are COMPACT_RECORDS (uvarint length + 1) from v12, else
         // an int32 length.
@@ -74,17 +81,17 @@ impl FetchReply {
         } else {
             &[0, 0, 0, MARKER_BYTES as u8]
         };
-        let total: usize = self.records.iter().map(|r| r.len).sum();
-        let mut out = BytesMut::with_capacity(frame.len() + total);
+        // Where each record set's length prefix and marker are.
+        let mut found = Vec::with_capacity(self.records.len());
         let mut pos = 0;
-        for (i, records) in self.records.iter().enumerate() {
+        for i in 0..self.records.len() {
             let index = (i as u64).to_be_bytes();
             let is_marker = |w: &[u8]| w[..8] == self.tag && w[8..] == index;
-            let Some(found) = frame[pos..].windows(MARKER_BYTES).position(is_marker) else {
+            let Some(at) = frame[pos..].windows(MARKER_BYTES).position(is_marker) else {
                 tracing::error!(i, "fetch record marker missing from the encoded response");
                 return None;
             };
-            let at = pos + found;
+            let at = pos + at;
             let Some(len_at) = at
                 .checked_sub(prefix.len())
                 .filter(|&l| &frame[l..at] == prefix)
@@ -92,20 +99,69 @@ impl FetchReply {
                 tracing::error!(i, "fetch record marker without its length prefix");
                 return None;
             };
+            found.push((len_at, at));
+            pos = at + MARKER_BYTES;
+        }
+        let in_place = |b: &bytes::Bytes| b.len() >= FETCH_BATCH_IN_PLACE_BYTES_MIN;
+        let length_bytes = |r: &Records| {
+            if flexible {
+                uvarint_len(r.len as u64 + 1)
+            } else {
+                4
+            }
+        };
+        let mut total = frame.len() - self.records.len() * (prefix.len() + MARKER_BYTES);
+        let mut copied = frame.len();
+        let mut pieces = 1;
+        for r in &self.records {
+            total += length_bytes(r) + r.len;
+            copied += length_bytes(r);
+            for (_, b) in &r.batches {
+                if in_place(b) {
+                    copied += 8;
+                    pieces += 2;
+                } else {
+                    copied += b.len();
+                }
+            }
+        }
+        let mut out = BytesMut::with_capacity(copied);
+        let mut frame_pieces = Vec::with_capacity(pieces);
+        out.put_i32((total - 4) as i32);
+        let mut pos = 4;
+        for (records, (len_at, at)) in self.records.iter().zip(found) {
             out.extend_from_slice(&frame[pos..len_at]);
             if flexible {
                 put_uvarint(&mut out, records.len as u64 + 1);
             } else {
                 out.put_i32(records.len as i32);
             }
-            records.write_to(&mut out);
+            for (base, batch) in &records.batches {
+                if in_place(batch) {
+                    out.put_i64(*base);
+                    frame_pieces.push(out.split().freeze());
+                    frame_pieces.push(batch.slice(8..));
+                } else {
+                    crate::records::put_with_base_offset(&mut out, batch, *base);
+                }
+            }
             pos = at + MARKER_BYTES;
         }
         out.extend_from_slice(&frame[pos..]);
-        let size = (out.len() - 4) as i32;
-        out[..4].copy_from_slice(&size.to_be_bytes());
-        Some(out.freeze())
+        frame_pieces.push(out.freeze());
+        let frame = ResponseFrame::from_pieces(frame_pieces);
+        debug_assert_eq!(frame.len(), total);
+        Some(frame)
     }
+}
+
+fn uvarint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
 }
 
 fn put_uvarint(out: &mut BytesMut, mut v: u64) {
@@ -135,9 +191,18 @@ mod tests {
     #[test]
     fn spliced_records_encode_like_the_library() {
         let tag = *b"tagtagta";
+        // Small batches are copied, large ones sent in place, in every
+        // order.
+        let big = FETCH_BATCH_IN_PLACE_BYTES_MIN;
         let sets = [
             vec![(5i64, batch(1, 70)), (9, batch(2, 200))],
             vec![(100, batch(3, 130))],
+            vec![(300, batch(4, big)), (400, batch(5, 61))],
+            vec![
+                (500, batch(6, 90)),
+                (600, batch(7, big + 1)),
+                (700, batch(8, 3 * big)),
+            ],
         ];
         for version in 4..=18 {
             let mut records = Vec::new();
@@ -178,7 +243,21 @@ mod tests {
             let got = FetchReply::new(topic(spliced), records, tag)
                 .encode(3, version)
                 .unwrap();
-            assert_eq!(got, want, "version {version}");
+            assert_eq!(got.to_bytes(), want, "version {version}");
+            assert_eq!(got.len(), want.len());
+            // The three large batches are pieces of their own, in the
+            // memory they were in (all but their base offset).
+            let in_place: Vec<_> = sets
+                .iter()
+                .flatten()
+                .filter(|(_, b)| b.len() >= big)
+                .map(|(_, b)| b[8..].as_ptr())
+                .collect();
+            let pieces: Vec<_> = got.pieces().iter().map(|p| p.as_ptr()).collect();
+            assert_eq!(pieces.len(), 2 * in_place.len() + 1);
+            for p in in_place {
+                assert!(pieces.contains(&p), "version {version}");
+            }
         }
     }
 }
