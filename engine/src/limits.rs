@@ -135,8 +135,9 @@ pub const FETCH_RESPONSE_BYTES_MAX: usize = 64 << 20;
 /// are (pieces of the frame, written to the socket from the buffers they
 /// were read into); smaller ones are copied into the frame. Until its
 /// response is written, a batch sent in place keeps the read buffer it lies
-/// in alive (at most a `READ_BLOCK_BYTES` block of the file store, or one
-/// ranged read), and its fetch's grant of the shard's fetch bytes is held.
+/// in alive (a `READ_BLOCK_BYTES` block of the file store, or one ranged
+/// read), for at most `rutomq_shards::response::PIECES_WAIT_MAX` of waiting
+/// for the client to read: then the rest of the response is copied.
 pub const FETCH_BATCH_IN_PLACE_BYTES_MIN: usize = 8 << 10;
 /// Longest long poll honoured.
 pub const FETCH_WAIT_MS_MAX: i32 = 60_000;

@@ -6,11 +6,15 @@
 //! there to the socket, so the kernel's copy into the socket is the only
 //! copy of their bytes. On a plain TCP connection the pieces go out with
 //! `sendmsg` over many at once; on TLS each is handed to rustls in turn
-//! (which copies it while encrypting anyway).
+//! (which copies it while encrypting anyway). A response whose pieces wait
+//! longer than [`PIECES_WAIT_MAX`] for room (a client not reading) is
+//! copied and its pieces let go, so what a slow client keeps alive is its
+//! responses' bytes, as when they were copied, and not the read buffers
+//! behind them.
 
-use std::any::Any;
 use std::io::{self, IoSlice};
 use std::os::fd::{BorrowedFd, RawFd};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures::io::{AsyncWrite, AsyncWriteExt};
@@ -23,9 +27,6 @@ pub const PIECES_PER_SEND_MAX: usize = 64;
 pub struct ResponseFrame {
     body: Body,
     len: usize,
-    /// Dropped once the frame has been written (or dropped unwritten): what
-    /// accounts for the memory its pieces keep alive.
-    _hold: Option<Box<dyn Any>>,
 }
 
 enum Body {
@@ -38,7 +39,6 @@ impl From<Bytes> for ResponseFrame {
         ResponseFrame {
             len: frame.len(),
             body: Body::One(frame),
-            _hold: None,
         }
     }
 }
@@ -49,14 +49,7 @@ impl ResponseFrame {
         ResponseFrame {
             len: pieces.iter().map(Bytes::len).sum(),
             body: Body::Pieces(pieces),
-            _hold: None,
         }
-    }
-
-    /// The frame keeps `hold` until it has been written.
-    pub fn holding<T: 'static>(mut self, hold: T) -> ResponseFrame {
-        self._hold = Some(Box::new(hold));
-        self
     }
 
     /// The frame's size in bytes, its size prefix included.
@@ -64,10 +57,13 @@ impl ResponseFrame {
         self.len
     }
 
+    /// Whether the frame has no bytes.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// The frame's bytes, in pieces written in order (one for a frame made
+    /// from one buffer).
     pub fn pieces(&self) -> &[Bytes] {
         match &self.body {
             Body::One(b) => std::slice::from_ref(b),
@@ -84,38 +80,65 @@ impl ResponseFrame {
     }
 }
 
+/// How long a response in pieces waits for room in the socket before what
+/// is left of it is copied into one buffer and the pieces are let go (with
+/// the read buffers they keep alive): a client that stops reading then
+/// holds what a copied response held, not the buffers its batches lie in.
+pub const PIECES_WAIT_MAX: Duration = Duration::from_millis(200);
+
 /// Writes `frame` to `writer`; `sock` is the connection's socket when
 /// nothing sits between `writer` and it (plain TCP): pieces then go out
-/// many per `sendmsg`, and `writer` is used only to wait for room.
-pub(crate) async fn write_frame<W: AsyncWrite + Unpin>(
+/// many per `sendmsg`, and `writer` is used to wait for room.
+///
+/// # Safety
+///
+/// `sock`, when given, must be the descriptor of the stream `writer` writes
+/// to, and that stream must stay open until this returns (the caller holding
+/// `writer`, a half of it, is enough).
+pub(crate) async unsafe fn write_frame<W: AsyncWrite + Unpin>(
     writer: &mut W,
     sock: Option<RawFd>,
-    frame: &ResponseFrame,
+    frame: ResponseFrame,
 ) -> io::Result<()> {
-    let mut left = Cursor {
-        pieces: frame.pieces(),
-        offset: 0,
-    };
-    while let Some(piece) = left.current() {
-        if let Some(fd) = sock.filter(|_| left.pieces.len() > 1) {
-            match send_pieces(fd, &left) {
-                Ok(n) => {
-                    left.advance(n);
-                    continue;
+    let rest = {
+        let mut left = Cursor {
+            pieces: frame.pieces(),
+            offset: 0,
+        };
+        loop {
+            let Some(piece) = left.current() else {
+                return Ok(());
+            };
+            let more = left.pieces.len() > 1;
+            if let Some(fd) = sock.filter(|_| more) {
+                // SAFETY: the caller's promise above.
+                match unsafe { send_pieces(fd, &left) } {
+                    Ok(n) => {
+                        left.advance(n);
+                        continue;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    // No room: the write below waits for it.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // No room: the write below waits for it.
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
             }
+            let n = if more {
+                match crate::within(PIECES_WAIT_MAX, writer.write(piece)).await {
+                    Some(n) => n?,
+                    None => break left.joined(),
+                }
+            } else {
+                writer.write(piece).await?
+            };
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            left.advance(n);
         }
-        let n = writer.write(piece).await?;
-        if n == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-        left.advance(n);
-    }
-    Ok(())
+    };
+    drop(frame);
+    writer.write_all(&rest).await
 }
 
 /// What is left of a frame's pieces: `pieces[0][offset..]` and the rest.
@@ -138,6 +161,15 @@ impl<'a> Cursor<'a> {
         None
     }
 
+    /// What is left, in one buffer.
+    fn joined(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, piece) in self.pieces.iter().enumerate() {
+            out.extend_from_slice(&piece[if i == 0 { self.offset } else { 0 }..]);
+        }
+        out
+    }
+
     fn advance(&mut self, mut n: usize) {
         while n > 0 {
             let Some(first) = self.pieces.first() else {
@@ -157,7 +189,11 @@ impl<'a> Cursor<'a> {
 
 /// One non-blocking `sendmsg` of up to [`PIECES_PER_SEND_MAX`] of the
 /// cursor's pieces.
-fn send_pieces(fd: RawFd, left: &Cursor<'_>) -> io::Result<usize> {
+///
+/// # Safety
+///
+/// `fd` must be an open socket for the whole call.
+unsafe fn send_pieces(fd: RawFd, left: &Cursor<'_>) -> io::Result<usize> {
     let mut slices = [IoSlice::new(&[]); PIECES_PER_SEND_MAX];
     let mut count = 0;
     for (i, piece) in left.pieces.iter().enumerate().take(PIECES_PER_SEND_MAX) {
@@ -165,9 +201,9 @@ fn send_pieces(fd: RawFd, left: &Cursor<'_>) -> io::Result<usize> {
         slices[count] = IoSlice::new(&piece[start..]);
         count += 1;
     }
-    // SAFETY: `fd` is the socket of the connection whose writer the caller
-    // holds (`write_frame`'s `writer`, a half of the same stream): the
-    // stream, which owns the descriptor, is alive and open for this call.
+    // SAFETY: `fd` is open for this call (this function's contract; its
+    // caller, `write_frame`, has it from its own caller, who holds the
+    // stream owning the descriptor).
     let fd = unsafe { BorrowedFd::borrow_raw(fd) };
     socket2::SockRef::from(&fd)
         .send_vectored_with_flags(&slices[..count], libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
@@ -210,13 +246,8 @@ mod tests {
         assert_eq!(c.current(), None);
     }
 
-    /// Pieces of every size, some empty, some sharing one buffer.
-    fn pieces(total: usize) -> Vec<Bytes> {
-        let all = Bytes::from(
-            (0..total)
-                .map(|i| (i * 7 + i / 251) as u8)
-                .collect::<Vec<u8>>(),
-        );
+    /// `all` in pieces of every size, some empty.
+    fn pieces_of(all: Bytes) -> Vec<Bytes> {
         let mut out = Vec::new();
         let (mut at, mut k) = (0, 0usize);
         while at < all.len() {
@@ -228,68 +259,135 @@ mod tests {
         out
     }
 
+    fn pieces(total: usize) -> Vec<Bytes> {
+        pieces_of(Bytes::from(
+            (0..total)
+                .map(|i| (i * 7 + i / 251) as u8)
+                .collect::<Vec<u8>>(),
+        ))
+    }
+
+    use std::os::fd::AsRawFd;
+
+    /// Runs `write_frame` of `sent` on a glommio executor, to a TCP
+    /// connection to `addr` (or, without, to a `Vec`, as through TLS).
+    fn write_on_glommio(addr: Option<std::net::SocketAddr>, sent: Vec<Bytes>) -> Vec<u8> {
+        glommio::LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                let frame = ResponseFrame::from_pieces(sent);
+                let Some(addr) = addr else {
+                    let mut out = Vec::new();
+                    // SAFETY: no socket is given.
+                    unsafe { write_frame(&mut out, None, frame) }.await.unwrap();
+                    return out;
+                };
+                let stream = glommio::net::TcpStream::connect(addr).await.unwrap();
+                let fd = stream.as_raw_fd();
+                let (_, mut writer) = futures::AsyncReadExt::split(stream.buffered());
+                // SAFETY: `fd` is `writer`'s stream, held open meanwhile.
+                unsafe { write_frame(&mut writer, Some(fd), frame) }
+                    .await
+                    .unwrap();
+                futures::AsyncWriteExt::close(&mut writer).await.unwrap();
+                Vec::new()
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    }
+
+    /// A listener whose connections see a 16 KiB receive window: a sender
+    /// of megabytes finds its buffer full.
+    fn small_window_listener() -> std::net::TcpListener {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        socket2::SockRef::from(&listener)
+            .set_recv_buffer_size(16 << 10)
+            .unwrap();
+        listener
+    }
+
+    fn read_all(conn: &mut std::net::TcpStream, slow_first: usize) -> Vec<u8> {
+        use std::io::Read;
+        let mut got = Vec::new();
+        let mut buf = vec![0; 64 << 10];
+        loop {
+            if got.len() < slow_first {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            match conn.read(&mut buf).unwrap() {
+                0 => return got,
+                n => got.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
+
     /// Without a socket (TLS), the pieces go through the writer in order.
     #[test]
     fn pieces_through_a_writer_arrive_whole() {
-        let frame = ResponseFrame::from_pieces(pieces(3 << 20));
-        let mut out = Vec::new();
-        futures::executor::block_on(write_frame(&mut out, None, &frame)).unwrap();
-        assert_eq!(out, frame.to_bytes());
+        let sent = pieces(3 << 20);
+        let want = sent.concat();
+        assert!(write_on_glommio(None, sent) == want, "bytes differ");
     }
 
-    /// On a socket whose peer reads slowly through a small buffer, the
+    /// On a socket whose peer reads slowly through a small window, the
     /// pieces go out many per sendmsg, wait for room when there is none,
     /// and arrive whole and in order.
     #[test]
     fn pieces_on_a_slow_socket_arrive_whole() {
-        use std::io::Read;
-        use std::os::fd::AsRawFd;
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        // A small window: the sender's buffer fills (24 MiB sent).
-        socket2::SockRef::from(&listener)
-            .set_recv_buffer_size(16 << 10)
-            .unwrap();
+        let listener = small_window_listener();
         let addr = listener.local_addr().unwrap();
-        let total = 24 << 20;
-        let reader = std::thread::spawn(move || {
-            let (mut conn, _) = listener.accept().unwrap();
-            let mut got = Vec::new();
-            let mut buf = vec![0; 64 << 10];
-            loop {
-                // Slow at first, so the sender finds its buffer full.
-                if got.len() < (2 << 20) {
-                    std::thread::sleep(std::time::Duration::from_millis(1));
-                }
-                match conn.read(&mut buf).unwrap() {
-                    0 => return got,
-                    n => got.extend_from_slice(&buf[..n]),
-                }
-            }
-        });
-        let sent = pieces(total);
+        let reader =
+            std::thread::spawn(move || read_all(&mut listener.accept().unwrap().0, 2 << 20));
+        let sent = pieces(24 << 20);
         let want = sent.concat();
-        glommio::LocalExecutorBuilder::default()
-            .spawn(move || async move {
-                let frame = ResponseFrame::from_pieces(sent);
-                let stream = glommio::net::TcpStream::connect(addr).await.unwrap();
-                let fd = stream.as_raw_fd();
-                let (_, mut writer) = futures::AsyncReadExt::split(stream.buffered());
-                write_frame(&mut writer, Some(fd), &frame).await.unwrap();
-                futures::AsyncWriteExt::close(&mut writer).await.unwrap();
-            })
-            .unwrap()
-            .join()
-            .unwrap();
+        write_on_glommio(Some(addr), sent);
         let got = reader.join().unwrap();
         assert_eq!(got.len(), want.len());
+        assert!(got == want, "bytes differ");
+    }
+
+    /// A peer that stops reading: after PIECES_WAIT_MAX the rest of the
+    /// frame is copied and its pieces (the buffer they lie in) let go,
+    /// while the write still waits; the bytes still arrive whole.
+    #[test]
+    fn pieces_waiting_too_long_are_let_go() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        struct Owned(Vec<u8>, Arc<AtomicBool>);
+        impl AsRef<[u8]> for Owned {
+            fn as_ref(&self) -> &[u8] {
+                &self.0
+            }
+        }
+        impl Drop for Owned {
+            fn drop(&mut self) {
+                self.1.store(true, Ordering::SeqCst);
+            }
+        }
+        let dropped = Arc::new(AtomicBool::new(false));
+        let data: Vec<u8> = (0..24 << 20).map(|i: usize| (i % 253) as u8).collect();
+        let want = data.clone();
+        let sent = pieces_of(Bytes::from_owner(Owned(data, dropped.clone())));
+        let listener = small_window_listener();
+        let addr = listener.local_addr().unwrap();
+        let seen = dropped.clone();
+        let reader = std::thread::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            std::thread::sleep(PIECES_WAIT_MAX * 3);
+            // 24 MiB cannot all be in the socket's buffers yet.
+            let let_go = seen.load(Ordering::SeqCst);
+            (let_go, read_all(&mut conn, 0))
+        });
+        write_on_glommio(Some(addr), sent);
+        let (let_go, got) = reader.join().unwrap();
+        assert!(let_go, "the pieces were kept while the peer did not read");
         assert!(got == want, "bytes differ");
     }
 
     #[test]
     fn frames_know_their_length_and_join() {
         let f =
-            ResponseFrame::from_pieces(vec![Bytes::from_static(b"ab"), Bytes::from_static(b"cde")])
-                .holding(7u8);
+            ResponseFrame::from_pieces(vec![Bytes::from_static(b"ab"), Bytes::from_static(b"cde")]);
         assert_eq!(f.len(), 5);
         assert_eq!(f.to_bytes(), Bytes::from_static(b"abcde"));
         let one = ResponseFrame::from(Bytes::from_static(b"xy"));

@@ -12,7 +12,6 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::Instant;
 
-use bytes::BytesMut;
 use futures::future::{FutureExt, LocalBoxFuture, Shared};
 use rutomq_meta::{Meta, PartitionOffsets, SpanRecord};
 use rutomq_storage::Storage;
@@ -30,9 +29,7 @@ use crate::limits::{
     ABORTED_TXNS_LOADED_MAX, FETCH_SPANS_READ_MAX, READ_AHEAD_FETCHES_MAX,
     READ_AHEAD_SPANS_PER_FETCH,
 };
-use crate::records::{
-    put_with_base_offset, txn_marker_batch, walk_batch_chunks, StoredBatch, TxnMarker,
-};
+use crate::records::{txn_marker_batch, walk_batch_chunks, StoredBatch, TxnMarker};
 
 /// A batch read back, with its assigned base offset.
 pub struct ReadBatch {
@@ -54,7 +51,8 @@ pub struct PartitionRead {
 }
 
 /// Stored batches (shared, not copied) with the base offsets they get on
-/// the wire: copied once, straight into the response frame.
+/// the wire (the Fetch encoder sends large ones as they are, copies small
+/// ones into the frame).
 #[derive(Default)]
 pub struct Records {
     pub batches: Vec<(i64, bytes::Bytes)>,
@@ -65,13 +63,6 @@ impl Records {
     pub fn push(&mut self, base_offset: i64, batch: bytes::Bytes) {
         self.len += batch.len();
         self.batches.push((base_offset, batch));
-    }
-
-    /// Writes the batches with their base offsets set.
-    pub fn write_to(&self, out: &mut BytesMut) {
-        for (base, batch) in &self.batches {
-            put_with_base_offset(out, batch, *base);
-        }
     }
 }
 

@@ -66,12 +66,16 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, mut body: FetchRequest) -> Lat
     Later(
         async move {
             let (reply, grants) = respond(&shard, version, body, wanted).await;
-            // The records' fetch memory is held until the frame is written
-            // (its large batches are pieces of it, not copies).
             let mut frame = reply
                 .with_throttle_time_ms(throttle_ms.response_ms())
-                .encode(correlation_id, version)
-                .map(|f| f.holding(grants));
+                .encode(correlation_id, version);
+            // The records' fetch memory is held until they are in the
+            // frame. Not until it is written: a client that stops reading
+            // would keep the shard's fetch bytes from every other one. The
+            // frame's large batches keep their read buffers alive instead,
+            // for as long as the connection's writer lets them (see
+            // `rutomq_shards::response`).
+            drop(grants);
             // The fetch quota counts the response's bytes; a response that
             // goes over it (or one of a request throttled otherwise) is
             // answered empty, and its bytes are taken back (Kafka's way).
@@ -335,7 +339,8 @@ async fn read_all(
                             .fetch_bytes
                             .fetch_add(len as u64, std::sync::atomic::Ordering::Relaxed);
                         // The records are spliced in at encoding, in place of
-                        // a marker (one copy, straight into the frame).
+                        // a marker (large batches as they are, small ones
+                        // copied into the frame).
                         let placeholder = if len == 0 {
                             bytes::Bytes::new()
                         } else {

@@ -150,7 +150,15 @@ impl FetchReply {
         out.extend_from_slice(&frame[pos..]);
         frame_pieces.push(out.freeze());
         let frame = ResponseFrame::from_pieces(frame_pieces);
-        debug_assert_eq!(frame.len(), total);
+        if frame.len() != total {
+            // The size prefix would desynchronize the client's stream.
+            tracing::error!(
+                len = frame.len(),
+                total,
+                "fetch response assembled to the wrong size"
+            );
+            return None;
+        }
         Some(frame)
     }
 }
