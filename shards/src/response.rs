@@ -161,13 +161,18 @@ impl<'a> Cursor<'a> {
         None
     }
 
+    /// What is left, as slices in order.
+    fn slices(&self) -> impl Iterator<Item = &'a [u8]> + '_ {
+        let pieces: &'a [Bytes] = self.pieces;
+        pieces
+            .iter()
+            .enumerate()
+            .map(|(i, p)| &p[if i == 0 { self.offset } else { 0 }..])
+    }
+
     /// What is left, in one buffer.
     fn joined(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        for (i, piece) in self.pieces.iter().enumerate() {
-            out.extend_from_slice(&piece[if i == 0 { self.offset } else { 0 }..]);
-        }
-        out
+        self.slices().collect::<Vec<_>>().concat()
     }
 
     fn advance(&mut self, mut n: usize) {
@@ -196,9 +201,8 @@ impl<'a> Cursor<'a> {
 unsafe fn send_pieces(fd: RawFd, left: &Cursor<'_>) -> io::Result<usize> {
     let mut slices = [IoSlice::new(&[]); PIECES_PER_SEND_MAX];
     let mut count = 0;
-    for (i, piece) in left.pieces.iter().enumerate().take(PIECES_PER_SEND_MAX) {
-        let start = if i == 0 { left.offset } else { 0 };
-        slices[count] = IoSlice::new(&piece[start..]);
+    for (slot, piece) in slices.iter_mut().zip(left.slices()) {
+        *slot = IoSlice::new(piece);
         count += 1;
     }
     // SAFETY: `fd` is open for this call (this function's contract; its

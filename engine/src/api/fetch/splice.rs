@@ -11,6 +11,7 @@ use kafka_protocol::messages::FetchResponse;
 
 use rutomq_shards::ResponseFrame;
 
+use crate::api::wire::{put_uvarint, uvarint_size};
 use crate::limits::FETCH_BATCH_IN_PLACE_BYTES_MIN;
 use crate::read::Records;
 
@@ -105,7 +106,7 @@ impl FetchReply {
         let in_place = |b: &bytes::Bytes| b.len() >= FETCH_BATCH_IN_PLACE_BYTES_MIN;
         let length_bytes = |r: &Records| {
             if flexible {
-                uvarint_len(r.len as u64 + 1)
+                uvarint_size(r.len as u32 + 1)
             } else {
                 4
             }
@@ -132,7 +133,7 @@ impl FetchReply {
         for (records, (len_at, at)) in self.records.iter().zip(found) {
             out.extend_from_slice(&frame[pos..len_at]);
             if flexible {
-                put_uvarint(&mut out, records.len as u64 + 1);
+                put_uvarint(&mut out, records.len as u32 + 1);
             } else {
                 out.put_i32(records.len as i32);
             }
@@ -161,23 +162,6 @@ impl FetchReply {
         }
         Some(frame)
     }
-}
-
-fn uvarint_len(mut v: u64) -> usize {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
-}
-
-fn put_uvarint(out: &mut BytesMut, mut v: u64) {
-    while v >= 0x80 {
-        out.put_u8((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    out.put_u8(v as u8);
 }
 
 #[cfg(test)]
