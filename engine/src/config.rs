@@ -702,12 +702,23 @@ impl ServeArgs {
             .saturating_add(rutomq_storage::READS_INFLIGHT_BYTES_MAX)
     }
 
+    /// Whether a GET of `object_store` takes tens of milliseconds: S3, or
+    /// any store with injected latency. Such a store reads deeper ahead and
+    /// reads large spans by themselves
+    /// ([`Storage::distant`](rutomq_storage::Storage::distant)).
+    pub fn distant_store(&self, object_store: &str) -> bool {
+        object_store.starts_with("s3://")
+            || self.inject_object_latency_ms > 0
+            || self.inject_object_jitter_ms > 0
+    }
+
     /// The read-ahead depth in fetches (`--read-ahead-fetches`).
     pub fn read_ahead_fetches(&self, object_store: &str) -> usize {
-        let remote = object_store.starts_with("s3://")
-            || self.inject_object_latency_ms > 0
-            || self.inject_object_jitter_ms > 0;
-        let default = if remote { 8 } else { 4 };
+        let default = if self.distant_store(object_store) {
+            8
+        } else {
+            4
+        };
         self.read_ahead_fetches.map_or(default, usize::from)
     }
 
@@ -864,6 +875,8 @@ mod tests {
         assert_eq!(serve_args(&[]).read_ahead_fetches("s3://b/p"), 8);
         let slow = serve_args(&["--inject-object-latency-ms", "30"]);
         assert_eq!(slow.read_ahead_fetches("file:///d"), 8);
+        assert!(slow.distant_store("file:///d") && serve_args(&[]).distant_store("s3://b"));
+        assert!(!serve_args(&[]).distant_store("file:///d"));
         let set = serve_args(&["--read-ahead-fetches", "12"]);
         assert_eq!(set.read_ahead_fetches("s3://b/p"), 12);
         assert!(super::Cli::try_parse_from(["rutomq", "--read-ahead-fetches", "16"]).is_err());

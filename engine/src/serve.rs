@@ -447,7 +447,14 @@ fn start_storage(args: &ServeArgs, url: &str) -> Result<(Storage, StorageThread)
     } else {
         store
     };
-    Storage::start(store, prefix, args.tail_cache_bytes, args.read_cache_bytes).map_err(Into::into)
+    let (storage, thread) =
+        Storage::start(store, prefix, args.tail_cache_bytes, args.read_cache_bytes)?;
+    let storage = if args.distant_store(url) {
+        storage.distant()
+    } else {
+        storage
+    };
+    Ok((storage, thread))
 }
 
 /// Renews the agent's lease and refreshes its view of the live agents

@@ -249,6 +249,8 @@ pub struct Storage {
     read_ahead_bytes: Arc<AtomicUsize>,
     /// Bytes of all reads in `reads`.
     reading_bytes: Arc<AtomicUsize>,
+    /// Over a distant store ([`Storage::distant`]).
+    distant: bool,
     pub stats: Arc<StorageStats>,
 }
 
@@ -314,6 +316,7 @@ impl Storage {
                 reads: Arc::new(Mutex::new(HashMap::new())),
                 read_ahead_bytes: Arc::new(AtomicUsize::new(0)),
                 reading_bytes: Arc::new(AtomicUsize::new(0)),
+                distant: false,
                 stats: Arc::new(StorageStats::default()),
             },
             StorageThread {
@@ -321,6 +324,23 @@ impl Storage {
                 join: Some(join),
             },
         ))
+    }
+
+    /// The same storage over a distant store, where a GET takes tens of
+    /// milliseconds (S3): it reads spans of at least
+    /// [`DISTANT_SPAN_READ_BYTES_MIN`] by themselves, never their whole
+    /// object (see there). A local directory reads whole objects while
+    /// their partitions are read together: there a GET costs no wait, and
+    /// one read serves every partition of the object.
+    pub fn distant(mut self) -> Self {
+        self.distant = true;
+        self
+    }
+
+    /// Share of whole objects' bytes read before the read cache evicted
+    /// them, lately ([`TailCache::whole_use`]).
+    pub fn read_cache_whole_use(&self) -> f64 {
+        self.read_cache.lock().expect("read cache lock").whole_use()
     }
 
     /// Runs a future on the storage runtime.
@@ -421,7 +441,7 @@ impl Storage {
             let mut hit = cache.get_range(&key, range.clone());
             let plan = hit
                 .is_none()
-                .then(|| read_plan(&cache, &key, object_size, &range));
+                .then(|| read_plan(&cache, self.distant, &key, object_size, &range));
             if let Some(ReadPlan {
                 cache_key,
                 range: Some(span),
@@ -491,7 +511,7 @@ impl Storage {
             if cache.contains(key) {
                 return;
             }
-            let plan = read_plan(&cache, key, object_size, &span);
+            let plan = read_plan(&cache, self.distant, key, object_size, &span);
             if plan.range.is_some() && cache.contains(&plan.cache_key) {
                 return;
             }
@@ -702,8 +722,14 @@ struct ReadPlan {
 }
 
 /// The span alone when [`by_span`] says so, else the whole object.
-fn read_plan(cache: &TailCache, key: &str, object_size: u64, span: &Range<u64>) -> ReadPlan {
-    if by_span(cache, key, object_size, span) {
+fn read_plan(
+    cache: &TailCache,
+    distant: bool,
+    key: &str,
+    object_size: u64,
+    span: &Range<u64>,
+) -> ReadPlan {
+    if by_span(cache, distant, key, object_size, span) {
         ReadPlan {
             cache_key: part_key(key, span),
             range: Some(span.clone()),
@@ -721,18 +747,28 @@ fn read_plan(cache: &TailCache, key: &str, object_size: u64, span: &Range<u64>) 
 /// Whether a read of `span` of object `key` goes by span rather than
 /// whole: the object is too large to read whole; or the span is large
 /// enough for a GET of its own and either the object is a ghost (read whole
-/// once and evicted, so its readers are far apart) or whole objects lately
-/// left the cache with less than [`WHOLE_USE_MIN`] of their bytes read (one
-/// in [`WHOLE_USE_SAMPLE_EVERY`] still read whole, to notice when readers
-/// keep together again).
-fn by_span(read_cache: &TailCache, key: &str, object_size: u64, span: &Range<u64>) -> bool {
+/// once and evicted, so its readers are far apart), or the store is distant
+/// and the span at least [`DISTANT_SPAN_READ_BYTES_MIN`], or whole objects
+/// lately left the cache with less than [`WHOLE_USE_MIN`] of their bytes
+/// read (one in [`WHOLE_USE_SAMPLE_EVERY`] still read whole, to notice when
+/// readers keep together again).
+fn by_span(
+    read_cache: &TailCache,
+    distant: bool,
+    key: &str,
+    object_size: u64,
+    span: &Range<u64>,
+) -> bool {
     if object_size > WHOLE_OBJECT_READ_BYTES_MAX {
         return true;
     }
-    if span.end - span.start < SPAN_READ_BYTES_MIN {
+    let len = span.end - span.start;
+    if len < SPAN_READ_BYTES_MIN {
         return false;
     }
-    read_cache.is_ghost(key) || (read_cache.whole_use() < WHOLE_USE_MIN && !sampled(key))
+    read_cache.is_ghost(key)
+        || (distant && len >= DISTANT_SPAN_READ_BYTES_MIN)
+        || (read_cache.whole_use() < WHOLE_USE_MIN && !sampled(key))
 }
 
 /// Whether `key` is one of the objects read whole to measure
@@ -830,6 +866,51 @@ mod tests {
                 Err(StorageError::ShortObject { .. })
             ));
         });
+    }
+
+    #[test]
+    fn a_distant_store_reads_large_spans_by_themselves() {
+        const MIB: u64 = 1 << 20;
+        const SIZE: u64 = 4 * MIB;
+        let store = Arc::new(object_store::memory::InMemory::new());
+        let (storage, _thread) =
+            Storage::start(store, Path::from("t"), 0, 4 * SIZE as usize).unwrap();
+        let storage = storage.distant();
+        let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let body = Bytes::from((0..SIZE).map(|i| (i % 253) as u8).collect::<Vec<_>>());
+        let slice = |r: Range<u64>| body.slice(r.start as usize..r.end as usize);
+        // An object sampled for whole_use is read by span all the same.
+        let key = (0u32..)
+            .map(|k| k.to_string())
+            .find(|k| sampled(k))
+            .unwrap();
+        futures::executor::block_on(async {
+            storage.put(key.clone(), vec![body.clone()]).await.unwrap();
+            let read = |r: Range<u64>| storage.get_range(key.clone(), r, SIZE);
+            assert_eq!(read(0..MIB).await.unwrap().0.concat(), slice(0..MIB));
+            assert_eq!(count(&storage.stats.span_gets), 1);
+            assert_eq!(count(&storage.stats.get_bytes), MIB);
+            // A shorter span: the object whole, as on a local store.
+            assert_eq!(
+                read(MIB..2 * MIB - 1).await.unwrap().0.concat(),
+                slice(MIB..2 * MIB - 1)
+            );
+            assert_eq!(count(&storage.stats.span_gets), 1);
+            assert_eq!(count(&storage.stats.get_bytes), MIB + SIZE);
+        });
+        // The same rule without the storage: local stores read the span's
+        // object whole while whole objects are read through.
+        let cache = TailCache::new(1);
+        let span = 0..DISTANT_SPAN_READ_BYTES_MIN;
+        assert!(by_span(&cache, true, "o", SIZE, &span));
+        assert!(!by_span(&cache, false, "o", SIZE, &span));
+        assert!(!by_span(
+            &cache,
+            true,
+            "o",
+            SIZE,
+            &(0..DISTANT_SPAN_READ_BYTES_MIN - 1)
+        ));
     }
 
     /// A GET's chunks are kept when they are read blocks (all but the last

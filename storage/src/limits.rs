@@ -18,6 +18,21 @@ pub const SPAN_READ_BYTES_MIN: u64 = 128 << 10;
 pub const WHOLE_USE_MIN: f64 = 0.9;
 /// ...except one in this many, read whole to keep measuring.
 pub const WHOLE_USE_SAMPLE_EVERY: u64 = 8;
+/// A distant store (S3, where a GET takes tens of milliseconds;
+/// [`Storage::distant`](crate::Storage::distant)) reads every span of at
+/// least this many bytes by itself, whatever
+/// [`TailCache::whole_use`](crate::TailCache::whole_use) says. With 30 ms
+/// GETs a whole object read for one partition's span makes its reader wait
+/// for the other partitions' bytes and spends read-ahead's share of the
+/// read cache on them. A first consume of 2 MiB spans with 30 ms GETs read
+/// 12 % fewer bytes and ran 1.03-1.19 × as fast by span, with no read-ahead
+/// refused (`benches/results/2026-12-07-distant-spans/`); starting by span
+/// and reading whole again once sampled whole reads were 0.9 (or 0.95)
+/// used was no faster than before: its objects were 0.83-0.94 used, and the
+/// average crossed the threshold back and forth. 1 MiB keeps the GETs of
+/// this rule at most 1,024 per GiB read ($0.0004 at S3's list price;
+/// writing a GiB in 4.9 MiB objects costs $0.0010 in PUTs).
+pub const DISTANT_SPAN_READ_BYTES_MIN: u64 = 1 << 20;
 /// Reads into the read cache in flight at once (whole objects or spans),
 /// and their bytes: past either, a miss uses a ranged GET of its own and
 /// read-ahead waits. Bytes, not a count alone, so that reads by span (a few
