@@ -33,8 +33,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::limits::{
     CREATE_ATTEMPTS_MAX, READ_BLOCKS_KEPT_BYTES_DEFAULT, READ_BLOCK_BYTES,
-    READ_BUFFERS_KEPT_BYTES_MAX, READ_BUFFERS_KEPT_MAX, READ_BUFFER_POOLED_MIN_BYTES,
-    READ_BUFFER_SLACK_DEN, WRITE_BUFFERS_MAX, WRITE_BUFFER_BYTES,
+    READ_BLOCK_LENT_MIN_BYTES, READ_BUFFERS_KEPT_BYTES_MAX, READ_BUFFERS_KEPT_MAX,
+    READ_BUFFER_POOLED_MIN_BYTES, READ_BUFFER_SLACK_DEN, WRITE_BUFFERS_MAX, WRITE_BUFFER_BYTES,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -151,7 +151,9 @@ impl FileStore {
 /// sent). A read is cut at multiples of [`READ_BLOCK_BYTES`] from its
 /// aligned start: each whole block comes from `blocks`; a last piece
 /// shorter than a block from `buffers` when it is at least
-/// [`READ_BUFFER_POOLED_MIN_BYTES`], else it is a buffer of its own.
+/// [`READ_BUFFER_POOLED_MIN_BYTES`] (or a free block, when none of them fits
+/// and it is at least [`READ_BLOCK_LENT_MIN_BYTES`]), else it is a buffer of
+/// its own.
 ///
 /// Why whole blocks, faulted in at start: with a buffer per read of the
 /// read's size, whole-object reads came from the allocator fresh whenever
@@ -162,18 +164,26 @@ impl FileStore {
 /// blocks faulted in once serve them all.
 #[derive(Debug)]
 struct ReadPool {
-    /// Free blocks, at most `blocks_kept_max`.
-    blocks: Mutex<Vec<Vec<u8>>>,
+    blocks: Mutex<Blocks>,
+    /// Blocks kept free, plus those lent to reads shorter than a block, at
+    /// most.
     blocks_kept_max: usize,
     /// Free buffers of other sizes (see [`ReadPool::take`]).
     buffers: Mutex<Vec<Vec<u8>>>,
+}
+
+#[derive(Debug, Default)]
+struct Blocks {
+    free: Vec<Vec<u8>>,
+    /// Blocks lent to reads shorter than a block (see [`ReadPool::take`]).
+    lent_short: usize,
 }
 
 impl ReadPool {
     /// A pool keeping at most `blocks_bytes` of free blocks, none made yet.
     fn new(blocks_bytes: usize) -> ReadPool {
         ReadPool {
-            blocks: Mutex::new(Vec::new()),
+            blocks: Mutex::new(Blocks::default()),
             blocks_kept_max: blocks_bytes / READ_BLOCK_BYTES,
             buffers: Mutex::new(Vec::new()),
         }
@@ -194,18 +204,32 @@ impl ReadPool {
                 b
             })
             .collect();
-        *pool.blocks.lock().expect("read blocks lock") = blocks;
+        pool.blocks.lock().expect("read blocks lock").free = blocks;
         pool
     }
 
-    /// A buffer of at least `len` bytes: a block when `len` is one (a free
-    /// one, or a new one); for another large read the smallest free buffer
-    /// at most 1/[`READ_BUFFER_SLACK_DEN`] longer; else a new one of
-    /// exactly `len`.
-    fn take(&self, len: usize) -> Vec<u8> {
+    /// A buffer of at least `len` bytes, lent until its [`PooledRead`]
+    /// drops: a block when `len` is one (a free one, or a new one); for
+    /// another large read the smallest free buffer at most
+    /// 1/[`READ_BUFFER_SLACK_DEN`] longer, else for one of at least
+    /// [`READ_BLOCK_LENT_MIN_BYTES`] a free block; else a new one of exactly
+    /// `len`.
+    ///
+    /// A block lent to a shorter read holds more than the read cache is
+    /// charged for, so such blocks count against the pool's bound until
+    /// they are back ([`ReadPool::give`]): the pool's blocks, free or lent
+    /// short, stay within `blocks_kept_max`, and the agent's memory beyond
+    /// them within what the read cache (and the reads in flight) are charged
+    /// for, as before.
+    fn take(self: &Arc<Self>, len: usize) -> PooledRead {
+        let lent = |buf: Vec<u8>, short_block: bool| PooledRead {
+            buf,
+            short_block,
+            pool: self.clone(),
+        };
         if len == READ_BLOCK_BYTES + DIRECT_ALIGN {
-            if let Some(b) = self.blocks.lock().expect("read blocks lock").pop() {
-                return b;
+            if let Some(b) = self.blocks.lock().expect("read blocks lock").free.pop() {
+                return lent(b, false);
             }
         } else if len >= READ_BUFFER_POOLED_MIN_BYTES {
             let mut free = self.buffers.lock().expect("read buffers lock");
@@ -216,17 +240,30 @@ impl ReadPool {
                 .min_by_key(|(_, b)| b.len())
                 .map(|(i, _)| i);
             if let Some(i) = fit {
-                return free.swap_remove(i);
+                return lent(free.swap_remove(i), false);
+            }
+            drop(free);
+            if (READ_BLOCK_LENT_MIN_BYTES..READ_BLOCK_BYTES + DIRECT_ALIGN).contains(&len) {
+                let mut blocks = self.blocks.lock().expect("read blocks lock");
+                if let Some(b) = blocks.free.pop() {
+                    blocks.lent_short += 1;
+                    return lent(b, true);
+                }
             }
         }
-        vec![0u8; len]
+        lent(vec![0u8; len], false)
     }
 
-    fn give(&self, buf: Vec<u8>) {
+    /// Takes `buf` back (from a [`PooledRead`]; `short_block`: a block
+    /// that was lent to a shorter read), or lets it go past the bounds.
+    fn give(&self, buf: Vec<u8>, short_block: bool) {
         if buf.len() == READ_BLOCK_BYTES + DIRECT_ALIGN {
-            let mut free = self.blocks.lock().expect("read blocks lock");
-            if free.len() < self.blocks_kept_max {
-                free.push(buf);
+            let mut blocks = self.blocks.lock().expect("read blocks lock");
+            if short_block {
+                blocks.lent_short -= 1;
+            }
+            if blocks.free.len() + blocks.lent_short < self.blocks_kept_max {
+                blocks.free.push(buf);
             }
             return;
         }
@@ -239,12 +276,19 @@ impl ReadPool {
             free.push(buf);
         }
     }
+
+    #[cfg(test)]
+    fn free_blocks(&self) -> usize {
+        self.blocks.lock().unwrap().free.len()
+    }
 }
 
 /// A read buffer lent out as the owner of a `Bytes`; back to the pool on
 /// drop.
 struct PooledRead {
     buf: Vec<u8>,
+    /// A block lent to a read shorter than a block.
+    short_block: bool,
     pool: Arc<ReadPool>,
 }
 
@@ -256,7 +300,8 @@ impl AsRef<[u8]> for PooledRead {
 
 impl Drop for PooledRead {
     fn drop(&mut self) {
-        self.pool.give(std::mem::take(&mut self.buf));
+        self.pool
+            .give(std::mem::take(&mut self.buf), self.short_block);
     }
 }
 
@@ -661,13 +706,13 @@ fn read_direct(
     let mut piece_from = from;
     loop {
         let piece_to = (piece_from + block).min(to);
-        let mut buf = pool.take((piece_to - piece_from) as usize + DIRECT_ALIGN);
-        let at = aligned_start(&buf);
+        let mut lent = pool.take((piece_to - piece_from) as usize + DIRECT_ALIGN);
+        let at = aligned_start(&lent.buf);
         let want = end.min(piece_to) - piece_from;
         read_aligned(
             &file,
             path,
-            &mut buf[at..at + (piece_to - piece_from) as usize],
+            &mut lent.buf[at..at + (piece_to - piece_from) as usize],
             piece_from,
             want,
             end,
@@ -675,13 +720,7 @@ fn read_direct(
         // Only the first piece starts before the range (by less than the
         // alignment).
         let skip = at + range.start.saturating_sub(piece_from) as usize;
-        chunks.push(
-            Bytes::from_owner(PooledRead {
-                buf,
-                pool: pool.clone(),
-            })
-            .slice(skip..at + want as usize),
-        );
+        chunks.push(Bytes::from_owner(lent).slice(skip..at + want as usize));
         piece_from = piece_to;
         if piece_from >= end {
             break;
@@ -873,13 +912,10 @@ mod tests {
     fn read_buffers_are_reused_within_bounds() {
         let pool = Arc::new(ReadPool::new(0));
         let len = 2 * READ_BUFFER_POOLED_MIN_BYTES;
-        let buf = pool.take(len);
-        assert_eq!(buf.len(), len);
-        let addr = buf.as_ptr();
-        let bytes = Bytes::from_owner(PooledRead {
-            buf,
-            pool: pool.clone(),
-        });
+        let lent = pool.take(len);
+        assert_eq!(lent.buf.len(), len);
+        let addr = lent.buf.as_ptr();
+        let bytes = Bytes::from_owner(lent);
         let slice = bytes.slice(10..20);
         drop(bytes);
         assert!(
@@ -889,28 +925,58 @@ mod tests {
         drop(slice);
         assert_eq!(pool.buffers.lock().unwrap().len(), 1);
         let again = pool.take(len - len / (2 * READ_BUFFER_SLACK_DEN));
-        assert_eq!(again.as_ptr(), addr, "reused for a slightly shorter read");
-        pool.give(again);
         assert_eq!(
-            pool.take(len / 2).len(),
-            len / 2,
-            "not lent for half its size"
+            again.buf.as_ptr(),
+            addr,
+            "reused for a slightly shorter read"
         );
-        pool.give(vec![0; 100]);
+        drop(again);
+        let half = pool.take(len / 2);
+        assert_eq!(half.buf.len(), len / 2, "not lent for half its size");
+        drop(half);
+        pool.give(vec![0; 100], false);
         assert_eq!(
             pool.buffers.lock().unwrap().len(),
-            1,
+            2,
             "small ones are not kept"
         );
         for _ in 0..READ_BUFFERS_KEPT_MAX + 5 {
-            pool.give(vec![0; READ_BUFFER_POOLED_MIN_BYTES]);
+            pool.give(vec![0; READ_BUFFER_POOLED_MIN_BYTES], false);
         }
         assert_eq!(pool.buffers.lock().unwrap().len(), READ_BUFFERS_KEPT_MAX);
-        pool.give(vec![0; READ_BLOCK_BYTES + DIRECT_ALIGN]);
-        assert!(
-            pool.blocks.lock().unwrap().is_empty(),
-            "a pool for no blocks keeps none"
-        );
+        pool.give(vec![0; READ_BLOCK_BYTES + DIRECT_ALIGN], false);
+        assert_eq!(pool.free_blocks(), 0, "a pool for no blocks keeps none");
+    }
+
+    /// A read shorter than a block gets a free block when no kept buffer
+    /// fits it and it is at least READ_BLOCK_LENT_MIN_BYTES; blocks lent so
+    /// count against the pool's bound until they are back.
+    #[test]
+    fn free_blocks_are_lent_to_shorter_reads_within_the_bound() {
+        let pool = Arc::new(ReadPool::faulted_in(2 * READ_BLOCK_BYTES));
+        let block = READ_BLOCK_BYTES + DIRECT_ALIGN;
+        let short = READ_BLOCK_LENT_MIN_BYTES + DIRECT_ALIGN;
+        let shorter = READ_BLOCK_LENT_MIN_BYTES - DIRECT_ALIGN;
+        let below = pool.take(shorter);
+        assert_eq!(below.buf.len(), shorter, "below the minimum: its own");
+        let a = pool.take(short);
+        let b = pool.take(short);
+        assert_eq!((a.buf.len(), b.buf.len()), (block, block), "free blocks");
+        assert!(a.short_block && b.short_block);
+        let c = pool.take(short);
+        assert_eq!(c.buf.len(), short, "none free: a buffer of its size");
+        // A whole block's read finds none free: a new block, let go when
+        // it is back, since the two lent short count against the bound.
+        let w = pool.take(block);
+        assert_eq!(w.buf.len(), block);
+        assert!(!w.short_block);
+        drop(w);
+        assert_eq!(pool.free_blocks(), 0, "free + lent short: at the bound");
+        drop(a);
+        drop(b);
+        assert_eq!(pool.free_blocks(), 2);
+        assert_eq!(pool.blocks.lock().unwrap().lent_short, 0);
+        drop((below, c));
     }
 
     /// Large reads come back as one chunk per pooled block (no copy), the
@@ -927,12 +993,8 @@ mod tests {
             eprintln!("no O_DIRECT under {}: skipped", d.display());
             return;
         }
-        assert_eq!(
-            store.read_pool.blocks.lock().unwrap().len(),
-            4,
-            "made at start"
-        );
-        let n = 3 * READ_BLOCK_BYTES + READ_BLOCK_BYTES / 4;
+        assert_eq!(store.read_pool.free_blocks(), 4, "made at start");
+        let n = 3 * READ_BLOCK_BYTES + READ_BLOCK_BYTES / 8;
         let (p, want) = payload(&[n]);
         let key = Path::from("objects/1/blocks.rtq");
         store.put(&key, p).await.unwrap();
@@ -957,16 +1019,12 @@ mod tests {
                 READ_BLOCK_BYTES,
                 READ_BLOCK_BYTES,
                 READ_BLOCK_BYTES,
-                READ_BLOCK_BYTES / 4
+                READ_BLOCK_BYTES / 8
             ],
             "three blocks and a last piece of its own"
         );
         assert!(whole.concat() == want);
-        assert_eq!(
-            store.read_pool.blocks.lock().unwrap().len(),
-            1,
-            "three lent"
-        );
+        assert_eq!(store.read_pool.free_blocks(), 1, "three lent");
         assert!(store.read_pool.buffers.lock().unwrap().is_empty());
         // An unaligned range: its first block starts before it (at 4096),
         // its last 4 KiB come in a buffer of their own.
@@ -981,34 +1039,33 @@ mod tests {
                 e - READ_BLOCK_BYTES - DIRECT_ALIGN
             ]
         );
-        assert_eq!(store.read_pool.blocks.lock().unwrap().len(), 0);
+        assert_eq!(store.read_pool.free_blocks(), 0);
         let held = part[0].slice(10..20);
         drop((whole, part));
         assert_eq!(
-            store.read_pool.blocks.lock().unwrap().len(),
+            store.read_pool.free_blocks(),
             3,
             "back when their last slice drops; a slice still holds one"
         );
         drop(held);
-        assert_eq!(
-            store.read_pool.blocks.lock().unwrap().len(),
-            4,
-            "kept: the bound"
-        );
+        assert_eq!(store.read_pool.free_blocks(), 4, "kept: the bound");
         store
             .read_pool
-            .give(vec![0; READ_BLOCK_BYTES + DIRECT_ALIGN]);
-        assert_eq!(
-            store.read_pool.blocks.lock().unwrap().len(),
-            4,
-            "no more than the bound"
-        );
-        // The last piece of the whole read (a quarter block) was kept, and a
-        // read of about its size reuses it.
+            .give(vec![0; READ_BLOCK_BYTES + DIRECT_ALIGN], false);
+        assert_eq!(store.read_pool.free_blocks(), 4, "no more than the bound");
+        // The last piece of the whole read (an eighth of a block) was kept,
+        // and a read of about its size reuses it.
         assert_eq!(store.read_pool.buffers.lock().unwrap().len(), 1);
-        let again = get(0..(READ_BLOCK_BYTES / 4 - 1000) as u64).await;
-        assert!(again.concat() == want[..READ_BLOCK_BYTES / 4 - 1000]);
+        let again = get(0..(READ_BLOCK_BYTES / 8 - 1000) as u64).await;
+        assert!(again.concat() == want[..READ_BLOCK_BYTES / 8 - 1000]);
         assert!(store.read_pool.buffers.lock().unwrap().is_empty(), "reused");
+        // A read of half a block (a span) that no kept buffer fits: a free
+        // block, not fresh memory.
+        let span = get(0..(READ_BLOCK_BYTES / 2) as u64).await;
+        assert!(span.concat() == want[..READ_BLOCK_BYTES / 2]);
+        assert_eq!(store.read_pool.free_blocks(), 3);
+        drop(span);
+        assert_eq!(store.read_pool.free_blocks(), 4);
         // An empty object: its empty read answers, a read past its end is
         // refused (by LocalFileSystem).
         let empty = Path::from("objects/1/empty.rtq");
