@@ -157,7 +157,7 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         ("rutomq_object_span_gets_total", "GETs of one span: of objects too large to read whole, evicted from the read cache after a read (their readers far apart), while whole objects are read only in part (see rutomq_read_cache_whole_use_percent), or of 1 MiB or more on a distant store (S3).", C, s.span_gets.load(r)),
         ("rutomq_read_prefetches_refused_total", "Read-ahead not started: the read cache's share for it was full.", C, s.prefetches_refused.load(r)),
         ("rutomq_read_cache_bytes", "Bytes held by the read cache.", G, agent.storage.read_cache_bytes() as u64),
-        ("rutomq_read_cache_whole_use_percent", "Share of whole objects' bytes read before the read cache evicted them, lately (%): below 90, spans of 128 KiB or more are read by themselves.", G, (agent.storage.read_cache_whole_use() * 100.0).round() as u64),
+        ("rutomq_read_cache_whole_use_percent", "Share of whole objects' bytes read before the read cache evicted them, lately (%): below 90, spans of 128 KiB or more are read by themselves (but for one object in 8, still read whole to measure).", G, (agent.storage.read_cache_whole_use() * 100.0).round() as u64),
         ("rutomq_windows_total", "Flush windows taken by the pipeline.", C, w.windows.load(r)),
         ("rutomq_flush_window_intervals", "Flush intervals a window spans now (adaptive flush: more at low traffic).", G, agent.flush.stretch.stride()),
         ("rutomq_flush_buffer_bytes", "Size a shard buffer is sealed at now (adaptive flush: up to 3 x --flush-bytes while windows wait for PostgreSQL).", G, agent.flush.stretch.seal_bytes(agent.flush.flush_bytes) as u64),

@@ -208,19 +208,22 @@ impl ReadPool {
         pool
     }
 
-    /// A buffer of at least `len` bytes, lent until its [`PooledRead`]
-    /// drops: a block when `len` is one (a free one, or a new one); for
-    /// another large read the smallest free buffer at most
-    /// 1/[`READ_BUFFER_SLACK_DEN`] longer, else for one of at least
-    /// [`READ_BLOCK_LENT_MIN_BYTES`] a free block; else a new one of exactly
-    /// `len`.
+    /// A buffer of at least `len` bytes (a piece and the alignment slack),
+    /// lent until its [`PooledRead`] drops: a block when `len` is one (a
+    /// free one, or a new one); for another large read the smallest free
+    /// buffer at most 1/[`READ_BUFFER_SLACK_DEN`] longer, else for a piece
+    /// of at least [`READ_BLOCK_LENT_MIN_BYTES`] a free block; else a new
+    /// one of exactly `len`.
     ///
     /// A block lent to a shorter read holds more than the read cache is
     /// charged for, so such blocks count against the pool's bound until
     /// they are back ([`ReadPool::give`]): the pool's blocks, free or lent
     /// short, stay within `blocks_kept_max`, and the agent's memory beyond
     /// them within what the read cache (and the reads in flight) are charged
-    /// for, as before.
+    /// for, as before. While spans hold the pool's blocks, whole-block reads
+    /// make fresh ones (let go when they are back): lending at most half
+    /// the pool to spans measured no better (`benches/results/
+    /// 2026-12-07-lent-blocks/ab-local-LM.txt`).
     fn take(self: &Arc<Self>, len: usize) -> PooledRead {
         let lent = |buf: Vec<u8>, short_block: bool| PooledRead {
             buf,
@@ -243,7 +246,9 @@ impl ReadPool {
                 return lent(free.swap_remove(i), false);
             }
             drop(free);
-            if (READ_BLOCK_LENT_MIN_BYTES..READ_BLOCK_BYTES + DIRECT_ALIGN).contains(&len) {
+            if (READ_BLOCK_LENT_MIN_BYTES + DIRECT_ALIGN..READ_BLOCK_BYTES + DIRECT_ALIGN)
+                .contains(&len)
+            {
                 let mut blocks = self.blocks.lock().expect("read blocks lock");
                 if let Some(b) = blocks.free.pop() {
                     blocks.lent_short += 1;
@@ -934,6 +939,7 @@ mod tests {
         let half = pool.take(len / 2);
         assert_eq!(half.buf.len(), len / 2, "not lent for half its size");
         drop(half);
+        assert_eq!(pool.buffers.lock().unwrap().len(), 2, "both kept");
         pool.give(vec![0; 100], false);
         assert_eq!(
             pool.buffers.lock().unwrap().len(),
@@ -948,15 +954,20 @@ mod tests {
         assert_eq!(pool.free_blocks(), 0, "a pool for no blocks keeps none");
     }
 
-    /// A read shorter than a block gets a free block when no kept buffer
-    /// fits it and it is at least READ_BLOCK_LENT_MIN_BYTES; blocks lent so
-    /// count against the pool's bound until they are back.
+    /// A read shorter than a block, when no kept buffer fits it and its
+    /// piece is at least READ_BLOCK_LENT_MIN_BYTES, gets a free block;
+    /// blocks lent so count against the pool's bound until they are back.
     #[test]
     fn free_blocks_are_lent_to_shorter_reads_within_the_bound() {
         let pool = Arc::new(ReadPool::faulted_in(2 * READ_BLOCK_BYTES));
         let block = READ_BLOCK_BYTES + DIRECT_ALIGN;
+        // Pieces of exactly the minimum, and one page less.
         let short = READ_BLOCK_LENT_MIN_BYTES + DIRECT_ALIGN;
-        let shorter = READ_BLOCK_LENT_MIN_BYTES - DIRECT_ALIGN;
+        let shorter = READ_BLOCK_LENT_MIN_BYTES;
+        pool.give(vec![0; short], false);
+        let kept = pool.take(short);
+        assert_eq!(kept.buf.len(), short, "a kept buffer that fits comes first");
+        assert!(!kept.short_block);
         let below = pool.take(shorter);
         assert_eq!(below.buf.len(), shorter, "below the minimum: its own");
         let a = pool.take(short);
@@ -964,19 +975,17 @@ mod tests {
         assert_eq!((a.buf.len(), b.buf.len()), (block, block), "free blocks");
         assert!(a.short_block && b.short_block);
         let c = pool.take(short);
-        assert_eq!(c.buf.len(), short, "none free: a buffer of its size");
-        // A whole block's read finds none free: a new block, let go when
-        // it is back, since the two lent short count against the bound.
-        let w = pool.take(block);
-        assert_eq!(w.buf.len(), block);
-        assert!(!w.short_block);
-        drop(w);
+        assert_eq!(c.buf.len(), short, "none free: its own");
+        // A whole-block read makes a new block, let go when it is back: the
+        // two lent short count against the bound.
+        let whole = pool.take(block);
+        assert!(whole.buf.len() == block && !whole.short_block);
+        drop(whole);
         assert_eq!(pool.free_blocks(), 0, "free + lent short: at the bound");
-        drop(a);
-        drop(b);
+        drop((a, b));
         assert_eq!(pool.free_blocks(), 2);
         assert_eq!(pool.blocks.lock().unwrap().lent_short, 0);
-        drop((below, c));
+        drop((kept, below, c));
     }
 
     /// Large reads come back as one chunk per pooled block (no copy), the

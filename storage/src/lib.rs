@@ -328,8 +328,9 @@ impl Storage {
 
     /// The same storage over a distant store, where a GET takes tens of
     /// milliseconds (S3): it reads spans of at least
-    /// [`DISTANT_SPAN_READ_BYTES_MIN`] by themselves, never their whole
-    /// object (see there). A local directory reads whole objects while
+    /// [`DISTANT_SPAN_READ_BYTES_MIN`] by themselves rather than their
+    /// whole object (see there), unless the object is cached whole or its
+    /// whole read is in flight already. A local directory reads whole objects while
     /// their partitions are read together: there a GET costs no wait, and
     /// one read serves every partition of the object.
     pub fn distant(mut self) -> Self {
@@ -410,8 +411,9 @@ impl Storage {
     /// Reads `range` of object `key` (of `object_size` bytes, 0 if unknown):
     /// from the tail cache or the read cache when it is there; otherwise a
     /// small object is read whole (one GET shared by all its readers) and
-    /// cached. A large object, or a ghost (see [`TailCache`]), is read by
-    /// span: the range alone, shared with its read-ahead and cached. The
+    /// cached. A large object, a ghost (see [`TailCache`]), or a long span
+    /// of a distant store's object ([`Storage::distant`]) is read by span:
+    /// the range alone, shared with its read-ahead and cached (`by_span`). The
     /// bytes come as the chunks they are held in (slices, not copies: a
     /// range across two read blocks is two chunks).
     pub async fn get_range(
@@ -436,7 +438,7 @@ impl Storage {
             self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok((b, Origin::Written));
         }
-        let plan = {
+        let mut plan = {
             let mut cache = self.read_cache.lock().expect("read cache lock");
             let mut hit = cache.get_range(&key, range.clone());
             let plan = hit
@@ -459,7 +461,7 @@ impl Storage {
         if range.end > object_size && object_size > 0 {
             return Err(short(object_size, key));
         }
-        if let Some(read) = self.shared_read(&key, &plan, false) {
+        if let Some(read) = self.shared_read(&key, &mut plan, object_size, false) {
             let chunks = self
                 .on_runtime(async move { read.await.map_err(StorageError::Shared) })
                 .await?;
@@ -506,7 +508,7 @@ impl Storage {
         if object_size == 0 || self.cache.lock().expect("tail cache lock").contains(key) {
             return;
         }
-        let plan = {
+        let mut plan = {
             let cache = self.read_cache.lock().expect("read cache lock");
             if cache.contains(key) {
                 return;
@@ -524,7 +526,7 @@ impl Storage {
             }
             plan
         };
-        if let Some(read) = self.shared_read(key, &plan, true) {
+        if let Some(read) = self.shared_read(key, &mut plan, object_size, true) {
             self.stats.prefetches.fetch_add(1, Ordering::Relaxed);
             let size = plan.size as usize;
             let in_flight = self.read_ahead_bytes.clone();
@@ -540,11 +542,29 @@ impl Storage {
     /// in flight, or starts one (None when too many are in flight already,
     /// or there is nothing to read: a whole object of unknown size).
     /// Read-ahead (`ahead`) never joins: None when the read is in flight.
-    fn shared_read(&self, key: &str, plan: &ReadPlan, ahead: bool) -> Option<ObjectRead> {
+    ///
+    /// A span of an object whose whole read is in flight joins that read
+    /// instead (`plan` becomes the whole object's): its bytes are on their
+    /// way, and on a distant store an object's short spans are read whole
+    /// while its long ones are read by themselves.
+    fn shared_read(
+        &self,
+        key: &str,
+        plan: &mut ReadPlan,
+        object_size: u64,
+        ahead: bool,
+    ) -> Option<ObjectRead> {
         if plan.size == 0 {
             return None;
         }
         let mut reads = self.reads.lock().expect("object reads lock");
+        if plan.range.is_some() && reads.contains_key(key) {
+            *plan = ReadPlan {
+                cache_key: key.to_owned(),
+                range: None,
+                size: object_size,
+            };
+        }
         if let Some(r) = reads.get(&plan.cache_key) {
             if ahead {
                 return None;
@@ -911,6 +931,40 @@ mod tests {
             SIZE,
             &(0..DISTANT_SPAN_READ_BYTES_MIN - 1)
         ));
+    }
+
+    /// On a distant store an object's short spans are read whole and its
+    /// long ones by themselves: a long span read while the whole object is
+    /// on its way joins that read instead of fetching its bytes again.
+    #[test]
+    fn a_span_joins_the_whole_read_of_its_object_in_flight() {
+        const MIB: u64 = 1 << 20;
+        const SIZE: u64 = 4 * MIB;
+        let latency = InjectedLatency {
+            base: Duration::from_millis(200),
+            jitter: Duration::ZERO,
+        };
+        let store = with_injected_latency(Arc::new(object_store::memory::InMemory::new()), latency);
+        let (storage, _thread) =
+            Storage::start(store, Path::from("t"), 0, 4 * SIZE as usize).unwrap();
+        let storage = storage.distant();
+        let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let body = Bytes::from((0..SIZE).map(|i| (i % 251) as u8).collect::<Vec<_>>());
+        futures::executor::block_on(async {
+            storage.put("o".into(), vec![body.clone()]).await.unwrap();
+            // The short span starts the whole read before the long one asks.
+            let short = storage.get_range("o".into(), 0..1000, SIZE);
+            let long = storage.get_range("o".into(), MIB..3 * MIB, SIZE);
+            let (short, long) = futures::join!(short, long);
+            assert_eq!(short.unwrap().0.concat(), body.slice(0..1000));
+            assert_eq!(
+                long.unwrap().0.concat(),
+                body.slice(MIB as usize..3 * MIB as usize)
+            );
+        });
+        assert_eq!(count(&storage.stats.gets), 1, "one GET: the whole object");
+        assert_eq!(count(&storage.stats.span_gets), 0);
+        assert_eq!(count(&storage.stats.read_joins), 1);
     }
 
     /// A GET's chunks are kept when they are read blocks (all but the last

@@ -25,13 +25,14 @@ pub const WHOLE_USE_SAMPLE_EVERY: u64 = 8;
 /// GETs a whole object read for one partition's span makes its reader wait
 /// for the other partitions' bytes and spends read-ahead's share of the
 /// read cache on them. A first consume of 2 MiB spans with 30 ms GETs read
-/// 12 % fewer bytes and ran 1.03-1.19 × as fast by span, with no read-ahead
-/// refused (`benches/results/2026-12-07-distant-spans/`); starting by span
-/// and reading whole again once sampled whole reads were 0.9 (or 0.95)
-/// used was no faster than before: its objects were 0.83-0.94 used, and the
-/// average crossed the threshold back and forth. 1 MiB keeps the GETs of
-/// this rule at most 1,024 per GiB read ($0.0004 at S3's list price;
-/// writing a GiB in 4.9 MiB objects costs $0.0010 in PUTs).
+/// 12 % fewer bytes by span, with read-ahead refused 6-43 times instead of
+/// 894-916, and ran 1.03-1.19 × as fast (two interleaved pairs, within the
+/// runs' spread; `benches/results/2026-12-07-distant-spans/`); starting by
+/// span and reading whole again once sampled whole reads were 0.9 (or
+/// 0.95) used was no faster than before: its objects were 0.76-0.94 used,
+/// and the average crossed the threshold back and forth. 1 MiB keeps the
+/// GETs of this rule at most 1,024 per GiB read ($0.0004 at S3's list
+/// price; writing a GiB in 4.9 MiB objects costs $0.0010 in PUTs).
 pub const DISTANT_SPAN_READ_BYTES_MIN: u64 = 1 << 20;
 /// Reads into the read cache in flight at once (whole objects or spans),
 /// and their bytes: past either, a miss uses a ranged GET of its own and
@@ -64,16 +65,19 @@ pub const CREATE_ATTEMPTS_MAX: u32 = 3;
 /// producer straddled, and copying them cost the agent as much CPU as the
 /// response copy of every byte.
 pub const READ_BLOCK_BYTES: usize = 4 << 20;
-/// A read shorter than a block but at least this long (a span read by
-/// itself, or the last piece of an object) takes a free block when no
-/// kept buffer of about its size is free, rather than fresh memory: the
-/// first consume after a produce reads most spans by themselves once the
+/// A read shorter than a block whose piece is at least this long (a span
+/// read by itself, or the last piece of an object) takes a free block when
+/// no kept buffer of about its size is free, rather than fresh memory: the
+/// first consume after a produce reads many spans by themselves once the
 /// partitions drift apart, and each fresh buffer is pages the kernel clears
-/// on first touch: 24 % of the agent's CPU in that consume, 10 % with free
-/// blocks lent, and 12-23 % less agent CPU and ~230 MiB less RSS
-/// (`benches/results/2026-12-07-lent-blocks/`). A quarter block: a read
-/// pins at most 4 × its bytes of the pool, whose bound counts blocks lent
-/// so (`ReadPool::take` in file.rs).
+/// on first touch (`clear_page_erms` 24 % of the agent's CPU in that
+/// consume, `2026-12-07-fetch-pieces/perf-H.txt`; 10 % with blocks lent,
+/// `2026-12-07-lent-blocks/perf-L.txt`). In two interleaved pairs the
+/// agent used 12-23 % less CPU and 150-230 MiB less RSS in that consume
+/// (0-18 % less CPU in the one after it); in later pairs the runs of one
+/// build spread as widely as the builds differed (`2026-12-07-lent-blocks/`).
+/// A quarter block: a read pins about 4 × its bytes of the pool at most,
+/// whose bound counts blocks lent so (`ReadPool::take` in file.rs).
 pub const READ_BLOCK_LENT_MIN_BYTES: usize = READ_BLOCK_BYTES / 4;
 /// Free read blocks a file store keeps unless told otherwise (the agent
 /// sizes its pool to the read cache and the reads in flight).

@@ -30,3 +30,4 @@ PY
 done
 python3 -c "import json;d=json.load(open('$D/produce.json'));print('produce', d['mib_per_sec'])"
 kill $AP; wait $AP || true
+rm -rf $D/data  # ~20 GB of objects: a later race needs the room
