@@ -559,11 +559,7 @@ impl Storage {
         }
         let mut reads = self.reads.lock().expect("object reads lock");
         if plan.range.is_some() && reads.contains_key(key) {
-            *plan = ReadPlan {
-                cache_key: key.to_owned(),
-                range: None,
-                size: object_size,
-            };
+            *plan = ReadPlan::whole(key, object_size);
         }
         if let Some(r) = reads.get(&plan.cache_key) {
             if ahead {
@@ -741,6 +737,17 @@ struct ReadPlan {
     size: u64,
 }
 
+impl ReadPlan {
+    /// Object `key` whole (`object_size` bytes, 0 if unknown).
+    fn whole(key: &str, object_size: u64) -> ReadPlan {
+        ReadPlan {
+            cache_key: key.to_owned(),
+            range: None,
+            size: object_size,
+        }
+    }
+}
+
 /// The span alone when [`by_span`] says so, else the whole object.
 fn read_plan(
     cache: &TailCache,
@@ -756,11 +763,7 @@ fn read_plan(
             size: span.end - span.start,
         }
     } else {
-        ReadPlan {
-            cache_key: key.to_owned(),
-            range: None,
-            size: object_size,
-        }
+        ReadPlan::whole(key, object_size)
     }
 }
 
