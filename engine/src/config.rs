@@ -217,6 +217,14 @@ pub struct ServeArgs {
     /// ms), the flush interval itself (no stretching) otherwise.
     #[arg(long, env = "RUTOMQ_FLUSH_INTERVAL_MAX_MS")]
     pub flush_interval_max_ms: Option<u64>,
+    /// Seal a produce request's batches at once, instead of at the end of
+    /// their flush window, when none of this agent's windows is on its way
+    /// (uploading or committing): a lone request then does not wait for the
+    /// grid, while under load windows gather on it as before. Default: on
+    /// unless windows stretch (`--flush-interval-max-ms` above the interval,
+    /// as on S3, where each window is a billed PUT).
+    #[arg(long, env = "RUTOMQ_FLUSH_WHEN_IDLE")]
+    pub flush_when_idle: Option<bool>,
     /// Seal a shard's batch buffer when it holds this many bytes (up to 3 ×
     /// as much while windows wait for PostgreSQL: fewer, larger spans).
     #[arg(long, env = "RUTOMQ_FLUSH_BYTES", default_value_t = 4 << 20)]
@@ -668,6 +676,14 @@ impl ServeArgs {
                 ),
             },
         }
+    }
+
+    /// Whether a request is sealed at once while the pipeline is idle
+    /// (`--flush-when-idle`): by default where windows do not stretch.
+    pub fn flush_when_idle(&self, object_store: &str) -> bool {
+        self.flush_when_idle.unwrap_or(
+            self.flush_interval_max_ms(object_store) <= self.flush_interval_ms(object_store),
+        )
     }
 
     /// The flush interval: a few ms for a local directory or memory, longer

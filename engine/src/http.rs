@@ -159,6 +159,7 @@ fn metrics(agent: &Agent, shards: &rutomq_shards::ShardStats) -> String {
         ("rutomq_read_cache_bytes", "Bytes held by the read cache.", G, agent.storage.read_cache_bytes() as u64),
         ("rutomq_read_cache_whole_use_percent", "Share of whole objects' bytes read before the read cache evicted them, lately (%): below 90, spans of 128 KiB or more are read by themselves (but for one object in 8, still read whole to measure).", G, (agent.storage.read_cache_whole_use() * 100.0).round() as u64),
         ("rutomq_windows_total", "Flush windows taken by the pipeline.", C, w.windows.load(r)),
+        ("rutomq_flush_idle_seals_total", "Shard buffers sealed as soon as a request was appended, the pipeline being idle (--flush-when-idle), not at their window's end.", C, w.idle_seals.load(r)),
         ("rutomq_flush_window_intervals", "Flush intervals a window spans now (adaptive flush: more at low traffic).", G, agent.flush.stretch.stride()),
         ("rutomq_flush_buffer_bytes", "Size a shard buffer is sealed at now (adaptive flush: up to 3 x --flush-bytes while windows wait for PostgreSQL).", G, agent.flush.stretch.seal_bytes(agent.flush.flush_bytes) as u64),
         ("rutomq_window_queued_microseconds_total", "Windows: sealed until taken by the pipeline.", C, w.queued_us.load(r)),

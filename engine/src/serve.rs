@@ -159,7 +159,12 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
 
     let flush_interval_max =
         Duration::from_millis(args.flush_interval_max_ms(&object_store_url)).max(flush_interval);
-    let flush = Flush::new(flush_interval, flush_interval_max, args.flush_bytes);
+    let flush = Flush::new(
+        flush_interval,
+        flush_interval_max,
+        args.flush_bytes,
+        args.flush_when_idle(&object_store_url),
+    );
     let (sealed_tx, sealed_rx) = crate::flush::sealed_queue();
     let gc_grace = Duration::from_millis(args.gc_grace_ms.max(1000));
     let commit_hub = hub.clone();

@@ -16,6 +16,8 @@
 #  - the adaptive flush: a trickle of records shares stretched windows (fewer objects
 #    and commit transactions than records, rutomq_flush_window_intervals at the
 #    ceiling), records intact and in order; under load the windows shrink back;
+#  - a lone produce request is sealed at once while the pipeline is idle
+#    (--flush-when-idle), not at the end of its flush window;
 #  - the embedded-PostgreSQL default (no --postgres-url) works, survives a restart,
 #    and leaves no PostgreSQL process behind after SIGTERM.
 # How: confluent-kafka producers (delivery callbacks record acknowledged offsets)
@@ -333,3 +335,47 @@ def test_adaptive_flush_stretches_windows_for_a_trickle_and_not_under_load(start
         stop.set()
         t.join()
     assert 1 in strides, f"windows never shrank back to one interval under load: {sorted(set(strides))}"
+
+
+def test_a_lone_request_is_sealed_at_once_while_the_pipeline_is_idle(start_agent):
+    """--flush-when-idle (on by default where windows do not stretch): a produce
+    request that finds none of the agent's windows on its way is sealed at once,
+    not at the end of its flush window; with it off, it waits for the grid. A
+    1 s flush interval makes the difference plain."""
+    from confluent_kafka import Producer
+
+    def lone_produces(a, topic, n, first):
+        p = Producer({"bootstrap.servers": a.bootstrap, "acks": "all", "linger.ms": 0,
+                      "enable.idempotence": True})
+        took = []
+        for i in range(n):
+            done = []
+            t0 = time.monotonic()
+            p.produce(topic, value=b"lone-%d" % i, partition=0,
+                      on_delivery=lambda err, msg: done.append((err, msg.offset())))
+            assert p.flush(30) == 0 and done and done[0][0] is None, f"record {i}: {done}"
+            took.append(time.monotonic() - t0)
+            assert done[0][1] == first + i
+        return took
+
+    a = start_agent(flush_interval_ms=1000)
+    topic = unique_topic("dur-idle")
+    create_topic(a.bootstrap, topic, 1)
+    before = a.metrics()
+    took = lone_produces(a, topic, 5, 0)
+    after = a.metrics()
+    seals = after["rutomq_flush_idle_seals_total"] - before["rutomq_flush_idle_seals_total"]
+    assert seals == 5, f"5 lone requests, {seals} idle seals"
+    # Waiting for the grid, five in a row under 0.6 s would be luck (0.6^5).
+    assert max(took) < 0.6, f"lone requests waited for the 1 s grid: {[round(t, 3) for t in took]}"
+
+    a.stop()  # b alone serves the partition
+    b = start_agent(flush_interval_ms=1000, extra_args=["--flush-when-idle", "false"])
+    before = b.metrics()
+    lone_produces(b, topic, 3, 5)
+    after = b.metrics()
+    assert after["rutomq_flush_idle_seals_total"] == before["rutomq_flush_idle_seals_total"] == 0
+    assert after["rutomq_windows_total"] - before["rutomq_windows_total"] >= 3
+    consumed = consume_confluent(b.bootstrap, topic, {0: 8})
+    assert [r.value for r in consumed[0]] == [b"lone-%d" % i for i in range(5)] + \
+        [b"lone-%d" % i for i in range(3)]

@@ -234,6 +234,7 @@ pub async fn handle(shard: &Rc<Shard>, req: &Req, body: ProduceRequest) -> Later
             }
         }
     }
+    shard.buffer.appended();
     let answer = async move {
         let mut responses = Vec::with_capacity(topics_out.len());
         for (name, topic_id, parts) in topics_out {

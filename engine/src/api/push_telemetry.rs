@@ -107,6 +107,7 @@ async fn export(
     }
     let partition = (crc32c::crc32c(instance.as_bytes()) % rec.partitions.max(1) as u32) as i32;
     let (done, part, index) = shard.buffer.append(rec.topic_id, partition, batch, &info);
+    shard.buffer.appended();
     match done.await {
         Ok(Ok(outcome)) => match outcome[part].batches[index] {
             rutomq_meta::BatchOutcome::Appended { .. } => {

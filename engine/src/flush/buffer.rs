@@ -6,6 +6,7 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -17,9 +18,20 @@ use rutomq_meta::{BatchRef, ProducerFields};
 use uuid::Uuid;
 
 use super::pipeline::{Sealed, SealedPart, WindowOutcome};
-use super::{Flush, SealedTx};
+use super::{Flush, OnItsWay, SealedTx};
 use crate::error::ErrorCode;
 use crate::records::BatchInfo;
+
+/// Why a buffer is sealed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Seal {
+    /// Its grid window ended.
+    Grid,
+    /// It reached the seal size.
+    Full,
+    /// A request was appended while the pipeline was idle.
+    Idle,
+}
 
 /// The outcome of a buffer, awaited by every produce request in it.
 pub type BufferDone = Shared<oneshot::Receiver<WindowOutcome>>;
@@ -138,7 +150,7 @@ impl ShardBuffer {
             )
         };
         if seal_now {
-            self.seal(false);
+            self.seal(Seal::Full);
         } else if first {
             let (wait, window) = self
                 .flush
@@ -154,16 +166,27 @@ impl ShardBuffer {
             rutomq_shards::spawn(async move {
                 rutomq_shards::sleep(wait).await;
                 if me.open.borrow().generation == generation {
-                    me.seal(true);
+                    me.seal(Seal::Grid);
                 }
             });
         }
         (done, part_idx, batch_idx)
     }
 
-    /// Seals the open buffer and sends it towards the pipeline; `on_grid`
-    /// when its window's time has come (not flush_bytes).
-    pub fn seal(&self, on_grid: bool) {
+    /// A request's batches are all appended: while none of the agent's
+    /// buffers is on its way (`--flush-when-idle`), the open buffer is
+    /// sealed now rather than at its window's end, so a lone request does
+    /// not wait for the grid; under load the grid gathers requests as
+    /// before (group commit).
+    pub fn appended(&self) {
+        if self.flush.when_idle && self.flush.idle() && self.open.borrow().bytes > 0 {
+            self.flush.stages.idle_seals.fetch_add(1, Ordering::Relaxed);
+            self.seal(Seal::Idle);
+        }
+    }
+
+    /// Seals the open buffer and sends it towards the pipeline.
+    fn seal(&self, why: Seal) {
         let sealed = {
             let mut buf = self.open.borrow_mut();
             if buf.bytes == 0 {
@@ -171,10 +194,10 @@ impl ShardBuffer {
             }
             let next = OpenBuffer::new(buf.generation + 1);
             let old = std::mem::replace(&mut *buf, next);
-            // Sealed before its window (flush_bytes reached): it travels
-            // alone, and the window no longer waits for it.
+            // Sealed before its window (flush_bytes reached, or the pipeline
+            // idle): it travels alone, and the window no longer waits for it.
             let window = match old.window {
-                Some(w) if !on_grid => {
+                Some(w) if why != Seal::Grid => {
                     self.flush.members.withdraw(w);
                     None
                 }
@@ -191,6 +214,8 @@ impl ShardBuffer {
                 reply: old.reply,
                 sealed_at: std::time::Instant::now(),
                 window,
+                alone: why == Seal::Idle,
+                on_its_way: OnItsWay::new(&self.flush),
             }
         };
         if let Err(e) = self.seal_tx.unbounded_send(sealed) {

@@ -16,6 +16,7 @@ pub mod pipeline;
 pub mod stages;
 pub mod stretch;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,6 +41,11 @@ pub struct Flush {
     pub stages: WindowStages,
     /// How many grid intervals a window spans now (adaptive flush).
     pub stretch: Stretch,
+    /// Seal a request's batches at once while no buffer is on its way
+    /// (`--flush-when-idle`).
+    pub when_idle: bool,
+    /// Shard buffers sealed and not answered yet (see [`OnItsWay`]).
+    on_its_way: AtomicU64,
 }
 
 impl Flush {
@@ -49,6 +55,7 @@ impl Flush {
         flush_interval: Duration,
         flush_interval_max: Duration,
         flush_bytes: usize,
+        when_idle: bool,
     ) -> Arc<Flush> {
         let stride_max = flush_interval_max.as_nanos() / flush_interval.as_nanos().max(1);
         Arc::new(Flush {
@@ -57,7 +64,32 @@ impl Flush {
             members: WindowMembers::default(),
             stages: WindowStages::default(),
             stretch: Stretch::new(stride_max.try_into().unwrap_or(u64::MAX)),
+            when_idle,
+            on_its_way: AtomicU64::new(0),
         })
+    }
+
+    /// Whether no shard buffer of this agent is between its seal and its
+    /// answer.
+    pub fn idle(&self) -> bool {
+        self.on_its_way.load(Ordering::Relaxed) == 0
+    }
+}
+
+/// Counts a sealed buffer as on its way until it is dropped, which is
+/// after its answer was sent (or it was given up): held by [`Sealed`].
+pub struct OnItsWay(Arc<Flush>);
+
+impl OnItsWay {
+    pub fn new(flush: &Arc<Flush>) -> OnItsWay {
+        flush.on_its_way.fetch_add(1, Ordering::Relaxed);
+        OnItsWay(flush.clone())
+    }
+}
+
+impl Drop for OnItsWay {
+    fn drop(&mut self) {
+        self.0.on_its_way.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

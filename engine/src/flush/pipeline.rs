@@ -48,8 +48,13 @@ pub struct Sealed {
     pub bytes: usize,
     pub reply: oneshot::Sender<WindowOutcome>,
     pub sealed_at: std::time::Instant,
-    /// The grid window it was sealed for; None when sealed early (full).
+    /// The grid window it was sealed for; None when sealed early (full,
+    /// or the pipeline idle).
     pub window: Option<u64>,
+    /// Sealed at once because the pipeline was idle: gathered with what is
+    /// already queued, without waiting for more.
+    pub alone: bool,
+    pub on_its_way: super::OnItsWay,
 }
 
 /// Called with new high watermarks and the new spans after each local commit.
@@ -109,6 +114,7 @@ impl Pipeline {
         let grid = first.window;
         let mut members = u64::from(grid.is_some());
         let mut bytes = first.bytes;
+        let alone = first.alone;
         let mut window = vec![first];
         let deadline = tokio::time::Instant::now() + self.gather;
         // Gathers up to flush_bytes, not the scaled buffer size: a buffer
@@ -120,8 +126,18 @@ impl Pipeline {
                     break; // every shard of this window is here
                 }
             }
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(s)) => {
+            // A buffer sealed alone takes only what is queued already (a
+            // timeout, even of zero, waits for the timer's next tick: 1 ms).
+            let next = if alone {
+                rx.try_recv().ok()
+            } else {
+                tokio::time::timeout_at(deadline, rx.recv())
+                    .await
+                    .ok()
+                    .flatten()
+            };
+            match next {
+                Some(s) => {
                     match s.window {
                         Some(w) if Some(w) == grid => members += 1,
                         // Another window's buffer rides along; it is taken.
@@ -131,7 +147,7 @@ impl Pipeline {
                     bytes += s.bytes;
                     window.push(s);
                 }
-                _ => break,
+                None => break,
             }
         }
         if let Some(w) = grid {

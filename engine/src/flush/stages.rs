@@ -11,6 +11,9 @@ use crate::metrics::StageHistogram;
 #[derive(Default, Debug)]
 pub struct WindowStages {
     pub windows: AtomicU64,
+    /// Shard buffers sealed at once because the pipeline was idle
+    /// (`--flush-when-idle`), not at their window's end.
+    pub idle_seals: AtomicU64,
     pub queued_us: AtomicU64,
     pub gather_us: AtomicU64,
     pub upload_us: AtomicU64,
