@@ -8,10 +8,10 @@
 //! 1.3 s of kernel CPU per GiB written (`dd ... conv=fsync`), against
 //! 0.22 s with `O_DIRECT`.
 //!
-//! A new object is written into an unnamed file made ahead of time
-//! (`O_TMPFILE`, [`Spares`]) and then linked at its final name, or, when no
-//! such file is ready, straight to its final name, opened with
-//! `O_CREAT | O_EXCL`; with `O_DIRECT` when the filesystem takes it, from an
+//! A new object's file gets its final name first: an unnamed file made
+//! ahead of time (`O_TMPFILE`, [`Spares`]) is linked there, or, when none is
+//! ready, the file is created there with `O_CREAT | O_EXCL`. The object is
+//! written into it with `O_DIRECT` when the filesystem takes it, from an
 //! aligned, reused buffer. Then the file and its directory are synced
 //! before the put returns. The directory sync runs on its own thread while
 //! the data is written, one sync for all the uploads in flight together
@@ -380,27 +380,30 @@ impl Writer {
     /// Writes `payload` as the new file `path`. `Ok(None)`: it exists.
     fn write_new(&self, path: &FsPath, payload: &PutPayload) -> io::Result<Option<File>> {
         let dir = path.parent().unwrap_or(&self.root);
-        let spare = self.spares.as_ref().and_then(|s| s.take());
-        let written = spare.is_some();
-        let made = match spare {
-            // A spare file gets its name once its data is in it.
-            Some(file) => {
-                self.write_payload(&file, payload)?;
-                self.in_dir(dir, || link_unnamed(&file, path))?
-                    .map(|()| file)
-            }
+        let made = match self.spares.as_ref().and_then(|s| s.take()) {
+            Some(file) => match self.in_dir(dir, || link_unnamed(&file, path)) {
+                Ok(linked) => linked.map(|()| file),
+                // Linked in the root at start but not here (another mount
+                // or project quota below the root, /proc gone): no more
+                // spares; this upload creates its file.
+                Err(e) => {
+                    if let Some(spares) = &self.spares {
+                        tracing::warn!(path = %path.display(), error = %e, "cannot name a spare file; uploads create their files from now on");
+                        spares.close();
+                    }
+                    self.in_dir(dir, || create_new(path, self.direct))?
+                }
+            },
             None => self.in_dir(dir, || create_new(path, self.direct))?,
         };
         let Some(file) = made else {
             return Ok(None);
         };
         let finished = self.ensure_dir_durable(dir).and_then(|()| {
-            // The new entry is synced while the data is written and synced:
-            // a directory sync that starts after the entry was made covers it.
+            // The new entry is synced while the data is written: a directory
+            // sync that starts after the entry was made covers it.
             let entry_synced = self.dir_syncs.request(dir);
-            if !written {
-                self.write_payload(&file, payload)?;
-            }
+            self.write_payload(&file, payload)?;
             file.sync_all().and_then(|()| entry_synced.wait())
         });
         if let Err(e) = finished {
@@ -672,14 +675,16 @@ impl Drop for Writer {
 
 /// Unnamed files (`O_TMPFILE`) in the store's root, made ahead of uploads by
 /// one thread ("objects-spare") and kept up to [`SPARE_FILES_MAX`]: an upload
-/// takes one, writes its object into it and links it at the object's name,
-/// so the filesystem's inode allocation is not on the produce path. On the
-/// development VM (ext4 without a journal, which skips inodes freed in the
-/// last seconds) creating a file took 0.25-1.2 ms of kernel time under load,
-/// more than the data write and the syncs together
+/// takes one and links it at the object's name, then writes into it as into
+/// a file it created, so the filesystem's inode allocation is not on the
+/// produce path. On the development VM (ext4 without a journal, which skips
+/// inodes freed in the last seconds) creating a file took 0.25-1.2 ms of
+/// kernel time under load, as long as the data write and the syncs together
 /// (benches/results/2026-12-07-ack-path/). An unnamed file that is never
-/// linked (the agent stops) is freed by the kernel when it is closed, and by
-/// fsck after a crash; nothing of it is ever visible in the store.
+/// linked (the agent stops) is freed when it is closed, or after a crash at
+/// the next mount (journaled filesystems) or by fsck (ext4 without a
+/// journal); nothing of it is ever visible in the store. One that cannot be
+/// linked where an upload needs it turns the spares off.
 struct Spares {
     state: Mutex<SparesState>,
     /// Signalled when a file is taken, and on close.
@@ -726,10 +731,12 @@ impl Spares {
         }
     }
 
-    /// A spare file, if one is ready.
+    /// A spare file, if one is ready (none once closed).
     fn take(&self) -> Option<File> {
         let file = self.state.lock().expect("spares lock").files.pop();
-        self.wake.notify_one();
+        if file.is_some() {
+            self.wake.notify_one();
+        }
         file
     }
 
@@ -781,7 +788,10 @@ impl Spares {
     }
 
     fn close(&self) {
-        self.state.lock().expect("spares lock").closed = true;
+        let mut st = self.state.lock().expect("spares lock");
+        st.closed = true;
+        st.files.clear();
+        drop(st);
         self.wake.notify_all();
     }
 
@@ -1416,12 +1426,16 @@ mod tests {
     async fn uploads_write_into_spare_files_and_name_them() {
         let d = temp_in(&std::env::temp_dir().to_string_lossy()).unwrap();
         let store = FileStore::new(&d).unwrap();
-        if store.writer.spares.is_none() {
-            eprintln!("no O_TMPFILE under {}: nothing to check", d.display());
+        let direct = store.direct();
+        // The store has spares exactly where unnamed files can be made and named.
+        let can = make_unnamed(&d, direct).and_then(|f| link_unnamed(&f, &d.join("can")));
+        let _ = std::fs::remove_file(d.join("can"));
+        assert_eq!(store.writer.spares.is_some(), can.is_ok(), "{can:?}");
+        if can.is_err() {
+            eprintln!("no O_TMPFILE under {}: nothing more to check", d.display());
             std::fs::remove_dir_all(&d).unwrap();
             return;
         }
-        let direct = store.direct();
         let made: Vec<File> = (0..3).map(|_| make_unnamed(&d, direct).unwrap()).collect();
         let spares = Spares::holding(made);
         let store = store.with_spares(Some(spares.clone()));
@@ -1443,11 +1457,7 @@ mod tests {
             assert_eq!(meta.nlink(), 1, "{key}");
         }
         let spares = Spares::holding(vec![make_unnamed(&d, direct).unwrap()]);
-        let store = {
-            let mut store = store;
-            Arc::get_mut(&mut store.writer).unwrap().spares = Some(spares.clone());
-            store
-        };
+        let store = store.with_spares(Some(spares.clone()));
         let (p, _) = payload(&[10]);
         let e = store
             .put_opts(&want[0].0, p, PutOptions::from(PutMode::Create))
@@ -1462,6 +1472,33 @@ mod tests {
         let listed: Vec<_> = futures::StreamExt::collect::<Vec<_>>(store.list(None)).await;
         assert_eq!(listed.len(), want.len());
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A spare that cannot be named where the upload needs it (here: made
+    /// on another filesystem, so `linkat` answers EXDEV) turns the spares
+    /// off, and the upload creates its file instead.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_spare_that_cannot_be_named_turns_spares_off() {
+        let d = temp_in(&std::env::temp_dir().to_string_lossy()).unwrap();
+        let other = temp_in("/dev/shm");
+        let foreign = other.as_ref().and_then(|o| make_unnamed(o, false).ok());
+        let (Some(other), Some(foreign)) = (other, foreign) else {
+            eprintln!("no unnamed file on /dev/shm: nothing to check");
+            std::fs::remove_dir_all(&d).unwrap();
+            return;
+        };
+        let spares = Spares::holding(vec![foreign]);
+        let store = FileStore::new(&d)
+            .unwrap()
+            .with_spares(Some(spares.clone()));
+        let (p, body) = payload(&[9000]);
+        let key = Path::from("objects/3/x.rtq");
+        store.put(&key, p).await.unwrap();
+        assert!(store.get(&key).await.unwrap().bytes().await.unwrap() == body);
+        assert!(spares.take().is_none(), "spares still handed out");
+        assert!(spares.state.lock().unwrap().closed);
+        std::fs::remove_dir_all(&d).unwrap();
+        std::fs::remove_dir_all(&other).unwrap();
     }
 
     /// More uploads at once than write buffers: they wait for one, every

@@ -1,7 +1,7 @@
 //! A shard's open batch buffer: validated batches of every topic and
 //! partition, in arrival order, until the buffer's window ends on the grid
-//! (or it reaches `flush_bytes`); then it is sealed and sent towards the
-//! pipeline. Shared-nothing: one per shard, never borrowed across an
+//! (or it reaches `flush_bytes`, or a request finds the pipeline idle);
+//! then it is sealed and sent towards the pipeline. Shared-nothing: one per shard, never borrowed across an
 //! `.await`.
 
 use std::cell::RefCell;
@@ -85,7 +85,7 @@ impl ShardBuffer {
         rutomq_shards::spawn(async move {
             while let Some(s) = seal_rx.next().await {
                 if let Err(e) = sealed_tx.send(s).await {
-                    let _ = e.0.reply.send(Err(ErrorCode::KafkaStorageError));
+                    e.0.answer(Err(ErrorCode::KafkaStorageError));
                 }
             }
         });
@@ -105,9 +105,8 @@ impl ShardBuffer {
         bytes: Bytes,
         info: &BatchInfo,
     ) -> (BufferDone, usize, usize) {
-        let (done, part_idx, batch_idx, seal_now, first) = {
+        let (done, part_idx, batch_idx, seal_now) = {
             let mut buf = self.open.borrow_mut();
-            let first = buf.bytes == 0;
             let len = bytes.len();
             let part_idx = {
                 let entry = buf.parts.entry((topic_id, partition));
@@ -146,43 +145,56 @@ impl ShardBuffer {
                 part_idx,
                 batch_idx,
                 buf.bytes >= self.flush.stretch.seal_bytes(self.flush.flush_bytes),
-                first,
             )
         };
         if seal_now {
             self.seal(Seal::Full);
-        } else if first {
-            let (wait, window) = self
-                .flush
-                .clock
-                .until_next_window(self.flush.stretch.stride());
-            let generation = {
-                let mut buf = self.open.borrow_mut();
-                buf.window = Some(window);
-                buf.generation
-            };
-            self.flush.members.announce(window);
-            let me = self.clone();
-            rutomq_shards::spawn(async move {
-                rutomq_shards::sleep(wait).await;
-                if me.open.borrow().generation == generation {
-                    me.seal(Seal::Grid);
-                }
-            });
         }
         (done, part_idx, batch_idx)
     }
 
-    /// A request's batches are all appended: while none of the agent's
-    /// buffers is on its way (`--flush-when-idle`), the open buffer is
-    /// sealed now rather than at its window's end, so a lone request does
-    /// not wait for the grid; under load the grid gathers requests as
-    /// before (group commit).
-    pub fn appended(&self) {
-        if self.flush.when_idle && self.flush.idle() && self.open.borrow().bytes > 0 {
+    /// A request's batches are all appended (every caller of
+    /// [`Self::append`] calls this before its next await): the open buffer
+    /// is sealed now while none of the agent's buffers is on its way
+    /// (`--flush-when-idle`), so a lone request does not wait for the grid;
+    /// otherwise it is armed for its window's end, if it is not yet, and
+    /// the grid gathers requests as before (group commit).
+    pub fn appended(self: &Rc<Self>) {
+        let (bytes, armed) = {
+            let buf = self.open.borrow();
+            (buf.bytes, buf.window.is_some())
+        };
+        if bytes == 0 {
+            return;
+        }
+        if self.flush.when_idle && self.flush.idle() {
             self.flush.stages.idle_seals.fetch_add(1, Ordering::Relaxed);
             self.seal(Seal::Idle);
+        } else if !armed {
+            self.arm();
         }
+    }
+
+    /// Announces the open buffer for the next grid window and seals it when
+    /// that window ends (unless it was sealed before).
+    fn arm(self: &Rc<Self>) {
+        let (wait, window) = self
+            .flush
+            .clock
+            .until_next_window(self.flush.stretch.stride());
+        let generation = {
+            let mut buf = self.open.borrow_mut();
+            buf.window = Some(window);
+            buf.generation
+        };
+        self.flush.members.announce(window);
+        let me = self.clone();
+        rutomq_shards::spawn(async move {
+            rutomq_shards::sleep(wait).await;
+            if me.open.borrow().generation == generation {
+                me.seal(Seal::Grid);
+            }
+        });
     }
 
     /// Seals the open buffer and sends it towards the pipeline.
@@ -219,7 +231,7 @@ impl ShardBuffer {
             }
         };
         if let Err(e) = self.seal_tx.unbounded_send(sealed) {
-            let _ = e.into_inner().reply.send(Err(ErrorCode::KafkaStorageError));
+            e.into_inner().answer(Err(ErrorCode::KafkaStorageError));
         }
     }
 }

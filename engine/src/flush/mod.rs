@@ -2,12 +2,15 @@
 //!
 //! In the order a batch travels: the Produce handler appends it to its
 //! shard's open buffer ([`buffer`]); when the buffer's window ends on the
-//! agent's clock grid ([`clock`]), or it reaches `flush_bytes`, the buffer
-//! is sealed and queued to the pipeline ([`pipeline`]), which gathers the
-//! buffers of every shard in that window ([`members`] says how many to wait
-//! for) into one object, uploads it (storage), commits it in window order
-//! (meta), and answers the buffer's outcome, which every produce request in
-//! it awaits. [`stages`] times each step for `/metrics`.
+//! agent's clock grid ([`clock`]), or it reaches `flush_bytes`, or the
+//! request finds none of the agent's buffers on its way (`--flush-when-idle`:
+//! a lone request does not wait for the grid), the buffer is sealed and
+//! queued to the pipeline ([`pipeline`]), which gathers the buffers of
+//! every shard in that window ([`members`] says how many to wait for; a
+//! buffer sealed when idle takes only what is queued already) into one
+//! object, uploads it (storage), commits it in window order (meta), and
+//! answers the buffer's outcome, which every produce request in it awaits.
+//! [`stages`] times each step for `/metrics`.
 
 pub mod buffer;
 pub mod clock;
@@ -76,20 +79,28 @@ impl Flush {
     }
 }
 
-/// Counts a sealed buffer as on its way until it is dropped, which is
-/// after its answer was sent (or it was given up): held by [`Sealed`].
-pub struct OnItsWay(Arc<Flush>);
+/// Counts a sealed buffer as on its way until it is settled, just before
+/// its answer is sent ([`Sealed::answer`]), or dropped (given up): held by
+/// [`Sealed`].
+pub struct OnItsWay(Option<Arc<Flush>>);
 
 impl OnItsWay {
     pub fn new(flush: &Arc<Flush>) -> OnItsWay {
         flush.on_its_way.fetch_add(1, Ordering::Relaxed);
-        OnItsWay(flush.clone())
+        OnItsWay(Some(flush.clone()))
+    }
+
+    /// No longer on its way (once; later calls and the drop do nothing).
+    pub fn settle(&mut self) {
+        if let Some(flush) = self.0.take() {
+            flush.on_its_way.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
 impl Drop for OnItsWay {
     fn drop(&mut self) {
-        self.0.on_its_way.fetch_sub(1, Ordering::Relaxed);
+        self.settle();
     }
 }
 

@@ -4,7 +4,9 @@
 //! Runs on the storage runtime. Shards seal their buffers on a shared clock
 //! grid (every `flush_interval`), so the buffers of one window arrive within
 //! microseconds of each other; the pipeline gathers what arrives within
-//! `gather` of the first one (or until `flush_bytes`) into ONE object. Uploads
+//! `gather` of the first one (or until `flush_bytes`) into ONE object; a
+//! buffer sealed because the pipeline was idle is taken with what is queued
+//! already, without waiting. Uploads
 //! overlap (up to [`UPLOADS_INFLIGHT_MAX`]); commits are submitted strictly in
 //! window order, so a producer's batches keep their order across windows.
 
@@ -55,6 +57,16 @@ pub struct Sealed {
     /// already queued, without waiting for more.
     pub alone: bool,
     pub on_its_way: super::OnItsWay,
+}
+
+impl Sealed {
+    /// Answers every produce request in the buffer. The buffer stops
+    /// counting as on its way first: the client's next request, sent on
+    /// this answer, must find the pipeline idle.
+    pub fn answer(mut self, outcome: WindowOutcome) {
+        self.on_its_way.settle();
+        let _ = self.reply.send(outcome);
+    }
 }
 
 /// Called with new high watermarks and the new spans after each local commit.
@@ -231,7 +243,7 @@ impl Pipeline {
         } = done;
         if let Err(code) = result {
             for s in window {
-                let _ = s.reply.send(Err(code));
+                s.answer(Err(code));
             }
             return;
         }
@@ -246,7 +258,7 @@ impl Pipeline {
             Ok(r) => r,
             Err(e) => {
                 for s in window {
-                    let _ = s.reply.send(Err(ErrorCode::from(e.as_ref())));
+                    s.answer(Err(ErrorCode::from(e.as_ref())));
                 }
                 return;
             }
@@ -266,13 +278,13 @@ impl Pipeline {
                 Ok(Ok(o)) => o,
                 Ok(Err(e)) => {
                     for s in window {
-                        let _ = s.reply.send(Err(ErrorCode::from(e.as_ref())));
+                        s.answer(Err(ErrorCode::from(e.as_ref())));
                     }
                     return;
                 }
                 Err(_) => {
                     for s in window {
-                        let _ = s.reply.send(Err(ErrorCode::KafkaStorageError));
+                        s.answer(Err(ErrorCode::KafkaStorageError));
                     }
                     return;
                 }
@@ -289,10 +301,14 @@ impl Pipeline {
                     "window commit answered the wrong number of appends"
                 );
                 for s in window {
-                    let _ = s.reply.send(Err(ErrorCode::UnknownServerError));
+                    s.answer(Err(ErrorCode::UnknownServerError));
                 }
                 return;
             }
+            // None of the window's buffers is on its way any more, before
+            // the first answer goes out.
+            let mut window = window;
+            window.iter_mut().for_each(|s| s.on_its_way.settle());
             let mut rest = outcomes.drain(..).zip(appends);
             for (s, n) in window.into_iter().zip(parts) {
                 let mine: Vec<PartOutcome> = rest
@@ -303,7 +319,7 @@ impl Pipeline {
                         log_start_offset: watermarks.get(&tp).map_or(0, |w| w.log_start_offset),
                     })
                     .collect();
-                let _ = s.reply.send(Ok(Arc::new(mine)));
+                s.answer(Ok(Arc::new(mine)));
             }
         });
     }
