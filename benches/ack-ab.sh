@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# librdkafka's produce ack latency against rutomq builds (or settings),
+# interleaved in one sitting: per round and build, a fresh agent with
+# embedded defaults and `benches/rdkafka-perf.sh produce` at a fixed rate
+# (rdkafka_performance: 1 KiB records, 8 partitions, acks=all, idempotent,
+# linger.ms=5, the first second left out), as race.sh's librdkafka ack rows.
+#
+#   benches/ack-ab.sh ROUNDS RATE SECONDS NAME=BIN [NAME=BIN...]
+#
+# FLAGS_NAME (e.g. FLAGS_B="--flush-when-idle false") adds `rutomq serve`
+# flags to NAME's agent. Per run it prints the client's latency quantiles,
+# and, from second 3 to one second before the end: the agent's mean Produce
+# request time and flush-window stage times (/metrics), its idle seals, and
+# the CPU of each thread of the agent, the client and PostgreSQL (% of one
+# core; the 2-core VM is shared by all of them). Then the medians per NAME.
+# Runs go to $WORK (default a temporary folder, kept; data removed).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+[[ $# -ge 4 ]] || { sed -n '2,16p' "$0" >&2; exit 2; }
+ROUNDS="$1" RATE="$2" SECS="$3"
+shift 3
+((SECS >= 6)) || { echo "ack-ab.sh: SECONDS must be at least 6" >&2; exit 2; }
+WORK="${WORK:-$(mktemp -d /tmp/rutomq-ack-ab.XXXXXX)}"
+mkdir -p "$WORK"
+chmod o+x "$WORK"  # the embedded PostgreSQL runs as `postgres` when root
+agent=""
+trap '[[ -n "$agent" ]] && kill "$agent" 2>/dev/null; wait 2>/dev/null || true' EXIT
+
+# shellcheck source=benches/lib.sh
+source "$here/lib.sh"
+
+# Per-thread CPU ticks of the agent (pid $1), the client and PostgreSQL:
+# "comm pid ticks".
+threads() {
+    local p t
+    for p in "$1" $(pgrep -f 'rdkafka_performance|postgres' || true); do
+        for t in /proc/"$p"/task/*; do
+            printf '%s %s %s\n' "$(tr ' ' _ <"$t/comm" 2>/dev/null)" "$p" \
+                "$(awk '{print $14 + $15}' "$t/stat" 2>/dev/null)"
+        done
+    done
+}
+
+# run NAME BIN ROUND [SERVE FLAGS...]: one line of results
+run() {
+    local name="$1" bin="$2" round="$3" port hport dir client
+    shift 3
+    read -r port hport <<<"$(free_ports 2)"
+    dir="$WORK/$name-$round"
+    mkdir -p "$dir/out"
+    "$bin" serve --data-dir "$dir/data" --listen "127.0.0.1:$port" --http "127.0.0.1:$hport" "$@" \
+        >"$dir/agent.log" 2>&1 </dev/null &
+    agent=$!
+    wait_ready "$hport" "$agent" "$dir/agent.log"
+    "$here/rdkafka-perf.sh" --out-dir "$dir/out" --name ack --create \
+        produce "127.0.0.1:$port" "ack-$RATE" "$RATE" "$SECS" >"$dir/out/ack.json" 2>"$dir/out/stderr.txt" &
+    client=$!
+    sleep 3
+    threads "$agent" >"$dir/cpu0"; curl -s "http://127.0.0.1:$hport/metrics" >"$dir/m0"
+    sleep $((SECS - 4))
+    threads "$agent" >"$dir/cpu1"; curl -s "http://127.0.0.1:$hport/metrics" >"$dir/m1"
+    wait "$client"
+    kill "$agent"; wait "$agent" || true; agent=""
+    rm -rf "$dir/data"
+    python3 - "$name" "$dir" $((SECS - 4)) "$(getconf CLK_TCK)" <<'PY'
+import collections, json, re, sys
+name, d, secs, hz = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+lat = json.load(open(f"{d}/out/ack.json"))["latency_ms"]
+def scrape(path):
+    out = {}
+    for line in open(path):
+        m = re.match(r"(\S+?)(_sum|_count)?(\{[^}]*\})? (\S+)$", line.strip())
+        if m and not line.startswith("#"):
+            out[(m.group(1), m.group(3) or "", m.group(2) or "")] = float(m.group(4))
+    return out
+m0, m1 = scrape(f"{d}/m0"), scrape(f"{d}/m1")
+def mean_ms(metric, labels):
+    s = m1.get((metric, labels, "_sum"), 0) - m0.get((metric, labels, "_sum"), 0)
+    n = m1.get((metric, labels, "_count"), 0) - m0.get((metric, labels, "_count"), 0)
+    return 1000 * s / n if n else float("nan")
+def stage(st):
+    return mean_ms("rutomq_window_stage_seconds", '{stage="%s"}' % st)
+stages = " ".join("%s %.2f" % (st, stage(st)) for st in ("upload", "commit", "queued", "gather"))
+produce = mean_ms("rutomq_request_seconds", '{api="Produce"}')
+seals = (m1.get(("rutomq_flush_idle_seals_total", "", ""), 0)
+         - m0.get(("rutomq_flush_idle_seals_total", "", ""), 0))
+def ticks(path):
+    t = collections.Counter()
+    for line in open(path):
+        p = line.split()
+        if len(p) == 3 and p[2].isdigit():
+            t[(p[0], p[1])] += int(p[2])
+    return t
+c0, c1 = ticks(f"{d}/cpu0"), ticks(f"{d}/cpu1")
+cpu = collections.Counter()
+for k, v in c1.items():
+    cpu[k[0]] += max(0, v - c0.get(k, 0))
+top = " ".join(f"{k}={100 * v / hz / secs:.0f}" for k, v in cpu.most_common(8))
+print(f"{name} p50 {lat['p50']:.2f} p90 {lat['p90']:.2f} p99 {lat['p99']:.2f} p999 {lat['p999']:.2f} "
+      f"| agent Produce {produce:.2f} {stages} "
+      f"idle_seals {seals:.0f} | cpu% {top}")
+PY
+}
+
+results=()
+for round in $(seq "$ROUNDS"); do
+    for spec in "$@"; do
+        name="${spec%%=*}" bin="${spec#*=}"
+        [[ -x "$bin" ]] || { echo "ack-ab.sh: no executable $bin" >&2; exit 2; }
+        flags_var="FLAGS_$name"
+        # shellcheck disable=SC2086  # FLAGS_NAME is a word list
+        line="$(run "$name" "$bin" "$round" ${!flags_var:-})"
+        echo "round $round: $line"
+        results+=("$line")
+    done
+done
+printf '%s\n' "${results[@]}" | python3 -c '
+import statistics as st, sys
+rows = [l.split() for l in sys.stdin if l.strip()]
+for name in dict.fromkeys(r[0] for r in rows):
+    mine = [r for r in rows if r[0] == name]
+    def med(key):
+        return st.median(float(r[r.index(key) + 1]) for r in mine)
+    print("%s: median of %d: p50 %.2f p90 %.2f p99 %.2f ms, agent Produce mean %.2f ms"
+          % (name, len(mine), med("p50"), med("p90"), med("p99"), med("Produce")))
+'
+echo "runs in $WORK"
