@@ -48,15 +48,12 @@ read_metrics() {
 # run LABEL BIN ROUND [SERVE FLAGS...]: prints "LABEL produce_mib_s
 # consume_mib_s [cold_mib_s]", then one "#" line per consume
 run() {
-    local label="$1" bin="$2" round="$3" port hport dir
+    local label="$1" bin="$2" round="$3" dir
     shift 3
-    read -r port hport <<<"$(free_ports 2)"
     dir="$WORK/$label-$round"
-    mkdir -p "$dir"
-    "$bin" serve --data-dir "$dir/data" --listen "127.0.0.1:$port" --http "127.0.0.1:$hport" "$@" \
-        >"$dir/agent.log" 2>&1 </dev/null &
-    agent=$!
-    wait_ready "$hport" "$agent" "$dir/agent.log"
+    start_fresh_agent "$bin" "$dir" "$@"
+    local port="$AGENT_PORT" hport="$AGENT_HTTP_PORT"
+    agent="$AGENT_PID"
     local common=(--bootstrap "127.0.0.1:$port" --partitions 8 --broker-pid "$agent")
     "$BENCH" produce "${common[@]}" --create --topic ab --producers 32 --batch-records 256 \
         --warmup 5 --duration "$DURATION" --out "$dir/produce.json" >"$dir/produce.log" 2>&1

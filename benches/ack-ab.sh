@@ -29,11 +29,11 @@ trap '[[ -n "$agent" ]] && kill "$agent" 2>/dev/null; wait 2>/dev/null || true' 
 # shellcheck source=benches/lib.sh
 source "$here/lib.sh"
 
-# Per-thread CPU ticks of the agent (pid $1), the client and PostgreSQL:
-# "comm pid ticks".
+# Per-thread CPU ticks of the agent (pid $1), its PostgreSQL (postmaster
+# pid $2 and its children) and the client: "comm pid ticks".
 threads() {
     local p t
-    for p in "$1" $(pgrep -f 'rdkafka_performance|postgres' || true); do
+    for p in "$1" "$2" $(pgrep -P "$2" || true) $(pgrep -f rdkafka_performance || true); do
         for t in /proc/"$p"/task/*; do
             printf '%s %s %s\n' "$(tr ' ' _ <"$t/comm" 2>/dev/null)" "$p" \
                 "$(awk '{print $14 + $15}' "$t/stat" 2>/dev/null)"
@@ -43,22 +43,21 @@ threads() {
 
 # run NAME BIN ROUND [SERVE FLAGS...]: one line of results
 run() {
-    local name="$1" bin="$2" round="$3" port hport dir client
+    local name="$1" bin="$2" round="$3" dir client
     shift 3
-    read -r port hport <<<"$(free_ports 2)"
     dir="$WORK/$name-$round"
     mkdir -p "$dir/out"
-    "$bin" serve --data-dir "$dir/data" --listen "127.0.0.1:$port" --http "127.0.0.1:$hport" "$@" \
-        >"$dir/agent.log" 2>&1 </dev/null &
-    agent=$!
-    wait_ready "$hport" "$agent" "$dir/agent.log"
+    start_fresh_agent "$bin" "$dir" "$@"
+    local port="$AGENT_PORT" hport="$AGENT_HTTP_PORT" pg
+    agent="$AGENT_PID"
+    pg="$(postmaster_pid "$dir/data")"
     "$here/rdkafka-perf.sh" --out-dir "$dir/out" --name ack --create \
         produce "127.0.0.1:$port" "ack-$RATE" "$RATE" "$SECS" >"$dir/out/ack.json" 2>"$dir/out/stderr.txt" &
     client=$!
     sleep 3
-    threads "$agent" >"$dir/cpu0"; curl -s "http://127.0.0.1:$hport/metrics" >"$dir/m0"
+    threads "$agent" "$pg" >"$dir/cpu0"; curl -s "http://127.0.0.1:$hport/metrics" >"$dir/m0"
     sleep $((SECS - 4))
-    threads "$agent" >"$dir/cpu1"; curl -s "http://127.0.0.1:$hport/metrics" >"$dir/m1"
+    threads "$agent" "$pg" >"$dir/cpu1"; curl -s "http://127.0.0.1:$hport/metrics" >"$dir/m1"
     wait "$client"
     kill "$agent"; wait "$agent" || true; agent=""
     rm -rf "$dir/data"

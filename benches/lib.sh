@@ -1,4 +1,4 @@
-# Shell helpers the benchmark scripts share (ab.sh, tls.sh,
+# Shell helpers the benchmark scripts share (ab.sh, ack-ab.sh, tls.sh,
 # control-plane.sh, race.sh, rdkafka-perf.sh, scaling.sh); sourced, not run.
 # Each script sets BENCH (the rutomq-bench binary) and DURATION before
 # calling `produce_consume`.
@@ -24,6 +24,21 @@ wait_ready() {
     done
     echo "agent $pid not ready within 2 min" >&2
     exit 1
+}
+
+# start_fresh_agent BIN DIR [SERVE FLAGS...]: a fresh agent with embedded
+# defaults, its data in DIR/data and its log in DIR/agent.log, on free ports;
+# returns once it is ready, with AGENT_PID, AGENT_PORT (Kafka) and
+# AGENT_HTTP_PORT set.
+start_fresh_agent() {
+    local bin="$1" dir="$2"
+    shift 2
+    read -r AGENT_PORT AGENT_HTTP_PORT <<<"$(free_ports 2)"
+    mkdir -p "$dir"
+    "$bin" serve --data-dir "$dir/data" --listen "127.0.0.1:$AGENT_PORT" \
+        --http "127.0.0.1:$AGENT_HTTP_PORT" "$@" >"$dir/agent.log" 2>&1 </dev/null &
+    AGENT_PID=$!
+    wait_ready "$AGENT_HTTP_PORT" "$AGENT_PID" "$dir/agent.log"
 }
 
 # alive PID: is PID a live process (not a zombie)?
