@@ -184,7 +184,9 @@ if ! bash packaging/check-deploy.sh >/dev/null; then
     echo "error: packaging/check-deploy.sh failed (continuing; test_deploy will fail)" >&2
     status=1
 fi
-pytest_args=(-q tests/e2e)
+# --durations: the slowest tests in the log, to keep the suite inside CI's
+# 90-minute budget.
+pytest_args=(-q tests/e2e --durations=25)
 if "$VENV/bin/python" -c 'import pytest_timeout' 2>/dev/null; then
     pytest_args+=(--timeout=300)
 fi
