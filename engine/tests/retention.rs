@@ -446,6 +446,74 @@ fn deleting_a_topic_drops_its_spans_and_leaves_shared_objects() {
 /// Whether it holds the partition (a window commit) or the compaction row (a
 /// compaction swap), the deletion waits for it and then drops what it wrote
 /// (the trigger's statement sees what committed while it waited).
+/// A compaction swap holds its partition's compaction row from its fence on
+/// and then drops (or stamps) the partition's markers. A topic's deletion
+/// that cascaded meanwhile took the markers first and then waited for the
+/// compaction row: PostgreSQL aborted it as a deadlock (40P01) and the
+/// client got KAFKA_STORAGE_ERROR. The deletion now locks the topic's
+/// partitions and compaction rows first, so it waits for the swap's commit
+/// and then deletes everything.
+#[test]
+fn a_topic_deletion_waits_for_a_compaction_swap_that_drops_markers() {
+    with_meta("del-swap", |pg| async move {
+        let meta = &pg.meta;
+        let name = "swapping".to_string();
+        let t = topic(meta, &name, 1, &[]).await;
+        meta.claim_compaction(t, 0, 1, Duration::from_secs(60))
+            .await
+            .unwrap()
+            .expect("claimed");
+        let mut swap = rutomq_meta::connect(&pg.url).await.unwrap();
+        swap.execute(
+            "INSERT INTO markers (topic_id, partition, marker_offset, producer_id, producer_epoch,
+                                  committed, coordinator_epoch, timestamp_ms)
+             VALUES ($1, 0, 7, 1, 0, true, 0, 0)",
+            &[&t],
+        )
+        .await
+        .unwrap();
+        // The swap's fence...
+        let tx = swap.transaction().await.unwrap();
+        let fenced = tx
+            .query(
+                "SELECT 1 FROM compaction WHERE topic_id = $1 AND partition = 0 FOR UPDATE",
+                &[&t],
+            )
+            .await
+            .unwrap();
+        assert_eq!(fenced.len(), 1);
+        let deletion = {
+            let meta = meta.clone();
+            tokio::spawn(async move { meta.delete_topic(name).await })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !deletion.is_finished(),
+            "the deletion did not wait for the swap"
+        );
+        // ... then its markers, as COMPACTION_DROP_MARKERS does.
+        tx.execute(
+            "DELETE FROM markers WHERE topic_id = $1 AND partition = 0 AND marker_offset = 7",
+            &[&t],
+        )
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        assert_eq!(deletion.await.unwrap().unwrap(), Some(t));
+        let left: i64 = swap
+            .query_one(
+                "SELECT (SELECT count(*) FROM markers WHERE topic_id = $1)
+                      + (SELECT count(*) FROM compaction WHERE topic_id = $1)
+                      + (SELECT count(*) FROM partitions WHERE topic_id = $1)",
+                &[&t],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(left, 0, "rows of the deleted topic left behind");
+    });
+}
+
 #[test]
 fn a_topic_deletion_waits_for_span_writers_and_drops_their_spans() {
     with_meta("del-race", |pg| async move {

@@ -200,7 +200,9 @@ pub enum Notice {
 pub type NoticeListener = Box<dyn Fn(Notice) + Send + Sync>;
 
 /// Advisory lock held by the agent dropping retired spans (one at a time,
-/// so two agents never each leave an object's last span to the other).
+/// so two agents never each leave an object's last span to the other), and
+/// by a topic's deletion (it deletes markers before spans, the collector
+/// spans before markers: one waits for the other instead of deadlocking).
 const RETIRE_LOCK: i64 = 724_617_002;
 
 /// What moving one partition's log start offset did.
@@ -618,13 +620,32 @@ impl Meta {
     }
 
     /// Deletes a topic and its partitions and spans; returns its id if it
-    /// existed. Its objects are left for the orphan collector.
+    /// existed. Its objects are left for the orphan collector. The topic's
+    /// rows are locked first in the order the other writers take them
+    /// (partitions, then compaction rows, each in key order): the cascade
+    /// alone took markers before a compaction swap's row, which the swap
+    /// takes the other way round, and PostgreSQL aborted the deletion as a
+    /// deadlock. The retired-span collector is kept out by its advisory lock.
     pub async fn delete_topic(&self, name: String) -> Result<Option<Uuid>, MetaError> {
         self.run_ctx(move |ctx| async move {
-            let c = ctx.ddl.lock().await;
-            Ok(c.query_opt(sql::DELETE_TOPIC, &[&name])
+            let mut c = ctx.ddl.lock().await;
+            let tx = c.transaction().await?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&RETIRE_LOCK])
+                .await?;
+            let Some(row) = tx.query_opt(sql::LOCK_TOPIC, &[&name]).await? else {
+                return Ok(None);
+            };
+            let topic_id: Uuid = row.get(0);
+            tx.query(sql::DELETE_TOPIC_LOCK_PARTITIONS, &[&topic_id])
+                .await?;
+            tx.query(sql::DELETE_TOPIC_LOCK_COMPACTION, &[&topic_id])
+                .await?;
+            let gone = tx
+                .query_opt(sql::DELETE_TOPIC, &[&name])
                 .await?
-                .map(|r| r.get(0)))
+                .map(|r| r.get(0));
+            tx.commit().await?;
+            Ok(gone)
         })
         .await
     }
