@@ -49,6 +49,25 @@ async fn state(pg: &Pg, t: Uuid, p: i32) -> (i64, i64, i64) {
     (r.get(0), r.get(1), r.get(2))
 }
 
+/// Starts deleting topic `name` and checks, 300 ms later, that it waits
+/// (for `what`, a lock another connection holds).
+async fn deletion_waiting(
+    meta: &Meta,
+    name: String,
+    what: &str,
+) -> tokio::task::JoinHandle<Result<Option<Uuid>, rutomq_meta::MetaError>> {
+    let deletion = {
+        let meta = meta.clone();
+        tokio::spawn(async move { meta.delete_topic(name).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !deletion.is_finished(),
+        "the deletion did not wait for {what}"
+    );
+    deletion
+}
+
 async fn span_count(pg: &Pg, t: Uuid) -> i64 {
     let c = rutomq_meta::connect(&pg.url).await.unwrap();
     c.query_one("SELECT count(*) FROM spans WHERE topic_id = $1", &[&t])
@@ -482,15 +501,7 @@ fn a_topic_deletion_waits_for_a_compaction_swap_that_drops_markers() {
             .await
             .unwrap();
         assert_eq!(fenced.len(), 1);
-        let deletion = {
-            let meta = meta.clone();
-            tokio::spawn(async move { meta.delete_topic(name).await })
-        };
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(
-            !deletion.is_finished(),
-            "the deletion did not wait for the swap"
-        );
+        let deletion = deletion_waiting(meta, name, "the swap").await;
         // ... then its markers, as COMPACTION_DROP_MARKERS does.
         tx.execute(
             "DELETE FROM markers WHERE topic_id = $1 AND partition = 0 AND marker_offset = 7",
@@ -549,15 +560,7 @@ fn a_topic_deletion_waits_for_span_writers_and_drops_their_spans() {
             )
             .await
             .unwrap();
-            let deletion = {
-                let meta = meta.clone();
-                tokio::spawn(async move { meta.delete_topic(name).await })
-            };
-            tokio::time::sleep(Duration::from_millis(300)).await;
-            assert!(
-                !deletion.is_finished(),
-                "the deletion did not wait for {lock}"
-            );
+            let deletion = deletion_waiting(meta, name, lock).await;
             tx.commit().await.unwrap();
             assert_eq!(deletion.await.unwrap().unwrap(), Some(t));
             assert_eq!(span_count(&pg, t).await, 0, "spans left behind ({lock})");
