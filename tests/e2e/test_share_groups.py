@@ -169,7 +169,10 @@ def test_released_and_expired_records_come_again(start_agent, share_consumer, re
     other = Consumer(share_consumer, boot, group, topic, "accept", idle_ms=20000, deadline_ms=60000)
     recs = other.finish()
     took = time.time() - started
-    redelivered = sorted(o for (o, n, _) in recs if n == 2)
+    # Count 2, or more when the holder, still polling, took them again as
+    # their lock ran out before this consumer asked (a race the test does
+    # not decide: seen once on a loaded machine).
+    redelivered = sorted(o for (o, n, _) in recs if n >= 2)
     assert set(held) <= set(redelivered), (held, recs)
     assert took >= 2, f"the held records came back after {took:.1f}s, before their lock ran out"
     assert sorted(o for (o, _, _) in recs) == list(range(20, 30))
