@@ -460,11 +460,6 @@ fn deleting_a_topic_drops_its_spans_and_leaves_shared_objects() {
     });
 }
 
-/// The race the dropped `spans → partitions` cascade used to close: a
-/// transaction writing spans of a partition while its topic is deleted.
-/// Whether it holds the partition (a window commit) or the compaction row (a
-/// compaction swap), the deletion waits for it and then drops what it wrote
-/// (the trigger's statement sees what committed while it waited).
 /// A compaction swap holds its partition's compaction row from its fence on
 /// and then drops (or stamps) the partition's markers. A topic's deletion
 /// that cascaded meanwhile took the markers first and then waited for the
@@ -525,6 +520,11 @@ fn a_topic_deletion_waits_for_a_compaction_swap_that_drops_markers() {
     });
 }
 
+/// The race the dropped `spans → partitions` cascade used to close: a
+/// transaction writing spans of a partition while its topic is deleted.
+/// Whether it holds the partition (a window commit) or the compaction row (a
+/// compaction swap), the deletion waits for it and then drops what it wrote
+/// (the trigger's statement sees what committed while it waited).
 #[test]
 fn a_topic_deletion_waits_for_span_writers_and_drops_their_spans() {
     with_meta("del-race", |pg| async move {

@@ -199,10 +199,11 @@ pub enum Notice {
 /// Called with every notification.
 pub type NoticeListener = Box<dyn Fn(Notice) + Send + Sync>;
 
-/// Advisory lock held by the agent dropping retired spans (one at a time,
-/// so two agents never each leave an object's last span to the other), and
-/// by a topic's deletion (it deletes markers before spans, the collector
-/// spans before markers: one waits for the other instead of deadlocking).
+/// Advisory lock held by the agent dropping retired spans (exclusive: one
+/// at a time, so two agents never each leave an object's last span to the
+/// other), and shared by topic deletions (they delete markers before spans,
+/// the collector spans before markers: one waits for the other instead of
+/// deadlocking).
 const RETIRE_LOCK: i64 = 724_617_002;
 
 /// What moving one partition's log start offset did.
@@ -630,7 +631,9 @@ impl Meta {
         self.run_ctx(move |ctx| async move {
             let mut c = ctx.ddl.lock().await;
             let tx = c.transaction().await?;
-            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&RETIRE_LOCK])
+            // Shared: deletions of different topics need not wait for each
+            // other, only the collector (exclusive) for them.
+            tx.execute("SELECT pg_advisory_xact_lock_shared($1)", &[&RETIRE_LOCK])
                 .await?;
             let Some(row) = tx.query_opt(sql::LOCK_TOPIC, &[&name]).await? else {
                 return Ok(None);
