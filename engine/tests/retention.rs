@@ -49,6 +49,17 @@ async fn state(pg: &Pg, t: Uuid, p: i32) -> (i64, i64, i64) {
     (r.get(0), r.get(1), r.get(2))
 }
 
+/// A new one-partition topic whose partition 0 agent 1 claimed for
+/// compaction.
+async fn compacting_topic(meta: &Meta, name: &str) -> Uuid {
+    let t = topic(meta, name, 1, &[]).await;
+    meta.claim_compaction(t, 0, 1, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("claimed");
+    t
+}
+
 /// Starts deleting topic `name` and checks, 300 ms later, that it waits
 /// (for `what`, a lock another connection holds).
 async fn deletion_waiting(
@@ -472,11 +483,7 @@ fn a_topic_deletion_waits_for_a_compaction_swap_that_drops_markers() {
     with_meta("del-swap", |pg| async move {
         let meta = &pg.meta;
         let name = "swapping".to_string();
-        let t = topic(meta, &name, 1, &[]).await;
-        meta.claim_compaction(t, 0, 1, Duration::from_secs(60))
-            .await
-            .unwrap()
-            .expect("claimed");
+        let t = compacting_topic(meta, &name).await;
         let mut swap = rutomq_meta::connect(&pg.url).await.unwrap();
         swap.execute(
             "INSERT INTO markers (topic_id, partition, marker_offset, producer_id, producer_epoch,
@@ -537,11 +544,7 @@ fn a_topic_deletion_waits_for_span_writers_and_drops_their_spans() {
         .enumerate()
         {
             let name = format!("racing-{i}");
-            let t = topic(meta, &name, 1, &[]).await;
-            meta.claim_compaction(t, 0, 1, Duration::from_secs(60))
-                .await
-                .unwrap()
-                .expect("claimed");
+            let t = compacting_topic(meta, &name).await;
             let mut writer = rutomq_meta::connect(&pg.url).await.unwrap();
             let tx = writer.transaction().await.unwrap();
             assert_eq!(tx.query(lock, &[&t]).await.unwrap().len(), 1, "{lock}");

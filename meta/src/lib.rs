@@ -639,7 +639,8 @@ impl Meta {
                 return Ok(None);
             };
             let topic_id: Uuid = row.get(0);
-            tx.query(sql::DELETE_TOPIC_LOCK_PARTITIONS, &[&topic_id])
+            let partitions: Vec<i32> = (0..row.get::<_, i32>(1)).collect();
+            tx.query(sql::LOCK_TOPIC_PARTITIONS, &[&topic_id, &partitions])
                 .await?;
             tx.query(sql::DELETE_TOPIC_LOCK_COMPACTION, &[&topic_id])
                 .await?;

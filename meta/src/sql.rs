@@ -39,7 +39,6 @@ statements! {
     PARTITION_BYTES => "partition_bytes.sql",
     SET_TOPIC_CONFIGS => "set_topic_configs.sql",
     DELETE_TOPIC => "delete_topic.sql",
-    DELETE_TOPIC_LOCK_PARTITIONS => "delete_topic_lock_partitions.sql",
     DELETE_TOPIC_LOCK_COMPACTION => "delete_topic_lock_compaction.sql",
     REGISTER_AGENT => "register_agent.sql",
     RENEW_AGENT => "renew_agent.sql",

@@ -380,17 +380,16 @@ impl Writer {
     /// Writes `payload` as the new file `path`. `Ok(None)`: it exists.
     fn write_new(&self, path: &FsPath, payload: &PutPayload) -> io::Result<Option<File>> {
         let dir = path.parent().unwrap_or(&self.root);
-        let made = match self.spares.as_ref().and_then(|s| s.take()) {
-            Some(file) => match self.in_dir(dir, || link_unnamed(&file, path)) {
+        let spare = self.spares.as_ref().and_then(|s| Some((s, s.take()?)));
+        let made = match spare {
+            Some((spares, file)) => match self.in_dir(dir, || link_unnamed(&file, path)) {
                 Ok(linked) => linked.map(|()| file),
                 // Linked in the root at start but not here (another mount
                 // or project quota below the root, /proc gone): no more
                 // spares; this upload creates its file.
                 Err(e) => {
-                    if let Some(spares) = &self.spares {
-                        tracing::warn!(path = %path.display(), error = %e, "cannot name a spare file; uploads create their files from now on");
-                        spares.close();
-                    }
+                    tracing::warn!(path = %path.display(), error = %e, "cannot name a spare file; uploads create their files from now on");
+                    spares.close();
                     self.in_dir(dir, || create_new(path, self.direct))?
                 }
             },
@@ -714,10 +713,7 @@ impl Spares {
             tracing::info!(root = %root.display(), error = %e, "no unnamed files made ahead of uploads: each upload creates its file");
             return None;
         }
-        let spares = Arc::new(Spares {
-            state: Mutex::new(SparesState::default()),
-            wake: std::sync::Condvar::new(),
-        });
+        let spares = Spares::holding(Vec::new());
         let (worker, root) = (spares.clone(), root.to_owned());
         match std::thread::Builder::new()
             .name("objects-spare".into())
@@ -740,8 +736,8 @@ impl Spares {
         file
     }
 
-    /// Spares holding `files`, with no thread making more (tests).
-    #[cfg(test)]
+    /// Spares holding `files`, with no thread making more yet (`start`
+    /// starts one; tests use a fixed set).
     fn holding(files: Vec<File>) -> Arc<Spares> {
         Arc::new(Spares {
             state: Mutex::new(SparesState {
@@ -1419,9 +1415,9 @@ mod tests {
         std::fs::remove_dir_all(&d).unwrap();
     }
 
-    /// An upload writes into a spare file and links it at its key, in a
-    /// bucket made on the way; with none left it creates its file; a spare
-    /// written for a key that exists is dropped unseen.
+    /// An upload links a spare file at its key, in a bucket made on the
+    /// way, and writes into it; with none left it creates its file; a spare
+    /// taken for a key that exists is dropped unnamed.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn uploads_write_into_spare_files_and_name_them() {
         let d = temp_in(&std::env::temp_dir().to_string_lossy()).unwrap();

@@ -1,8 +1,8 @@
 //! A shard's open batch buffer: validated batches of every topic and
 //! partition, in arrival order, until the buffer's window ends on the grid
 //! (or it reaches `flush_bytes`, or a request finds the pipeline idle);
-//! then it is sealed and sent towards the pipeline. Shared-nothing: one per shard, never borrowed across an
-//! `.await`.
+//! then it is sealed and sent towards the pipeline. Shared-nothing: one per
+//! shard, never borrowed across an `.await`.
 
 use std::cell::RefCell;
 use std::rc::Rc;
