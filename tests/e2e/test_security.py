@@ -476,12 +476,13 @@ JAAS = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
         "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}
 
 
-def java_roundtrip(run_sh, client, bootstrap, props, records, prefix):
-    """RoundTrip.java of `client` with these client properties: (its last
-    line, the process)."""
+def java_roundtrip(run_sh, client, bootstrap, props, records, prefix, pace_ms=0):
+    """RoundTrip.java of `client` with these client properties, sending and
+    reading back each taking at least `pace_ms`: (its last line, the
+    process)."""
     topic = unique_topic(f"{prefix}-{client.replace('.', '')}")
     cmd = ["bash", run_sh, client, "--bootstrap", bootstrap, "--topic", topic, "--partitions", "2",
-           "--records", str(records)]
+           "--records", str(records), "--pace-ms", str(pace_ms)]
     for k, v in props.items():
         cmd += ["--client-property", f"{k}={v}"]
     res = subprocess.run(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
@@ -490,10 +491,11 @@ def java_roundtrip(run_sh, client, bootstrap, props, records, prefix):
     return (lines[-1] if lines else "<no output>"), res
 
 
-def _java_roundtrip(run_sh, client, agent, mechanism, password, records=500):
+def _java_roundtrip(run_sh, client, agent, mechanism, password, records=500, pace_ms=0):
     jaas = f'{JAAS[mechanism]} required username="alice" password="{password}";'
     props = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.jaas.config": jaas}
-    return java_roundtrip(run_sh, client, agent.sasl_bootstrap, props, records, f"sasl-{mechanism.lower()}")
+    return java_roundtrip(run_sh, client, agent.sasl_bootstrap, props, records, f"sasl-{mechanism.lower()}",
+                          pace_ms)
 
 
 @pytest.mark.parametrize("client", ["java-4", "java-3.9", "java-newest"])
@@ -659,15 +661,22 @@ def test_sessions_expire_and_clients_reauthenticate(start_agent):
 
 def test_java_client_reauthenticates(start_agent, request):
     """Java 4.2.0 across sessions of 1.5 s: RoundTrip's producer and
-    consumer re-authenticate (KIP-368) and lose nothing."""
+    consumer, each kept sending for 4 s (paced, so the broker's speed does
+    not decide how many sessions a connection outlives), re-authenticate
+    (KIP-368) before their sessions expire and lose nothing."""
     run_sh = request.getfixturevalue("roundtrip_clients")
     a = start_agent(sasl=True, extra_args=["--connections-max-reauth-ms", "1500"])
     add_user(a, "alice", PASSWORD)
     before = metric(a, "rutomq_sasl_reauthentications_total")
-    last, res = _java_roundtrip(run_sh, "java-4", a, "SCRAM-SHA-512", PASSWORD, records=200000)
-    assert last == "RESULT ok produced=200000 consumed=200000" and res.returncode == 0, (
+    expired_before = metric(a, "rutomq_sasl_sessions_expired_total")
+    last, res = _java_roundtrip(run_sh, "java-4", a, "SCRAM-SHA-512", PASSWORD, records=20000, pace_ms=4000)
+    assert last == "RESULT ok produced=20000 consumed=20000" and res.returncode == 0, (
         f"{last}\n--- stderr ---\n{_tail(res.stderr, 60)}")
-    assert metric(a, "rutomq_sasl_reauthentications_total") > before, "no re-authentication happened"
+    # 4 s of producing, then 4 s of reading, on sessions of 1.5 s: at least
+    # two renewals each; none let expire (that would close the connection).
+    renewed = metric(a, "rutomq_sasl_reauthentications_total") - before
+    assert renewed >= 4, f"{renewed} re-authentications\n{res.stdout[-2000:]}"
+    assert metric(a, "rutomq_sasl_sessions_expired_total") == expired_before
 
 
 # ---- ACL APIs without an authorizer ---------------------------------------------

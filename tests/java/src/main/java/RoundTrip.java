@@ -5,6 +5,7 @@
 // offsets equal to consumed offsets, high watermarks equal to record counts.
 //
 // Usage: java -jar roundtrip.jar --bootstrap HOST:PORT --topic T --partitions P --records N
+//        [--pace-ms M]  (sending, and reading back, each take at least M ms)
 // Last line of stdout: "RESULT ok produced=N consumed=N" (exit 0) or
 // "RESULT fail <reason>" (exit 1).
 //
@@ -89,6 +90,7 @@ public final class RoundTrip {
             String topic = null;
             int partitions = -1;
             int records = -1;
+            long paceMs = 0;
             for (int a = 0; a < args.length; a++) {
                 String v = a + 1 < args.length ? args[a + 1] : null;
                 switch (args[a]) {
@@ -96,6 +98,7 @@ public final class RoundTrip {
                     case "--topic": topic = v; a++; break;
                     case "--partitions": partitions = Integer.parseInt(v); a++; break;
                     case "--records": records = Integer.parseInt(v); a++; break;
+                    case "--pace-ms": paceMs = Long.parseLong(v); a++; break;
                     case "--client-property": {
                         // KEY=VALUE for the producer, consumer and admin
                         // (security settings, say); repeatable.
@@ -108,10 +111,10 @@ public final class RoundTrip {
                     default: throw new Fail("unknown argument " + args[a]);
                 }
             }
-            if (bootstrap == null || topic == null || partitions < 1 || records < 1) {
-                throw new Fail("usage: --bootstrap HOST:PORT --topic T --partitions P --records N");
+            if (bootstrap == null || topic == null || partitions < 1 || records < 1 || paceMs < 0) {
+                throw new Fail("usage: --bootstrap HOST:PORT --topic T --partitions P --records N [--pace-ms M]");
             }
-            run(bootstrap, topic, partitions, records);
+            run(bootstrap, topic, partitions, records, paceMs);
             System.out.println("RESULT ok produced=" + records + " consumed=" + records);
             code = 0;
         } catch (Fail f) {
@@ -149,7 +152,23 @@ public final class RoundTrip {
         }
     }
 
-    static void run(String bootstrap, String topic, int partitions, int n) throws Exception {
+    /**
+     * Holds back until `done` of `n` is due when `n` should take `paceMs`
+     * from `start` (System.nanoTime): a paced run keeps its connections busy
+     * for the whole time, whatever the broker's speed.
+     */
+    static void pace(long start, long paceMs, long done, long n) throws InterruptedException {
+        if (paceMs == 0) {
+            return;
+        }
+        long dueNanos = start + TimeUnit.MILLISECONDS.toNanos(paceMs) * done / n;
+        long aheadMs = TimeUnit.NANOSECONDS.toMillis(dueNanos - System.nanoTime());
+        if (aheadMs > 0) {
+            Thread.sleep(aheadMs);
+        }
+    }
+
+    static void run(String bootstrap, String topic, int partitions, int n, long paceMs) throws Exception {
         long t0 = System.nanoTime();
         createTopic(bootstrap, topic, partitions);
         long t1 = System.nanoTime();
@@ -171,6 +190,7 @@ public final class RoundTrip {
         try (KafkaProducer<String, String> producer = new KafkaProducer<>(pp)) {
             List<Future<RecordMetadata>> futures = new ArrayList<>(n);
             for (int i = 0; i < n; i++) {
+                pace(t1, paceMs, i, n);
                 ProducerRecord<String, String> rec = new ProducerRecord<>(topic, "k" + (i % KEYS), value(i));
                 rec.headers().add("idx", Integer.toString(i).getBytes(StandardCharsets.UTF_8));
                 futures.add(producer.send(rec));
@@ -252,6 +272,7 @@ public final class RoundTrip {
                             + CONSUME_TIMEOUT_MS / 1000 + " s; next offsets " + Arrays.toString(nextOffset)
                             + " acknowledged counts " + Arrays.toString(ackCount));
                 }
+                pace(t2, paceMs, consumed, n);
                 ConsumerRecords<String, String> batch = consumer.poll(Duration.ofMillis(500));
                 for (ConsumerRecord<String, String> r : batch) {
                     consumed++;
