@@ -64,7 +64,12 @@
 #                    what N consumer groups fetch) at 50,000 records/s in 16-record
 #                    batches, topic race-fan-N -> consumed records/s and
 #                    e2e p50 / p99 (a known weakness of object-store brokers:
-#                    every group at the tail asks for the same new data).
+#                    every group at the tail asks for the same new data);
+#                    last, the tail at max produce: (a)'s producer shape at
+#                    full speed and the 2 consumers at the tail, topic
+#                    race-tail-max (retention.bytes 1 GiB) -> produced and
+#                    consumed MiB/s, consumed / produced (under 1: the lag
+#                    grows), e2e p50 / p99.
 #
 # The systems:
 #   kafka         Apache Kafka --kafka-version (default 4.4.0), one KRaft node
@@ -501,9 +506,10 @@ def figures(m):
     phalf = load(m["produce-half"]) if "produce-half" in m else None
     pown = load(m["produce-own-half"]) if "produce-own-half" in m else None
     e2e = load(m["e2e-half"]) if "e2e-half" in m else None
+    tailm = load(m["tail-max"]) if "tail-max" in m else None
     fans = {k[len("fanout-"):]: load(m[k]) for k in m if k.startswith("fanout-")}
     errors = 0
-    for d in (pmax, cons, cold, phalf, pown, e2e, *fans.values()):
+    for d in (pmax, cons, cold, phalf, pown, e2e, tailm, *fans.values()):
         if d:
             errors += int(d.get("errors") or 0) + int(d.get("produce_errors") or 0)
     f["errors"] = errors
@@ -511,6 +517,16 @@ def figures(m):
         f["e2e_records_s"] = e2e.get("records_per_sec")
         for q in ("p50", "p99", "p999"):
             f[f"e2e_{q}_ms"] = dig(e2e, "latency_ms", q)
+    if tailm and tailm.get("seconds"):
+        # records are 1 KiB: consumed MiB/s is the tool's, produced from its
+        # producers' acknowledged records over the same measured seconds
+        size = dig(tailm, "workload", "record_size") or 1024
+        produced = tailm.get("produced_records") or 0
+        f["tail_produced_mib_s"] = produced * size / tailm["seconds"] / 1048576.0
+        f["tail_consumed_mib_s"] = tailm.get("mib_per_sec")
+        f["tail_consumed_share"] = (tailm.get("records") or 0) / produced if produced else None
+        for q in ("p50", "p99"):
+            f[f"tail_{q}_ms"] = dig(tailm, "latency_ms", q)
     for n, d in fans.items():
         f[f"fan_{n}_records_s"] = d.get("records_per_sec")
         for q in ("p50", "p99", "p999"):
@@ -632,6 +648,11 @@ def e2e_rows(fanouts):
         rows += [(f"fan-out {n} group(s) at 50,000/s: consumed records/s", f"fan_{n}_records_s", "{:,.0f}", True),
                  (f"fan-out {n}: e2e p50 ms", f"fan_{n}_p50_ms", "{:.0f}", False),
                  (f"fan-out {n}: e2e p99 ms", f"fan_{n}_p99_ms", "{:.0f}", True)]
+    rows += [("tail at max produce: produced MiB/s", "tail_produced_mib_s", "{:.1f}", True),
+             ("tail at max produce: consumed MiB/s", "tail_consumed_mib_s", "{:.1f}", True),
+             ("tail at max produce: consumed / produced (< 1: lag grows)", "tail_consumed_share", "{:.3f}", True),
+             ("tail at max produce: e2e p50 ms", "tail_p50_ms", "{:.0f}", True),
+             ("tail at max produce: e2e p99 ms", "tail_p99_ms", "{:.0f}", True)]
     return rows
 
 def rdk_rows(rates):
@@ -796,7 +817,11 @@ def summarize(manifest, out_json, out_md, status="complete"):
                   "(fetch max wait 100 ms); latency = the record's timestamp (stamped in ms as its request is sent) to its "
                   "receipt by a consumer, over the measured seconds. At the half rate: 64-record batches. Fan-out N: "
                   "50,000 records/s in 16-record batches, each partition read by N independent readers (plain fetchers "
-                  "without a group, 2 connections each: what N consumer groups fetch); consumed records/s counts every reader's copy.", ""]
+                  "without a group, 2 connections each: what N consumer groups fetch); consumed records/s counts every reader's copy. "
+                  "Tail at max produce (last, on the same broker): the producer connections and batches of the max produce run, "
+                  "no rate limit, topic retention.bytes 1 GiB per partition; produced MiB/s = the producers' acknowledged "
+                  "records over the measured seconds; consumed / produced over the same seconds (the consumers start at the "
+                  "tail before the warm-up; under 1 means the lag grew, over 1 that they caught up with a lag from the warm-up).", ""]
     if conf_txt:
         lines += ["## Confirm (Kafka's own client)", "", conf_txt]
     lines += ["## Setup", "",
@@ -1125,10 +1150,11 @@ run_system() {
         start_system "$sys" "$sysdir"
         BROKER_SUB=""
         note "$sys" e2e_pids "${BROKER_PIDS[*]}"
-        local e2e=(--bootstrap "$BOOTSTRAP" --partitions 8 --record-size 1024 --acks -1
-                   --producers 8 --consumers 2 --fetch-max-wait-ms 100 --create)
-        for pid in "${BROKER_PIDS[@]}"; do e2e+=(--broker-pid "$pid"); done
-        e2e+=("${METRICS_ARGS[@]}")
+        local at_tail=(--bootstrap "$BOOTSTRAP" --partitions 8 --record-size 1024 --acks -1
+                       --consumers 2 --fetch-max-wait-ms 100 --create)
+        for pid in "${BROKER_PIDS[@]}"; do at_tail+=(--broker-pid "$pid"); done
+        at_tail+=("${METRICS_ARGS[@]}")
+        local e2e=("${at_tail[@]}" --producers 8)
         sleep 3
         bench "$sys" e2e-half e2e "${e2e[@]}" --topic race-e2e --batch-records 64 \
             --rate "$HALF_RATE" --duration "$DURATION" --warmup "$WARMUP"
@@ -1138,6 +1164,12 @@ run_system() {
             bench "$sys" "fanout-$n" e2e "${e2e[@]}" --topic "race-fan-$n" --batch-records 16 \
                 --rate 50000 --fanout "$n" --duration "$DURATION" --warmup "$WARMUP"
         done
+        # last, the tail at max produce: (a)'s producers, the same 2
+        # consumers; 1 GiB kept per partition, as the run writes tens of GB
+        sleep 3
+        bench "$sys" tail-max e2e "${at_tail[@]}" --producers "$PRODUCERS" --topic race-tail-max \
+            --topic-config retention.bytes=1073741824 --batch-records "$BATCH_RECORDS" --rate 0 \
+            --duration "$DURATION" --warmup "$WARMUP"
     fi
     note_load "$sys end"
     stop_system "$sys"
