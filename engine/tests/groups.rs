@@ -233,3 +233,54 @@ fn empty_groups_expire_after_the_offsets_retention() {
         );
     });
 }
+
+/// An offset commit that updates one partition's row and adds another's,
+/// while a deletion of their topic holds its partitions (as `delete_topic`
+/// does before its cascade): the commit waits for the partitions before it
+/// touches any offset row, so the cascade deletes the row it would have
+/// updated and the commit then writes nothing. (Before, the commit updated
+/// the first row, then waited at the second's foreign-key check for the
+/// partition the deletion held, while the cascade waited for the first
+/// row: PostgreSQL aborted one of them, 40P01.) A commit inside EndTxn
+/// (`txn_apply_offsets.sql`) takes the partitions the same way.
+#[test]
+fn an_offset_commit_waits_for_the_deletion_of_its_topic() {
+    with_meta("groups-deletion", |pg| async move {
+        let meta = &pg.meta;
+        let (t, e1) = topic_and_new_group(meta, 2).await;
+        meta.commit_offsets("g".into(), e1, vec![offset(t, 0, 10)])
+            .await
+            .unwrap()
+            .unwrap();
+        let mut deleting = rutomq_meta::connect(&pg.url).await.unwrap();
+        let tx = deleting.transaction().await.unwrap();
+        for lock in [
+            "SELECT 1 FROM topics WHERE topic_id = $1 FOR UPDATE",
+            "SELECT 1 FROM partitions WHERE topic_id = $1 ORDER BY partition FOR UPDATE",
+        ] {
+            tx.query(lock, &[&t]).await.unwrap();
+        }
+        let commit = {
+            let meta = meta.clone();
+            tokio::spawn(async move {
+                meta.commit_offsets("g".into(), e1, vec![offset(t, 0, 11), offset(t, 1, 5)])
+                    .await
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(
+            !commit.is_finished(),
+            "the commit did not wait for the deletion"
+        );
+        tx.execute("DELETE FROM topics WHERE topic_id = $1", &[&t])
+            .await
+            .expect("the deletion's cascade");
+        tx.commit().await.unwrap();
+        assert_eq!(commit.await.unwrap().unwrap(), Some(vec![]));
+        assert!(meta
+            .fetch_offsets("g".into(), None)
+            .await
+            .unwrap()
+            .is_empty());
+    });
+}
