@@ -223,7 +223,7 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
                 ),
             ],
             read_verify_crc: args.read_verify_crc,
-            read_ahead_fetches: args.read_ahead_fetches(&object_store_url),
+            read_ahead_fetches: args.read_ahead_fetches(),
         },
         meta: meta.clone(),
         storage: storage.clone(),
