@@ -282,7 +282,7 @@ pub struct ServeArgs {
     /// bounds it first with many partitions). Default and most: 15. Less
     /// left consumers at the tail of a max-rate produce behind: with 4 on a
     /// local directory they read 0.58-1.15 of what was produced (under 1,
-    /// the lag growing, in 7 of 9 runs), with 15 0.97-1.15 (2 of 11);
+    /// the lag growing, in 7 of 9 runs), with 15 0.92-1.15 (4 of 14);
     /// consuming from the beginning did not move.
     #[arg(long, env = "RUTOMQ_READ_AHEAD_FETCHES",
           value_parser = clap::value_parser!(u16).range(0..=crate::limits::READ_AHEAD_FETCHES_MAX as i64))]
