@@ -904,6 +904,8 @@ bench() {
     fi
     ((rc == 0)) || die "$sys $run: rutomq-bench exited $rc; log $logfile"
     [[ -s "$out" ]] || die "$sys $run: no JSON written at $out"
+    # the per-second lines beside the JSON: when in a run a stall happened
+    grep '^\[' "$logfile" >"${out%.json}.seconds.txt" || rm -f "${out%.json}.seconds.txt"
     note "$sys" "$run" "$out"
     LAST_OUT="$out"
 }
