@@ -888,6 +888,10 @@ mod tests {
         let set = serve_args(&["--read-ahead-fetches", "4"]);
         assert_eq!(set.read_ahead_fetches(), 4);
         assert!(super::Cli::try_parse_from(["rutomq", "--read-ahead-fetches", "16"]).is_err());
+    }
+
+    #[test]
+    fn a_store_is_distant_on_s3_or_with_injected_latency() {
         let slow = serve_args(&["--inject-object-latency-ms", "30"]);
         assert!(slow.distant_store("file:///d") && serve_args(&[]).distant_store("s3://b"));
         assert!(!serve_args(&[]).distant_store("file:///d"));

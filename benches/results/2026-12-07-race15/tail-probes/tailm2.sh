@@ -3,7 +3,7 @@ set -euo pipefail
 cd /work/main
 source benches/lib.sh
 W=/tmp/tailm2; rm -rf $W; mkdir -p $W; chmod o+x $W
-start_fresh_agent target/release/rutomq $W ${FLAGS:-}
+start_fresh_agent ${BIN:-target/release/rutomq} $W ${FLAGS:-}
 trap "kill $AGENT_PID; sleep 2; rm -rf $W/data" EXIT
 M=http://127.0.0.1:$AGENT_HTTP_PORT/metrics
 target/release/rutomq-bench e2e --bootstrap 127.0.0.1:$AGENT_PORT --partitions 8 --record-size 1024 --acks -1 \
