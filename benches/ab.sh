@@ -21,7 +21,8 @@
 #                     (WORK/LABEL-ROUND/perf-{warm,cold}.data)
 # Per consume it also prints the agent's CPU seconds, MiB per agent
 # CPU-second and RSS (rutomq-bench's broker fields), and what the read path
-# did: GETs (of spans), GB read, read-ahead refused, whole-object use.
+# did: GETs (of spans), GB read, read-ahead reads started and refused, read
+# cache hits, reads joined while in flight (a fetch waited), whole-object use.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
@@ -41,7 +42,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # The read path's counters, for the deltas printed per consume.
 read_metrics() {
     curl -s "http://127.0.0.1:$1/metrics" \
-        | grep -E "^rutomq_(object_gets_total|object_get_bytes_total|object_span_gets_total|read_prefetches_refused_total|read_cache_whole_use_percent) " \
+        | grep -E "^rutomq_(object_gets_total|object_get_bytes_total|object_span_gets_total|read_prefetches_total|read_prefetches_refused_total|read_joins_total|read_cache_hits_total|read_cache_whole_use_percent) " \
         || true
 }
 
@@ -95,7 +96,8 @@ for r in runs:
           f"{b.get('mib_per_cpu_second', 0):.0f} MiB/cpu-s, rss max {b.get('rss_max_kib', 0) // 1024} MiB; "
           f"gets {delta('rutomq_object_gets_total'):.0f} (span {delta('rutomq_object_span_gets_total'):.0f}), "
           f"{delta('rutomq_object_get_bytes_total') / 1e9:.2f} GB read, "
-          f"read-ahead refused {delta('rutomq_read_prefetches_refused_total'):.0f}, "
+          f"read-ahead {delta('rutomq_read_prefetches_total'):.0f} (refused {delta('rutomq_read_prefetches_refused_total'):.0f}), "
+          f"hits {delta('rutomq_read_cache_hits_total'):.0f}, joins {delta('rutomq_read_joins_total'):.0f}, "
           f"whole use {m1.get('rutomq_read_cache_whole_use_percent', float('nan')):.0f} %, "
           f"errors {c.get('errors')}")
 PY
