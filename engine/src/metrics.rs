@@ -20,6 +20,10 @@ pub struct ShardMetrics {
     pub produce_bytes: AtomicU64,
     pub produce_batches_rejected: AtomicU64,
     pub fetch_bytes: AtomicU64,
+    /// PostgreSQL reads of a partition's spans that a fetch waited for, and
+    /// those read ahead of a consumer (see `Reader::read_spans_ahead`).
+    pub span_reads_waited: AtomicU64,
+    pub span_reads_ahead: AtomicU64,
     pub sasl_authentications: AtomicU64,
     /// Sessions renewed by re-authentication (KIP-368).
     pub sasl_reauthentications: AtomicU64,
@@ -214,6 +218,16 @@ pub fn render(out: &mut String, shards: &[std::sync::Arc<ShardMetrics>]) {
             "rutomq_fetch_bytes_total",
             "Record bytes returned by Fetch.",
             &|s: &ShardMetrics| s.fetch_bytes.load(r),
+        ),
+        (
+            "rutomq_span_reads_waited_total",
+            "PostgreSQL reads of a partition's spans that a fetch waited for.",
+            &|s: &ShardMetrics| s.span_reads_waited.load(r),
+        ),
+        (
+            "rutomq_span_reads_ahead_total",
+            "PostgreSQL reads of a partition's next spans started ahead of its consumers.",
+            &|s: &ShardMetrics| s.span_reads_ahead.load(r),
         ),
         (
             "rutomq_sasl_authentications_total",

@@ -17,6 +17,11 @@
 #    or INVALID_RECORD (87); nothing of a rejected batch becomes visible (high
 #    watermark unchanged); an unknown topic with auto-create off gives
 #    UNKNOWN_TOPIC_OR_PARTITION (3); offsets are assigned contiguously;
+#  - a consumer reading a backlog of hundreds of spans from the beginning has
+#    its partition's next spans read from PostgreSQL ahead of it (read-ahead
+#    reaching the end of the spans its shard knows): its fetches wait for
+#    PostgreSQL at the start only, not once every 64 spans (the reads counted
+#    by rutomq_span_reads_waited_total and rutomq_span_reads_ahead_total);
 #  - the versions Kafka 4.3 added, encoded by hand: ListOffsets v11 answers
 #    KIP-1023's earliest pending upload (-6) with offset -1 (nothing is ever
 #    pending upload) and refuses -6 at v10 with UNSUPPORTED_VERSION (35);
@@ -35,7 +40,7 @@ import time
 import pytest
 
 import kwire
-from kafkautil import create_topic, proc_status_kib, unique_topic, watermarks
+from kafkautil import consume_confluent, create_topic, proc_status_kib, unique_topic, watermarks
 
 REQUIRED_KEYS = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 18: "ApiVersions",
                  19: "CreateTopics"}
@@ -295,6 +300,32 @@ def test_produce_assigns_contiguous_offsets(agent):
     assert (r1.error_code, r1.base_offset) == (0, 0), f"first batch: {r1}"
     assert (r2.error_code, r2.base_offset) == (0, 3), f"second batch: {r2}"
     assert watermarks(agent.bootstrap, topic, [0]) == {0: (0, 5)}
+
+
+def test_a_backlog_reader_finds_its_next_spans_read_ahead(agent):
+    topic = new_topic(agent, "spans", 1)
+    v = produce_version(agent)
+    n = 448
+    # One batch per request, each acknowledged before the next is sent: a
+    # span (and an object) each.
+    with connect(agent) as c:
+        for i in range(n):
+            r = c.produce(v, {topic: {0: kwire.encode_record_batch(records(1, b"s%d" % i))}})[topic][0]
+            assert (r.error_code, r.base_offset) == (0, i), f"batch {i}: {r}"
+    before = agent.metrics()
+    # One batch per fetch: 15-deep read-ahead reaches 15 spans past it.
+    got = consume_confluent(agent.bootstrap, topic, {0: n}, **{"max.partition.fetch.bytes": 1})
+    after = agent.metrics()
+    assert [r.offset for r in got[0]] == list(range(n))
+    assert [r.value for r in got[0]] == [b"s%d-0" % i for i in range(n)]
+
+    def delta(name):
+        return after.get(name, 0) - before.get(name, 0)
+    waited, ahead = delta("rutomq_span_reads_waited_total"), delta("rutomq_span_reads_ahead_total")
+    # PostgreSQL answers 64 spans a read: the first fetch's read, then reads
+    # ahead (without them, a fetch waited for one every 64 spans: 7 here).
+    assert waited <= 3, f"fetches waited for {waited:.0f} span reads ({ahead:.0f} read ahead)"
+    assert ahead >= 4, f"{ahead:.0f} span reads ahead of the consumer ({waited:.0f} waited for)"
 
 
 def test_produce_bad_crc_is_rejected_per_partition(agent):

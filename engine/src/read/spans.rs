@@ -87,6 +87,46 @@ impl SpanCache {
         }
     }
 
+    /// Appends `spans`, read from PostgreSQL from offset `from` ahead of a
+    /// consumer, to a partition's cached list when they continue it (the
+    /// list still ends right before `from`, and the first of them starts
+    /// there); otherwise drops them (the list changed meanwhile: a fetch
+    /// reads what it needs itself). The entry keeps its age: it expires
+    /// when its first read does (see [`LOG_START_CACHE_TTL`]). Past
+    /// [`SPANS_CACHED_PER_PARTITION_MAX`] the oldest spans go. Whether they
+    /// were appended.
+    pub fn append(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        log_start: i64,
+        from: i64,
+        spans: &[SpanRecord],
+    ) -> bool {
+        let mut map = self.map.borrow_mut();
+        let Some(c) = map.get_mut(&(topic_id, partition)) else {
+            return false;
+        };
+        let continues = spans.first().is_some_and(|s| s.base_offset == from);
+        if c.next_offset != from || !continues || c.read_at.elapsed() >= LOG_START_CACHE_TTL {
+            return false;
+        }
+        c.spans.extend_from_slice(spans);
+        c.next_offset = c
+            .next_offset
+            .max(spans.last().map_or(from, |l| l.last_offset + 1));
+        // Log starts only grow.
+        if log_start > c.log_start_offset {
+            c.log_start_offset = log_start;
+            c.spans.retain(|s| s.last_offset >= log_start);
+        }
+        if c.spans.len() > SPANS_CACHED_PER_PARTITION_MAX {
+            let over = c.spans.len() - SPANS_CACHED_PER_PARTITION_MAX;
+            c.spans.drain(..over);
+        }
+        true
+    }
+
     /// Remembers the spans just read for a partition from offset `from`,
     /// by a query sent at `asked_at`. A log start learned meanwhile (a
     /// notification overtaking the query) is kept: log starts only grow.
@@ -236,6 +276,37 @@ mod tests {
 
     fn spans(from: i64, to: i64) -> Vec<SpanRecord> {
         (from..to).map(|i| span(i * 10, i * 10 + 9)).collect()
+    }
+
+    /// Spans read ahead of a consumer extend its partition's list when
+    /// they continue it, and are dropped otherwise.
+    #[test]
+    fn spans_read_ahead_continue_the_list_or_are_dropped() {
+        let (c, t, now) = (SpanCache::default(), Uuid::from_u128(1), Instant::now());
+        // No entry (evicted, or forgotten after a compaction): dropped.
+        assert!(!c.append(t, 0, 0, 100, &spans(10, 20)));
+        c.remember(t, 0, 0, 0, &spans(0, 10), now);
+        // Not where the list ends (a newer read replaced it): dropped.
+        assert!(!c.append(t, 0, 0, 110, &spans(11, 20)));
+        // A gap at the junction (compaction left offsets out): dropped.
+        assert!(!c.append(t, 0, 0, 100, &[span(105, 109)]));
+        assert!(c.append(t, 0, 0, 100, &spans(10, 20)));
+        let (_, got) = c.get(t, 0, 95, 200, 1 << 20, 0).expect("cached");
+        assert_eq!(got.last().unwrap().last_offset, 199);
+        // A log start learned with them trims the list.
+        assert!(c.append(t, 0, 50, 200, &spans(20, 30)));
+        assert!(c.get(t, 0, 40, 1000, 100, 0).is_none());
+        let (start, got) = c.get(t, 0, 50, 1000, 100, 0).expect("cached");
+        assert_eq!((start, got[0].base_offset), (50, 50));
+        // Bounded: the oldest go.
+        assert!(c.append(t, 0, 0, 300, &spans(30, 300)));
+        let map = c.map.borrow();
+        let e = &map[&(t, 0)];
+        assert_eq!(e.spans.len(), SPANS_CACHED_PER_PARTITION_MAX);
+        assert_eq!(
+            (e.spans.last().unwrap().last_offset, e.next_offset),
+            (2999, 3000)
+        );
     }
 
     /// A reader far behind the tail asks PostgreSQL for old spans; the

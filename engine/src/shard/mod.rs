@@ -52,6 +52,7 @@ impl Shard {
         agent: Arc<Agent>,
         hub_rx: async_channel::Receiver<HubMessage>,
     ) -> Rc<Shard> {
+        let metrics = Arc::new(ShardMetrics::default());
         let shard = Rc::new(Shard {
             index,
             agent: agent.clone(),
@@ -62,9 +63,10 @@ impl Shard {
                 agent.storage.clone(),
                 agent.cfg.read_verify_crc,
                 agent.cfg.read_ahead_fetches,
+                metrics.clone(),
             ),
             fetch_budget: FetchBudget::new(FETCH_BYTES_INFLIGHT_MAX),
-            metrics: Arc::new(ShardMetrics::default()),
+            metrics,
             acls: agent.authorizer.clone().map(ShardAcls::new),
             quotas: ShardQuotas::new(&agent.quotas.copy),
             configs: crate::dynamic::ShardConfigs::new(&agent.dynamic.copy),
