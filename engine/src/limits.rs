@@ -144,10 +144,10 @@ pub const FETCH_WAIT_MS_MAX: i32 = 60_000;
 /// Spans asked of PostgreSQL per partition read; what is not needed now is
 /// cached by the shard for the consumer's next fetches.
 pub const FETCH_SPANS_READ_MAX: i64 = 64;
-/// Partitions of one shard whose next spans are being read from PostgreSQL
-/// ahead of their consumers at once (when read-ahead reaches the end of
-/// the spans a shard knows while more are committed; see
-/// `Reader::read_spans_ahead`). Past it a consumer's fetch reads them
+/// Reads of partitions' next spans from PostgreSQL ahead of their
+/// consumers that one shard has in flight at once (when read-ahead could
+/// reach the end of the spans the shard knows while more are committed;
+/// see `Reader::read_spans_ahead`). Past it a consumer's fetch reads them
 /// itself when it gets there, as without read-ahead.
 pub const SPAN_READS_AHEAD_MAX: usize = 64;
 /// Read-ahead depth (`--read-ahead-fetches`): the objects of the spans past

@@ -8,7 +8,7 @@ mod stable;
 mod watermarks;
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -107,9 +107,9 @@ pub struct Reader {
     read_ahead_fetches: usize,
     pub watermarks: Watermarks,
     pub spans: Rc<SpanCache>,
-    /// Partitions whose next spans are being read ahead of their consumers
-    /// (at most [`SPAN_READS_AHEAD_MAX`]).
-    spans_ahead: Rc<RefCell<HashSet<(Uuid, i32)>>>,
+    /// Reads of spans ahead of consumers in flight (at most
+    /// [`SPAN_READS_AHEAD_MAX`]).
+    spans_ahead: Rc<Cell<usize>>,
     metrics: Arc<ShardMetrics>,
     pub stable: StableIndex,
     /// Span queries in flight, by (topic, partition, from offset): the
@@ -220,15 +220,16 @@ impl Reader {
     /// and only then start reading objects it could have had read ahead
     /// (with 30 ms GETs that was a stall of a GET's time every 64 spans of
     /// every partition a consumer reads from the beginning). One read per
-    /// partition at a time, [`SPAN_READS_AHEAD_MAX`] per shard; none when
-    /// read-ahead is off.
+    /// end of a partition's cached list ([`SpanCache::claim_ahead`]),
+    /// [`SPAN_READS_AHEAD_MAX`] per shard at once; none when read-ahead is
+    /// off.
     fn read_spans_ahead(&self, topic_id: Uuid, partition: i32, from: i64) {
+        if self.spans_ahead.get() >= SPAN_READS_AHEAD_MAX
+            || !self.spans.claim_ahead(topic_id, partition, from)
         {
-            let mut ahead = self.spans_ahead.borrow_mut();
-            if ahead.len() >= SPAN_READS_AHEAD_MAX || !ahead.insert((topic_id, partition)) {
-                return;
-            }
+            return;
         }
+        self.spans_ahead.set(self.spans_ahead.get() + 1);
         self.metrics
             .span_reads_ahead
             .fetch_add(1, Ordering::Relaxed);
@@ -251,7 +252,7 @@ impl Reader {
                     tracing::debug!(error = %e, %topic_id, partition, "reading spans ahead failed")
                 }
             }
-            ahead.borrow_mut().remove(&(topic_id, partition));
+            ahead.set(ahead.get() - 1);
         });
     }
 

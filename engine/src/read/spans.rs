@@ -25,6 +25,21 @@ struct Cached {
     next_offset: i64,
     /// When the log start was read from PostgreSQL.
     read_at: Instant,
+    /// Where the last read of spans ahead of a consumer started
+    /// ([`SpanCache::claim_ahead`]).
+    ahead_from: Option<i64>,
+}
+
+impl Cached {
+    /// Appends `span`, which starts at `next_offset`; past
+    /// [`SPANS_CACHED_PER_PARTITION_MAX`] the oldest half goes.
+    fn push(&mut self, span: SpanRecord) {
+        if self.spans.len() >= SPANS_CACHED_PER_PARTITION_MAX {
+            self.spans.drain(..self.spans.len() / 2);
+        }
+        self.next_offset = span.last_offset + 1;
+        self.spans.push(span);
+    }
 }
 
 #[derive(Default)]
@@ -78,13 +93,27 @@ impl SpanCache {
                 continue;
             };
             if c.next_offset == span.base_offset {
-                if c.spans.len() >= SPANS_CACHED_PER_PARTITION_MAX {
-                    c.spans.drain(..c.spans.len() / 2);
-                }
-                c.spans.push(span.clone());
-                c.next_offset = span.last_offset + 1;
+                c.push(span.clone());
             }
         }
+    }
+
+    /// Whether to read a partition's spans from `from` ahead of its
+    /// consumers: its cached list ends right before `from`, and no such
+    /// read started there yet (marked started now). One read per end of the
+    /// list: one whose spans cannot be appended (compaction left a gap at
+    /// `from`, or the list changed meanwhile) is not repeated by every fetch
+    /// that follows; the fetch that gets there reads them itself.
+    pub fn claim_ahead(&self, topic_id: Uuid, partition: i32, from: i64) -> bool {
+        let mut map = self.map.borrow_mut();
+        let Some(c) = map.get_mut(&(topic_id, partition)) else {
+            return false;
+        };
+        if c.next_offset != from || c.ahead_from == Some(from) {
+            return false;
+        }
+        c.ahead_from = Some(from);
+        true
     }
 
     /// Appends `spans`, read from PostgreSQL from offset `from` ahead of a
@@ -186,6 +215,7 @@ impl SpanCache {
                 spans: kept,
                 next_offset,
                 read_at,
+                ahead_from: None,
             },
         );
     }
@@ -290,7 +320,12 @@ mod tests {
         assert!(!c.append(t, 0, 0, 110, &spans(11, 20)));
         // A gap at the junction (compaction left offsets out): dropped.
         assert!(!c.append(t, 0, 0, 100, &[span(105, 109)]));
+        // One read ahead per end of the list, and only at its end.
+        assert!(!c.claim_ahead(t, 0, 90));
+        assert!(c.claim_ahead(t, 0, 100));
+        assert!(!c.claim_ahead(t, 0, 100));
         assert!(c.append(t, 0, 0, 100, &spans(10, 20)));
+        assert!(c.claim_ahead(t, 0, 200));
         let (_, got) = c.get(t, 0, 95, 200, 1 << 20, 0).expect("cached");
         assert_eq!(got.last().unwrap().last_offset, 199);
         // A log start learned with them trims the list.
