@@ -104,3 +104,52 @@ fn wide_commit_notifies_every_partition() {
         }
     });
 }
+
+/// Windows committed in one PostgreSQL transaction are answered together,
+/// and their answers are handled in any order: each answer carries the
+/// spans of every window of its transaction, in offset order, beside the
+/// transaction's watermarks, so that whichever is handled first tells the
+/// shards everything those watermarks cover.
+#[test]
+fn windows_committed_together_each_carry_every_span_behind_the_watermarks() {
+    const WINDOWS: usize = 16;
+    with_meta("together", |pg| async move {
+        let meta = pg.meta;
+        let topic = meta
+            .create_topic("together".into(), 1, Vec::new())
+            .await
+            .unwrap()
+            .expect("topic created");
+        let t = topic.topic_id;
+        // Queued back to back: the committer takes those waiting while it
+        // commits the first in one transaction.
+        let mut receivers = Vec::new();
+        for w in 0..WINDOWS {
+            let o = object(&format!("objects/1/w{w}.rtq"), t, 2);
+            receivers.push(meta.submit_commit(o).await.unwrap());
+        }
+        let mut shared = 0;
+        for (w, rx) in receivers.into_iter().enumerate() {
+            let (_, marks, spans) = rx.await.expect("answered").expect("committed");
+            let hw = marks[&(t, 0)].high_watermark;
+            let offsets: Vec<(i64, i64)> = spans
+                .iter()
+                .map(|(_, s)| (s.base_offset, s.last_offset))
+                .collect();
+            // Gapless and in order, ending at the high watermark, and
+            // including this window's own span.
+            assert!(
+                offsets.windows(2).all(|p| p[1].0 == p[0].1 + 1),
+                "window {w}: spans {offsets:?}"
+            );
+            assert_eq!(offsets.last().map(|o| o.1 + 1), Some(hw), "window {w}");
+            let own = format!("objects/1/w{w}.rtq");
+            assert!(spans.iter().any(|(_, s)| s.object_key == own), "window {w}");
+            shared += usize::from(spans.len() > 1);
+        }
+        assert!(
+            shared > 0,
+            "no two of {WINDOWS} windows were committed together"
+        );
+    });
+}

@@ -289,6 +289,8 @@ impl Pipeline {
                     return;
                 }
             };
+            // The news of every window committed with this one (see
+            // `rutomq_meta::CommitAnswer`), before its producers hear.
             on_commit(&watermarks, spans);
             if outcomes.len() != appends.len() {
                 // The committer answers one outcome list per append; anything
