@@ -40,6 +40,21 @@ impl Cached {
         self.next_offset = span.last_offset + 1;
         self.spans.push(span);
     }
+
+    /// A log start learned (they only grow): the spans below it are gone.
+    fn advance_log_start(&mut self, start: i64) {
+        if start > self.log_start_offset {
+            self.log_start_offset = start;
+            self.spans.retain(|s| s.last_offset >= start);
+        }
+    }
+}
+
+/// Past [`SPANS_CACHED_PER_PARTITION_MAX`], the oldest spans go.
+fn keep_newest(spans: &mut Vec<SpanRecord>) {
+    if spans.len() > SPANS_CACHED_PER_PARTITION_MAX {
+        spans.drain(..spans.len() - SPANS_CACHED_PER_PARTITION_MAX);
+    }
 }
 
 #[derive(Default)]
@@ -144,15 +159,8 @@ impl SpanCache {
         c.next_offset = c
             .next_offset
             .max(spans.last().map_or(from, |l| l.last_offset + 1));
-        // Log starts only grow.
-        if log_start > c.log_start_offset {
-            c.log_start_offset = log_start;
-            c.spans.retain(|s| s.last_offset >= log_start);
-        }
-        if c.spans.len() > SPANS_CACHED_PER_PARTITION_MAX {
-            let over = c.spans.len() - SPANS_CACHED_PER_PARTITION_MAX;
-            c.spans.drain(..over);
-        }
+        c.advance_log_start(log_start);
+        keep_newest(&mut c.spans);
         true
     }
 
@@ -205,9 +213,7 @@ impl SpanCache {
         };
         // Spans below a log start learned since the older read are gone.
         kept.retain(|s| s.last_offset >= known);
-        if kept.len() > SPANS_CACHED_PER_PARTITION_MAX {
-            kept.drain(..kept.len() - SPANS_CACHED_PER_PARTITION_MAX);
-        }
+        keep_newest(&mut kept);
         map.insert(
             (topic_id, partition),
             Cached {
@@ -238,10 +244,7 @@ impl SpanCache {
         let mut map = self.map.borrow_mut();
         for &(t, p, start) in log_starts {
             if let Some(c) = map.get_mut(&(t, p)) {
-                if start > c.log_start_offset {
-                    c.log_start_offset = start;
-                    c.spans.retain(|s| s.last_offset >= start);
-                }
+                c.advance_log_start(start);
             }
         }
     }
