@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{commit, object, with_meta, Kind};
@@ -111,7 +112,7 @@ fn wide_commit_notifies_every_partition() {
 /// transaction's watermarks, so that whichever is handled first tells the
 /// shards everything those watermarks cover.
 #[test]
-fn windows_committed_together_each_carry_every_span_behind_the_watermarks() {
+fn windows_committed_together_share_one_news_of_every_span_told_once() {
     const WINDOWS: usize = 16;
     with_meta("together", |pg| async move {
         let meta = pg.meta;
@@ -128,27 +129,46 @@ fn windows_committed_together_each_carry_every_span_behind_the_watermarks() {
             let o = object(&format!("objects/1/w{w}.rtq"), t, 2);
             receivers.push(meta.submit_commit(o).await.unwrap());
         }
-        let mut shared = 0;
-        for (w, rx) in receivers.into_iter().enumerate() {
-            let (_, marks, spans) = rx.await.expect("answered").expect("committed");
-            let hw = marks[&(t, 0)].high_watermark;
-            let offsets: Vec<(i64, i64)> = spans
+        // One news per transaction, shared by its windows' answers and told
+        // once: gapless and in order, ending at the high watermark, and
+        // including the span of every window answered with it.
+        let mut answers = Vec::new();
+        for rx in receivers {
+            let (_, news) = rx.await.expect("answered").expect("committed");
+            answers.push(news);
+        }
+        let mut transactions = 0;
+        for (w, news) in answers.iter().enumerate() {
+            if w > 0 && Arc::ptr_eq(news, &answers[w - 1]) {
+                continue;
+            }
+            transactions += 1;
+            let hw = news.watermarks[&(t, 0)].high_watermark;
+            let mut told = Vec::new();
+            news.tell_once(|_, spans| told = spans);
+            let mut again = false;
+            news.tell_once(|_, _| again = true);
+            assert!(!again, "window {w}: the news was told twice");
+            let offsets: Vec<(i64, i64)> = told
                 .iter()
                 .map(|(_, s)| (s.base_offset, s.last_offset))
                 .collect();
-            // Gapless and in order, ending at the high watermark, and
-            // including this window's own span.
             assert!(
                 offsets.windows(2).all(|p| p[1].0 == p[0].1 + 1),
                 "window {w}: spans {offsets:?}"
             );
             assert_eq!(offsets.last().map(|o| o.1 + 1), Some(hw), "window {w}");
-            let own = format!("objects/1/w{w}.rtq");
-            assert!(spans.iter().any(|(_, s)| s.object_key == own), "window {w}");
-            shared += usize::from(spans.len() > 1);
+            let with: Vec<usize> = (w..WINDOWS)
+                .take_while(|&v| Arc::ptr_eq(&answers[v], news))
+                .collect();
+            assert_eq!(told.len(), with.len(), "window {w}: one span per window");
+            for v in with {
+                let own = format!("objects/1/w{v}.rtq");
+                assert!(told.iter().any(|(_, s)| s.object_key == own), "window {v}");
+            }
         }
         assert!(
-            shared > 0,
+            transactions < WINDOWS,
             "no two of {WINDOWS} windows were committed together"
         );
     });

@@ -314,25 +314,53 @@ struct CommitJob {
     reply: oneshot::Sender<CommitAnswer>,
 }
 
-/// What a committed object became: its outcomes, the watermarks after the
-/// commit (its PostgreSQL transaction's), and the spans behind them
-/// (partition, span): every object's of the transaction, in offset order.
+/// What a committed object became: its outcomes, and the news of its
+/// PostgreSQL transaction, shared by every object committed in it.
+pub type CommitAnswer = Result<(CommitResultForObject, Arc<CommitNews>), Arc<MetaError>>;
+
+/// The news of one PostgreSQL transaction of window commits: the
+/// watermarks after it, and the spans behind them (partition, span): every
+/// object's of the transaction, in offset order.
+///
 /// Objects committed together are answered together, and their answers are
 /// handled in any order: with only its own spans beside the transaction's
 /// watermarks, the news of one object told readers of offsets whose spans
 /// they had not heard of yet (or heard of out of order), and consumers at
 /// the tail asked PostgreSQL for them (most of 510 span reads in 15 s of
-/// race.sh's e2e run at the half rate). Whichever answer is handled first
-/// brings the whole news, before its producers are answered; the others
-/// repeat it (a reader skips spans it has).
-pub type CommitAnswer = Result<
-    (
-        CommitResultForObject,
-        Watermarks,
-        Vec<((Uuid, i32), SpanRecord)>,
-    ),
-    Arc<MetaError>,
->;
+/// race.sh's e2e run at the half rate). So the news is the transaction's,
+/// told once ([`CommitNews::tell_once`]): by whichever answer is handled
+/// first, before its producers are answered, while the others wait for it.
+pub struct CommitNews {
+    pub watermarks: Watermarks,
+    /// Taken by the first [`CommitNews::tell_once`].
+    spans: std::sync::Mutex<Option<Vec<CommittedSpan>>>,
+}
+
+impl CommitNews {
+    fn new(watermarks: Watermarks, spans: Vec<CommittedSpan>) -> Self {
+        Self {
+            watermarks,
+            spans: std::sync::Mutex::new(Some(spans)),
+        }
+    }
+
+    /// Tells `tell` the watermarks and the spans if no other answer of the
+    /// transaction has. Returns once the news is told, by this caller or
+    /// another (the lock is held while telling), so a producer answered
+    /// after it never precedes the news of its records.
+    pub fn tell_once(&self, tell: impl FnOnce(&Watermarks, Vec<CommittedSpan>)) {
+        let mut spans = self
+            .spans
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(s) = spans.take() {
+            tell(&self.watermarks, s);
+        }
+    }
+}
+
+/// A committed span, with its (topic, partition).
+pub type CommittedSpan = ((Uuid, i32), SpanRecord);
 
 /// Outcomes of one object's appends, in append order.
 pub type CommitResultForObject = Vec<Vec<BatchOutcome>>;
@@ -1261,8 +1289,9 @@ async fn run_committer(
                         news.push(((s.topic_id, s.partition), s.into_record(o.size_bytes)));
                     }
                 }
+                let news = Arc::new(CommitNews::new(std::mem::take(&mut r.watermarks), news));
                 for (reply, outcome) in replies.into_iter().zip(outcomes) {
-                    let _ = reply.send(Ok((outcome, r.watermarks.clone(), news.clone())));
+                    let _ = reply.send(Ok((outcome, news.clone())));
                 }
             }
             Err(e) => {

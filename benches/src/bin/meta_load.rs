@@ -547,7 +547,7 @@ async fn await_outcomes(
         let at = Instant::now();
         drop(window.permit);
         match answer {
-            Ok(Ok((outcomes, _, _))) => {
+            Ok(Ok((outcomes, _))) => {
                 // One outcome list per append.
                 assert_eq!(outcomes.len(), window.appends);
                 live.committed.fetch_add(1, Ordering::Relaxed);

@@ -73,7 +73,7 @@ impl Sealed {
 pub type OnCommit = Arc<dyn Fn(&rutomq_meta::Watermarks, Vec<NewSpan>) + Send + Sync>;
 
 /// A span this agent just committed, for the shards' span caches.
-pub type NewSpan = ((Uuid, i32), rutomq_meta::SpanRecord);
+pub type NewSpan = rutomq_meta::CommittedSpan;
 
 pub struct Pipeline {
     pub storage: Storage,
@@ -274,7 +274,7 @@ impl Pipeline {
                 &flush.stages.commit,
                 uploaded_at.elapsed(),
             );
-            let (mut outcomes, watermarks, spans) = match outcome {
+            let (mut outcomes, news) = match outcome {
                 Ok(Ok(o)) => o,
                 Ok(Err(e)) => {
                     for s in window {
@@ -289,9 +289,10 @@ impl Pipeline {
                     return;
                 }
             };
-            // The news of every window committed with this one (see
-            // `rutomq_meta::CommitAnswer`), before its producers hear.
-            on_commit(&watermarks, spans);
+            // The news of every window committed with this one, told once
+            // (see `rutomq_meta::CommitNews`), before its producers hear.
+            news.tell_once(|watermarks, spans| on_commit(watermarks, spans));
+            let watermarks = &news.watermarks;
             if outcomes.len() != appends.len() {
                 // The committer answers one outcome list per append; anything
                 // else is a bug. The records are committed, but which batch

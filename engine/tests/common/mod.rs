@@ -55,7 +55,7 @@ pub async fn commit(
     let rx = meta.submit_commit(o).await?;
     rx.await
         .expect("the committer answers")
-        .map(|(outcomes, _, _)| outcomes)
+        .map(|(outcomes, _)| outcomes)
 }
 
 /// Notifications heard: (kind, topic, partition, offset).
