@@ -22,7 +22,8 @@
 # Per consume it also prints the agent's CPU seconds, MiB per agent
 # CPU-second and RSS (rutomq-bench's broker fields), and what the read path
 # did: GETs (of spans), GB read, read-ahead reads started and refused, read
-# cache hits, reads joined while in flight (a fetch waited), whole-object use.
+# cache hits, reads joined while in flight (a fetch waited), whole-object use,
+# Fetch requests and the partitions they answered without waiting for reads.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
@@ -42,7 +43,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 # The read path's counters, for the deltas printed per consume.
 read_metrics() {
     curl -s "http://127.0.0.1:$1/metrics" \
-        | grep -E "^rutomq_(object_gets_total|object_get_bytes_total|object_span_gets_total|read_prefetches_total|read_prefetches_refused_total|read_joins_total|read_cache_hits_total|read_cache_whole_use_percent) " \
+        | grep -E "^rutomq_(object_gets_total|object_get_bytes_total|object_span_gets_total|read_prefetches_total|read_prefetches_refused_total|read_joins_total|read_cache_hits_total|read_cache_whole_use_percent|fetch_reads_unwaited_total|request_seconds_count\\{api=\"Fetch\"\\}) " \
         || true
 }
 
@@ -92,6 +93,7 @@ for r in runs:
     m0, m1 = metrics(f"{d}/m0-{r}"), metrics(f"{d}/m1-{r}")
     def delta(k):
         return m1.get(k, 0) - m0.get(k, 0)
+    fetches = delta('rutomq_request_seconds_count{api="Fetch"}')
     print(f"#   {r}: agent cpu {b.get('cpu_seconds', 0):.2f} s, "
           f"{b.get('mib_per_cpu_second', 0):.0f} MiB/cpu-s, rss max {b.get('rss_max_kib', 0) // 1024} MiB; "
           f"gets {delta('rutomq_object_gets_total'):.0f} (span {delta('rutomq_object_span_gets_total'):.0f}), "
@@ -99,6 +101,8 @@ for r in runs:
           f"read-ahead {delta('rutomq_read_prefetches_total'):.0f} (refused {delta('rutomq_read_prefetches_refused_total'):.0f}), "
           f"hits {delta('rutomq_read_cache_hits_total'):.0f}, joins {delta('rutomq_read_joins_total'):.0f}, "
           f"whole use {m1.get('rutomq_read_cache_whole_use_percent', float('nan')):.0f} %, "
+          f"fetches {fetches:.0f} "
+          f"(partitions unwaited {delta('rutomq_fetch_reads_unwaited_total'):.0f}), "
           f"errors {c.get('errors')}")
 PY
     rm -rf "$dir/data"

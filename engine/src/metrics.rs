@@ -24,6 +24,9 @@ pub struct ShardMetrics {
     /// those read ahead of a consumer (see `Reader::read_spans_ahead`).
     pub span_reads_waited: AtomicU64,
     pub span_reads_ahead: AtomicU64,
+    /// Partitions a Fetch answered without records rather than wait for
+    /// their object-store reads (see `read::Enough`).
+    pub fetch_reads_unwaited: AtomicU64,
     pub sasl_authentications: AtomicU64,
     /// Sessions renewed by re-authentication (KIP-368).
     pub sasl_reauthentications: AtomicU64,
@@ -228,6 +231,11 @@ pub fn render(out: &mut String, shards: &[std::sync::Arc<ShardMetrics>]) {
             "rutomq_span_reads_ahead_total",
             "PostgreSQL reads of a partition's next spans started ahead of its consumers.",
             &|s: &ShardMetrics| s.span_reads_ahead.load(r),
+        ),
+        (
+            "rutomq_fetch_reads_unwaited_total",
+            "Partitions a Fetch answered without records rather than wait for their object-store reads, its response having enough from other partitions (the reads go on into the read cache).",
+            &|s: &ShardMetrics| s.fetch_reads_unwaited.load(r),
         ),
         (
             "rutomq_sasl_authentications_total",

@@ -473,10 +473,17 @@ def alter_client_quotas(bootstrap, entries, validate_only=False):
 def fetch_v4(c, topic, partition=0, offset=0):
     """Fetch v4 of one partition on connection `c` (a KafkaConn): (error
     code, high watermark, record bytes)."""
+    return fetch_v4_partitions(c, topic, {partition: offset})[partition]
+
+
+def fetch_v4_partitions(c, topic, offsets, max_wait_ms=0, min_bytes=1):
+    """Fetch v4 of partitions {partition: offset} of `topic` on connection
+    `c` (a KafkaConn): {partition: (error code, high watermark, record
+    bytes)}."""
     cid = c.next_cid()
-    body = (i32(-1) + i32(0) + i32(1) + i32(1 << 20) + i8(0)
-            + i32(1) + string(topic) + i32(1)
-            + i32(partition) + i64(offset) + i32(1 << 20))
+    body = (i32(-1) + i32(max_wait_ms) + i32(min_bytes) + i32(len(offsets) << 20) + i8(0)
+            + i32(1) + string(topic) + i32(len(offsets))
+            + b"".join(i32(p) + i64(o) + i32(1 << 20) for p, o in offsets.items()))
     c.send(frame(request_header(1, 4, cid) + body))
     r = Reader(c.recv_frame())
     assert r.i32() == cid
@@ -490,9 +497,11 @@ def fetch_v4(c, topic, partition=0, offset=0):
 
     topics = r.array(lambda rr: (rr.string(), rr.array(part)))
     r.expect_end("Fetch v4 response")
-    [(name, [(idx, err, hw, records)])] = topics
-    assert (name, idx) == (topic, partition)
-    return err, hw, records
+    [(name, parts)] = topics
+    assert name == topic
+    got = {idx: (err, hw, records) for idx, err, hw, records in parts}
+    assert sorted(got) == sorted(offsets), f"asked {sorted(offsets)}, answered {sorted(got)}"
+    return got
 
 
 class KafkaConn:

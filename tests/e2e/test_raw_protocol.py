@@ -328,6 +328,48 @@ def test_a_backlog_reader_finds_its_next_spans_read_ahead(agent):
     assert ahead >= 4, f"{ahead:.0f} span reads ahead of the consumer ({waited:.0f} waited for)"
 
 
+def test_a_fetch_does_not_wait_for_one_partition_when_another_has_records(start_agent):
+    """A partition whose spans are still on their way from the object store
+    is answered without records when the response has enough from another;
+    its GET goes on into the read cache for the next fetch."""
+    latency_ms = 1500
+    a = start_agent(shards=1, extra_args=[
+        "--inject-object-latency-ms", str(latency_ms), "--tail-cache-bytes", "0"])
+    topic = new_topic(a, "unwaited", 2)
+    v = produce_version(a)
+    with connect(a) as c:
+        # Apart: one object each.
+        for p in (0, 1):
+            r = c.produce(v, {topic: {p: kwire.encode_record_batch(records(3, b"p%d" % p))}})[topic][p]
+            assert (r.error_code, r.base_offset) == (0, 0), f"partition {p}: {r}"
+        # Partition 0 read once: its object is in the read cache now.
+        err, hw, got = kwire.fetch_v4(c, topic, 0, 0)
+        assert (err, hw) == (0, 3) and got, f"partition 0 alone: error {err}, high watermark {hw}"
+        before = a.metrics()
+        first = kwire.fetch_v4_partitions(c, topic, {0: 0, 1: 0})
+        middle = a.metrics()
+        # The GET of partition 1 takes the injected latency; then its
+        # object is in the read cache.
+        deadline = time.monotonic() + 30
+        while True:
+            time.sleep(latency_ms / 1000)
+            second = kwire.fetch_v4_partitions(c, topic, {1: 0})
+            if second[1][2] or time.monotonic() > deadline:
+                break
+        after = a.metrics()
+
+    def delta(m0, m1, name):
+        return m1.get(name, 0) - m0.get(name, 0)
+    assert first[0][:2] == (0, 3) and first[0][2], f"partition 0 came without records: {first[0]}"
+    assert first[1][:2] == (0, 3) and first[1][2] == b"", (
+        f"partition 1 waited for its GET ({len(first[1][2])} record bytes; high watermark {first[1][1]})")
+    assert delta(before, middle, "rutomq_fetch_reads_unwaited_total") == 1
+    assert second[1][:2] == (0, 3) and second[1][2], f"partition 1's records never came: {second[1]}"
+    # One GET of partition 1's object, counted when done.
+    assert delta(before, after, "rutomq_object_gets_total") == 1, (
+        "partition 1 was read again: the first fetch's GET did not go on into the read cache")
+
+
 def test_produce_bad_crc_is_rejected_per_partition(agent):
     topic = new_topic(agent, "raw-crc", 2)
     v = produce_version(agent)

@@ -293,7 +293,15 @@ async fn fetch_once(
         }
         let read = match shard
             .reader
-            .read_partition(key.0, key.1, planned.from, grant.bytes, ask.committed, true)
+            .read_partition(
+                key.0,
+                key.1,
+                planned.from,
+                grant.bytes,
+                ask.committed,
+                true,
+                None,
+            )
             .await
         {
             Ok(r) => r,

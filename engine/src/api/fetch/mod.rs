@@ -15,6 +15,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use futures::future::{select, Either, FutureExt};
+use futures::stream::{FuturesUnordered, StreamExt};
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
@@ -26,7 +27,7 @@ use super::{throttle, Api, Later, Req};
 use crate::error::ErrorCode;
 use crate::limits::{FETCH_RESPONSE_BYTES_MAX, FETCH_WAIT_MS_MAX, QUOTA_THROTTLE_MS_MAX};
 use crate::quota::{self, Kind};
-use crate::read::Records;
+use crate::read::{Enough, Records};
 use crate::security::acl::{op, resource};
 use crate::shard::{FetchGrant, Shard};
 use splice::marker;
@@ -178,7 +179,7 @@ async fn respond(
             version,
             committed,
             &wanted,
-            max_bytes,
+            (max_bytes, min_bytes),
             &mut grants,
             &tag,
         )
@@ -204,7 +205,7 @@ async fn respond(
                     version,
                     committed,
                     &wanted,
-                    max_bytes,
+                    (max_bytes, min_bytes),
                     &mut grants,
                     &tag,
                 )
@@ -226,12 +227,17 @@ enum Slot {
     },
 }
 
+/// Reads the partitions `wanted`, at most `max_bytes` in all: (responses,
+/// their records, record bytes, whether any partition failed). Once the
+/// reads done hold at least `min_bytes` (and some), partitions still
+/// waiting for the object store are answered without records (see
+/// [`Enough`]).
 async fn read_all(
     shard: &Rc<Shard>,
     version: i16,
     committed: bool,
     wanted: &[Wanted],
-    max_bytes: usize,
+    (max_bytes, min_bytes): (usize, usize),
     grants: &mut Vec<FetchGrant>,
     tag: &[u8; 8],
 ) -> (Vec<FetchableTopicResponse>, Vec<Records>, usize, bool) {
@@ -299,24 +305,47 @@ async fn read_all(
         }
         slots.push(parts);
     }
-    let reads = futures::future::join_all(slots.iter().flatten().filter_map(|slot| match slot {
-        Slot::Read {
-            data,
-            topic_id,
-            fetch_offset,
-            grant,
-        } => Some(shard.reader.read_partition(
-            *topic_id,
-            data.partition_index,
-            *fetch_offset,
-            grant.bytes,
-            committed,
-            false,
-        )),
-        Slot::Ready(_) => None,
-    }))
-    .await;
-    let mut reads = reads.into_iter();
+    let (told, enough) = Enough::new();
+    let mut told = Some(told);
+    let mut running: FuturesUnordered<_> = slots
+        .iter()
+        .flatten()
+        .filter_map(|slot| match slot {
+            Slot::Read {
+                data,
+                topic_id,
+                fetch_offset,
+                grant,
+            } => Some(shard.reader.read_partition(
+                *topic_id,
+                data.partition_index,
+                *fetch_offset,
+                grant.bytes,
+                committed,
+                false,
+                Some(&enough),
+            )),
+            Slot::Ready(_) => None,
+        })
+        .enumerate()
+        .map(|(i, read)| read.map(move |r| (i, r)))
+        .collect();
+    let mut reads: Vec<Option<Result<_, ErrorCode>>> = (0..running.len()).map(|_| None).collect();
+    let mut gathered = 0usize;
+    while let Some((i, read)) = running.next().await {
+        if let Ok(r) = &read {
+            gathered += r.records.len;
+        }
+        reads[i] = Some(read);
+        if gathered >= min_bytes.max(1) && !running.is_empty() {
+            if let Some(t) = told.take() {
+                let _ = t.send(());
+            }
+        }
+    }
+    let mut reads = reads
+        .into_iter()
+        .map(|r| r.expect("every partition read answered"));
     let mut records = Vec::new();
     let mut total = 0usize;
     let mut errors = false;
