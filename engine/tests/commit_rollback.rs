@@ -107,10 +107,10 @@ fn wide_commit_notifies_every_partition() {
 }
 
 /// Windows committed in one PostgreSQL transaction are answered together,
-/// and their answers are handled in any order: each answer carries the
-/// spans of every window of its transaction, in offset order, beside the
-/// transaction's watermarks, so that whichever is handled first tells the
-/// shards everything those watermarks cover.
+/// and their answers are handled in any order: they share one news (the
+/// transaction's watermarks and the spans of every window of it, in offset
+/// order), told once, so that whichever is handled first tells the shards
+/// everything those watermarks cover.
 #[test]
 fn windows_committed_together_share_one_news_of_every_span_told_once() {
     const WINDOWS: usize = 16;

@@ -476,12 +476,12 @@ def fetch_v4(c, topic, partition=0, offset=0):
     return fetch_v4_partitions(c, topic, {partition: offset})[partition]
 
 
-def fetch_v4_partitions(c, topic, offsets, max_wait_ms=0, min_bytes=1):
+def fetch_v4_partitions(c, topic, offsets):
     """Fetch v4 of partitions {partition: offset} of `topic` on connection
-    `c` (a KafkaConn): {partition: (error code, high watermark, record
-    bytes)}."""
+    `c` (a KafkaConn), no wait, min_bytes 1, 1 MiB per partition:
+    {partition: (error code, high watermark, record bytes)}."""
     cid = c.next_cid()
-    body = (i32(-1) + i32(max_wait_ms) + i32(min_bytes) + i32(len(offsets) << 20) + i8(0)
+    body = (i32(-1) + i32(0) + i32(1) + i32(len(offsets) << 20) + i8(0)
             + i32(1) + string(topic) + i32(len(offsets))
             + b"".join(i32(p) + i64(o) + i32(1 << 20) for p, o in offsets.items()))
     c.send(frame(request_header(1, 4, cid) + body))
