@@ -702,7 +702,9 @@ impl ServeArgs {
     /// with a `file_store`, the read cache's share is its pool of read
     /// blocks instead ([`Self::read_blocks_bytes`], faulted in by the store:
     /// whole-object reads did not reuse memory faulted in here,
-    /// benches/results/2026-12-06-read-blocks.md).
+    /// benches/results/2026-12-06-read-blocks.md). The store is opened
+    /// first: blocks made after the prefault took its freed memory
+    /// (benches/results/2026-12-07-prefault-order/).
     pub fn prefault_bytes(&self, shards: usize, file_store: bool) -> usize {
         self.prefault_bytes.unwrap_or_else(|| {
             let read_cache = if file_store { 0 } else { self.read_cache_bytes };

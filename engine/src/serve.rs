@@ -51,18 +51,6 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
         .shards
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
-    // The memory trade measured in benches/results/2026-12-06-ack-tail.md:
-    // huge pages (unless MIMALLOC_ALLOW_THP=0) for the max rate, faulted in
-    // now rather than while serving.
-    let prefault = args.prefault_bytes(shards_n, object_store_url.starts_with("file://"));
-    let started = std::time::Instant::now();
-    rutomq_shards::alloc::prefault(prefault);
-    tracing::info!(
-        prefault_bytes = prefault,
-        prefault_ms = started.elapsed().as_millis() as u64,
-        transparent_huge_pages = !rutomq_shards::alloc::transparent_huge_pages_disabled(),
-        "memory faulted in ahead for buffers and caches (--prefault-bytes)"
-    );
     let flush_interval = Duration::from_millis(args.flush_interval_ms(&object_store_url).max(1));
     anyhow::ensure!(
         args.shard_memory_bytes >= SHARD_MEMORY_BYTES_MIN,
@@ -110,6 +98,22 @@ fn serve_with(args: ServeArgs, url: String) -> Result<()> {
     .context("cannot reach PostgreSQL")?;
 
     let (storage, storage_thread) = start_storage(&args, &object_store_url)?;
+
+    // The memory trade measured in benches/results/2026-12-06-ack-tail.md:
+    // huge pages (unless MIMALLOC_ALLOW_THP=0) for the max rate, faulted in
+    // now rather than while serving. After the object store has made its
+    // read blocks: made after it, they took the memory faulted in here
+    // (freed for reuse) and left the shards to fault theirs in while
+    // serving.
+    let prefault = args.prefault_bytes(shards_n, object_store_url.starts_with("file://"));
+    let started = std::time::Instant::now();
+    rutomq_shards::alloc::prefault(prefault);
+    tracing::info!(
+        prefault_bytes = prefault,
+        prefault_ms = started.elapsed().as_millis() as u64,
+        transparent_huge_pages = !rutomq_shards::alloc::transparent_huge_pages_disabled(),
+        "memory faulted in ahead for buffers and caches (--prefault-bytes)"
+    );
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
