@@ -10,13 +10,17 @@
 # FLAGS_NAME (e.g. FLAGS_B="--flush-when-idle false") adds `rutomq serve`
 # flags to NAME's agent. Per run it prints the client's latency quantiles,
 # and, from second 3 to one second before the end: the agent's mean Produce
-# request time and flush-window stage times (/metrics), its idle seals, and
-# the CPU of each thread of the agent, the client and PostgreSQL (% of one
-# core; the 2-core VM is shared by all of them). Then the medians per NAME.
+# request time and flush-window stage times (/metrics), its idle seals, the
+# histogram bucket bounds (ms) the p99 of its Produce requests and of its
+# upload and commit stages lie under, the share of the time some task of the
+# VM waited for I/O (/proc/pressure/io "some"; the agent's and PostgreSQL's
+# own syncs count: ~90 % when every window syncs), and the CPU of each
+# thread of the agent, the client and PostgreSQL (% of one core; the 2-core
+# VM is shared by all of them). Then the medians per NAME.
 # Runs go to $WORK (default a temporary folder, kept; data removed).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-[[ $# -ge 4 ]] || { sed -n '2,16p' "$0" >&2; exit 2; }
+[[ $# -ge 4 ]] || { sed -n '2,20p' "$0" >&2; exit 2; }
 ROUNDS="$1" RATE="$2" SECS="$3"
 shift 3
 ((SECS >= 6)) || { echo "ack-ab.sh: SECONDS must be at least 6" >&2; exit 2; }
@@ -56,8 +60,10 @@ run() {
     client=$!
     sleep 3
     threads "$agent" "$pg" >"$dir/cpu0"; curl -s "http://127.0.0.1:$hport/metrics" >"$dir/m0"
+    cat /proc/pressure/io >"$dir/io0" 2>/dev/null || true
     sleep $((SECS - 4))
     threads "$agent" "$pg" >"$dir/cpu1"; curl -s "http://127.0.0.1:$hport/metrics" >"$dir/m1"
+    cat /proc/pressure/io >"$dir/io1" 2>/dev/null || true
     wait "$client"
     kill "$agent"; wait "$agent" || true; agent=""
     rm -rf "$dir/data"
@@ -81,6 +87,28 @@ def stage(st):
     return mean_ms("rutomq_window_stage_seconds", '{stage="%s"}' % st)
 stages = " ".join("%s %.2f" % (st, stage(st)) for st in ("upload", "commit", "queued", "gather"))
 produce = mean_ms("rutomq_request_seconds", '{api="Produce"}')
+def p99_ms(metric, label):
+    """The bucket bound (ms) the run's 99th percentile lies under."""
+    counts = {}
+    for (name, labels, _), v in m1.items():
+        le = re.search(r'le="([^"]+)"', labels)
+        if name == metric + "_bucket" and label in labels and le:
+            counts[float(le.group(1))] = v - m0.get((name, labels, ""), 0)
+    total = counts.get(float("inf"), 0)
+    bound = next((le for le, n in sorted(counts.items()) if total and n >= 0.99 * total), None)
+    return "-" if bound is None else ("inf" if bound == float("inf") else "%g" % (1000 * bound))
+tails = "p99<= Produce %s upload %s commit %s" % (
+    p99_ms("rutomq_request_seconds", 'api="Produce"'),
+    p99_ms("rutomq_window_stage_seconds", 'stage="upload"'),
+    p99_ms("rutomq_window_stage_seconds", 'stage="commit"'))
+def io_stalled_percent():
+    """Share of the run some task of the VM waited for I/O (/proc/pressure/io)."""
+    try:
+        t0, t1 = (int(re.search(r"^some .*total=(\d+)", open(f"{d}/io{i}").read(), re.M).group(1))
+                  for i in (0, 1))
+    except (OSError, AttributeError):
+        return "-"
+    return "%.0f" % (100 * (t1 - t0) / 1e6 / secs)
 seals = (m1.get(("rutomq_flush_idle_seals_total", "", ""), 0)
          - m0.get(("rutomq_flush_idle_seals_total", "", ""), 0))
 def ticks(path):
@@ -97,7 +125,7 @@ for k, v in c1.items():
 top = " ".join(f"{k}={100 * v / hz / secs:.0f}" for k, v in cpu.most_common(8))
 print(f"{name} p50 {lat['p50']:.2f} p90 {lat['p90']:.2f} p99 {lat['p99']:.2f} p999 {lat['p999']:.2f} "
       f"| agent Produce {produce:.2f} {stages} "
-      f"idle_seals {seals:.0f} | cpu% {top}")
+      f"idle_seals {seals:.0f} {tails} io_stalled% {io_stalled_percent()} | cpu% {top}")
 PY
 }
 
