@@ -16,11 +16,12 @@
 # VM waited for I/O (/proc/pressure/io "some"; the agent's and PostgreSQL's
 # own syncs count: ~90 % when every window syncs), and the CPU of each
 # thread of the agent, the client and PostgreSQL (% of one core; the 2-core
-# VM is shared by all of them). Then the medians per NAME.
+# VM is shared by all of them) and the time the most delayed of them waited
+# runnable for a CPU (% of the run, schedstat). Then the medians per NAME.
 # Runs go to $WORK (default a temporary folder, kept; data removed).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-[[ $# -ge 4 ]] || { sed -n '2,20p' "$0" >&2; exit 2; }
+[[ $# -ge 4 ]] || { sed -n '2,21p' "$0" >&2; exit 2; }
 ROUNDS="$1" RATE="$2" SECS="$3"
 shift 3
 ((SECS >= 6)) || { echo "ack-ab.sh: SECONDS must be at least 6" >&2; exit 2; }
@@ -33,14 +34,16 @@ trap '[[ -n "$agent" ]] && kill "$agent" 2>/dev/null; wait 2>/dev/null || true' 
 # shellcheck source=benches/lib.sh
 source "$here/lib.sh"
 
-# Per-thread CPU ticks of the agent (pid $1), its PostgreSQL (postmaster
-# pid $2 and its children) and the client: "comm pid ticks".
+# Per-thread CPU ticks and run-queue wait (ns, /proc/.../schedstat) of the
+# agent (pid $1), its PostgreSQL (postmaster pid $2 and its children) and
+# the client: "comm pid ticks wait_ns".
 threads() {
     local p t
     for p in "$1" "$2" $(pgrep -P "$2" || true) $(pgrep -f rdkafka_performance || true); do
         for t in /proc/"$p"/task/*; do
-            printf '%s %s %s\n' "$(tr ' ' _ <"$t/comm" 2>/dev/null)" "$p" \
-                "$(awk '{print $14 + $15}' "$t/stat" 2>/dev/null)"
+            printf '%s %s %s %s\n' "$(tr ' ' _ <"$t/comm" 2>/dev/null)" "$p" \
+                "$(awk '{print $14 + $15}' "$t/stat" 2>/dev/null || echo 0)" \
+                "$(awk '{print $2}' "$t/schedstat" 2>/dev/null || echo 0)"
         done
     done
 }
@@ -111,21 +114,27 @@ def io_stalled_percent():
     return "%.0f" % (100 * (t1 - t0) / 1e6 / secs)
 seals = (m1.get(("rutomq_flush_idle_seals_total", "", ""), 0)
          - m0.get(("rutomq_flush_idle_seals_total", "", ""), 0))
-def ticks(path):
+def ticks(path, col):
     t = collections.Counter()
     for line in open(path):
         p = line.split()
-        if len(p) == 3 and p[2].isdigit():
-            t[(p[0], p[1])] += int(p[2])
+        if len(p) == 4 and p[col].isdigit():
+            t[(p[0], p[1])] += int(p[col])
     return t
-c0, c1 = ticks(f"{d}/cpu0"), ticks(f"{d}/cpu1")
-cpu = collections.Counter()
-for k, v in c1.items():
-    cpu[k[0]] += max(0, v - c0.get(k, 0))
-top = " ".join(f"{k}={100 * v / hz / secs:.0f}" for k, v in cpu.most_common(8))
+def per_comm(col):
+    c0, c1 = ticks(f"{d}/cpu0", col), ticks(f"{d}/cpu1", col)
+    out = collections.Counter()
+    for k, v in c1.items():
+        out[k[0]] += max(0, v - c0.get(k, 0))
+    return out
+top = " ".join(f"{k}={100 * v / hz / secs:.0f}" for k, v in per_comm(2).most_common(8))
+# Time spent runnable but waiting for a CPU (% of the run): on 2 cores
+# with the client spinning one, the agent's hand-offs queue here.
+waits = " ".join(f"{k}={100 * v / 1e9 / secs:.0f}" for k, v in per_comm(3).most_common(6))
 print(f"{name} p50 {lat['p50']:.2f} p90 {lat['p90']:.2f} p99 {lat['p99']:.2f} p999 {lat['p999']:.2f} "
       f"| agent Produce {produce:.2f} {stages} "
-      f"idle_seals {seals:.0f} {tails} io_stalled% {io_stalled_percent()} | cpu% {top}")
+      f"idle_seals {seals:.0f} {tails} io_stalled% {io_stalled_percent()} | cpu% {top} "
+      f"| runqueue-wait% {waits}")
 PY
 }
 
