@@ -8,7 +8,9 @@
 #   benches/ack-ab.sh ROUNDS RATE SECONDS NAME=BIN [NAME=BIN...]
 #
 # FLAGS_NAME (e.g. FLAGS_B="--flush-when-idle false") adds `rutomq serve`
-# flags to NAME's agent. Per run it prints the client's latency quantiles,
+# flags to NAME's agent; CLIENT_NICE=19 lowers the client's CPU priority
+# from second 3 on (to tell the agent's own time from its wait for the
+# cores the client spins on). Per run it prints the client's latency quantiles,
 # and, from second 3 to one second before the end: the agent's mean Produce
 # request time and flush-window stage times (/metrics), its idle seals, the
 # histogram bucket bounds (ms) the p99 of its Produce requests and of its
@@ -21,7 +23,7 @@
 # Runs go to $WORK (default a temporary folder, kept; data removed).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-[[ $# -ge 4 ]] || { sed -n '2,21p' "$0" >&2; exit 2; }
+[[ $# -ge 4 ]] || { sed -n '2,24p' "$0" >&2; exit 2; }
 ROUNDS="$1" RATE="$2" SECS="$3"
 shift 3
 ((SECS >= 6)) || { echo "ack-ab.sh: SECONDS must be at least 6" >&2; exit 2; }
@@ -62,6 +64,10 @@ run() {
         produce "127.0.0.1:$port" "ack-$RATE" "$RATE" "$SECS" >"$dir/out/ack.json" 2>"$dir/out/stderr.txt" &
     client=$!
     sleep 3
+    if [[ -n "${CLIENT_NICE:-}" ]]; then
+        # shellcheck disable=SC2046  # one pid per word
+        renice -n "$CLIENT_NICE" -p $(pgrep -f rdkafka_performance) >/dev/null
+    fi
     threads "$agent" "$pg" >"$dir/cpu0"; curl -s "http://127.0.0.1:$hport/metrics" >"$dir/m0"
     cat /proc/pressure/io >"$dir/io0" 2>/dev/null || true
     sleep $((SECS - 4))
