@@ -19,7 +19,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
-[[ $# -ge 2 ]] || { sed -n '2,19p' "$0" >&2; exit 2; }
+[[ $# -ge 2 ]] || { sed -n '2,18p' "$0" >&2; exit 2; }
 ROUNDS="$1"
 shift
 RATE="${RATE:-125000}" BATCH="${BATCH:-64}" FANOUT="${FANOUT:-1}"
