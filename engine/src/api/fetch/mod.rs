@@ -305,8 +305,18 @@ async fn read_all(
         }
         slots.push(parts);
     }
-    let (told, enough) = Enough::new();
-    let mut told = Some(told);
+    // With one read nothing else can answer for it: no signal to make.
+    let reading = slots
+        .iter()
+        .flatten()
+        .filter(|slot| matches!(slot, Slot::Read { .. }))
+        .count();
+    let (mut told, enough) = if reading > 1 {
+        let (told, enough) = Enough::new();
+        (Some(told), Some(enough))
+    } else {
+        (None, None)
+    };
     let mut running: FuturesUnordered<_> = slots
         .iter()
         .flatten()
@@ -323,7 +333,7 @@ async fn read_all(
                 grant.bytes,
                 committed,
                 false,
-                Some(&enough),
+                enough.as_ref(),
             )),
             Slot::Ready(_) => None,
         })
