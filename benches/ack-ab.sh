@@ -8,22 +8,22 @@
 #   benches/ack-ab.sh ROUNDS RATE SECONDS NAME=BIN [NAME=BIN...]
 #
 # FLAGS_NAME (e.g. FLAGS_B="--flush-when-idle false") adds `rutomq serve`
-# flags to NAME's agent; CLIENT_NICE=19 lowers the client's CPU priority
-# from second 3 on (to tell the agent's own time from its wait for the
-# cores the client spins on). Per run it prints the client's latency quantiles,
-# and, from second 3 to one second before the end: the agent's mean Produce
-# request time and flush-window stage times (/metrics), its idle seals, the
-# histogram bucket bounds (ms) the p99 of its Produce requests and of its
-# upload and commit stages lie under, the share of the time some task of the
-# VM waited for I/O (/proc/pressure/io "some"; the agent's and PostgreSQL's
-# own syncs count: ~90 % when every window syncs), and the CPU of each
-# thread of the agent, the client and PostgreSQL (% of one core; the 2-core
-# VM is shared by all of them) and the time the most delayed of them waited
-# runnable for a CPU (% of the run, schedstat). Then the medians per NAME.
+# flags to NAME's agent; CLIENT_NICE=19 lowers the CPU priority of the
+# client's main thread (the one spinning while it paces) from second 3 on.
+# Per run it prints the client's latency quantiles, and, from second 3 to
+# one second before the end: the agent's mean Produce request time and
+# flush-window stage times (/metrics), its idle seals, the histogram bucket
+# bounds (ms) the p99 of its Produce requests and of its upload and commit
+# stages lie under, the share of the time some task of the VM waited for
+# I/O (/proc/pressure/io "some"; the agent's and PostgreSQL's own syncs
+# count: ~90 % when every window syncs), the CPU of each thread of the
+# agent, the client and PostgreSQL (% of one core; the 2-core VM is shared
+# by all of them) and the time the most delayed of them waited runnable for
+# a CPU (% of the run, schedstat). Then the medians per NAME.
 # Runs go to $WORK (default a temporary folder, kept; data removed).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-[[ $# -ge 4 ]] || { sed -n '2,24p' "$0" >&2; exit 2; }
+[[ $# -ge 4 ]] || { sed -n '2,23p' "$0" >&2; exit 2; }
 ROUNDS="$1" RATE="$2" SECS="$3"
 shift 3
 ((SECS >= 6)) || { echo "ack-ab.sh: SECONDS must be at least 6" >&2; exit 2; }
@@ -134,8 +134,8 @@ def per_comm(col):
         out[k[0]] += max(0, v - c0.get(k, 0))
     return out
 top = " ".join(f"{k}={100 * v / hz / secs:.0f}" for k, v in per_comm(2).most_common(8))
-# Time spent runnable but waiting for a CPU (% of the run): on 2 cores
-# with the client spinning one, the agent's hand-offs queue here.
+# Time spent runnable but waiting for a CPU (% of the run, a comm's
+# threads summed): each hand-off of a window waits here on a busy box.
 waits = " ".join(f"{k}={100 * v / 1e9 / secs:.0f}" for k, v in per_comm(3).most_common(6))
 print(f"{name} p50 {lat['p50']:.2f} p90 {lat['p90']:.2f} p99 {lat['p99']:.2f} p999 {lat['p999']:.2f} "
       f"| agent Produce {produce:.2f} {stages} "

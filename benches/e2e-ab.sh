@@ -37,7 +37,7 @@ agent=""
 trap '[[ -n "$agent" ]] && kill "$agent" 2>/dev/null; wait 2>/dev/null || true' EXIT
 
 # shellcheck source=benches/lib.sh
-source "$here/lib.sh"
+source "$here/lib.sh"   # start_fresh_agent, E2E_AT_TAIL
 
 lines=()
 for round in $(seq "$ROUNDS"); do
@@ -47,8 +47,7 @@ for round in $(seq "$ROUNDS"); do
         # shellcheck disable=SC2086  # FLAGS_NAME is a word list
         start_fresh_agent "${bins[$i]}" "$dir" ${!flags_var:-}
         agent="$AGENT_PID"
-        "$BENCH" e2e --bootstrap "127.0.0.1:$AGENT_PORT" --partitions 8 --record-size 1024 \
-            --acks -1 --consumers 2 --fetch-max-wait-ms 100 --create --broker-pid "$agent" \
+        "$BENCH" e2e --bootstrap "127.0.0.1:$AGENT_PORT" "${E2E_AT_TAIL[@]}" --broker-pid "$agent" \
             --producers 8 --topic e2e --batch-records "$BATCH" --rate "$RATE" --fanout "$FANOUT" \
             --duration 10 --warmup 5 --out "$dir/e2e.json" >"$dir/e2e.log" 2>&1
         kill "$agent"; wait "$agent" || true; agent=""

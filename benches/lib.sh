@@ -1,7 +1,14 @@
-# Shell helpers the benchmark scripts share (ab.sh, ack-ab.sh, tls.sh,
-# control-plane.sh, race.sh, rdkafka-perf.sh, scaling.sh); sourced, not run.
+# Shell helpers the benchmark scripts share (ab.sh, ack-ab.sh, e2e-ab.sh,
+# tls.sh, control-plane.sh, race.sh, rdkafka-perf.sh, scaling.sh); sourced,
+# not run.
 # Each script sets BENCH (the rutomq-bench binary) and DURATION before
 # calling `produce_consume`.
+
+# `rutomq-bench e2e` arguments of race.sh's end-to-end runs (and
+# e2e-ab.sh's): 8 partitions of 1 KiB records, acks=all, 2 consumer
+# connections long-polling at the tail, the topic created by the run.
+E2E_AT_TAIL=(--partitions 8 --record-size 1024 --acks -1 --consumers 2
+             --fetch-max-wait-ms 100 --create)
 
 # free_ports N: N free TCP ports on 127.0.0.1, space-separated.
 free_ports() {

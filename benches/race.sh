@@ -168,7 +168,7 @@ EOF
 }
 
 # shellcheck source=benches/lib.sh
-source "$here/lib.sh"   # quote_cmd, alive, postmaster_pid, wait_gone
+source "$here/lib.sh"   # quote_cmd, alive, postmaster_pid, wait_gone, E2E_AT_TAIL
 log() { printf '[race %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
@@ -1152,8 +1152,7 @@ run_system() {
         start_system "$sys" "$sysdir"
         BROKER_SUB=""
         note "$sys" e2e_pids "${BROKER_PIDS[*]}"
-        local at_tail=(--bootstrap "$BOOTSTRAP" --partitions 8 --record-size 1024 --acks -1
-                       --consumers 2 --fetch-max-wait-ms 100 --create)
+        local at_tail=(--bootstrap "$BOOTSTRAP" "${E2E_AT_TAIL[@]}")
         for pid in "${BROKER_PIDS[@]}"; do at_tail+=(--broker-pid "$pid"); done
         at_tail+=("${METRICS_ARGS[@]}")
         local e2e=("${at_tail[@]}" --producers 8)
