@@ -401,7 +401,7 @@ class Agent:
               "--flush-interval-ms", str(self.flush_interval_ms),
               "--auto-create-topics", "true" if self.auto_create_topics else "false",
               "--default-partitions", str(self.default_partitions)]
-        # No memory faulted in at start (~840 MiB at the defaults: 0.05-6 s
+        # No memory faulted in at start (~840 MiB at the defaults: 0.05-6.7 s
         # per start on the development VMs, ~200 starts per suite run). It
         # serves latency under load, which tests do not measure; the agents
         # test_cli.py starts by hand keep the default.
